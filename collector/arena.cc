@@ -1,0 +1,248 @@
+// Shared-memory session arena; see arena.h.
+#include "collector/arena.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "collector/clock.h"
+
+namespace stallscope {
+namespace {
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+uint32_t hash_text(std::string_view s) {
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 16777619u;
+  return h;
+}
+
+std::string shm_path(const std::string& name) { return "/dev/shm/" + name; }
+
+}  // namespace
+
+Arena* Arena::create(const std::string& shm_name, const ArenaConfig& cfg, std::string* error) {
+  if (cfg.ring_capacity == 0 || (cfg.ring_capacity & (cfg.ring_capacity - 1)) != 0) {
+    *error = "ring capacity must be a power of two";
+    return nullptr;
+  }
+  if (cfg.ring_count == 0 || cfg.string_capacity == 0 || cfg.process_capacity == 0) {
+    *error = "arena sizes must be positive";
+    return nullptr;
+  }
+  const uint64_t off_offsets = align_up(sizeof(ArenaHeader), 4096);
+  const uint64_t off_hash = align_up(off_offsets + 4ull * cfg.string_capacity, 64);
+  const uint64_t off_pool = align_up(off_hash + 8ull * cfg.string_capacity, 64);
+  const uint64_t off_procs = align_up(off_pool + cfg.string_pool_bytes, 4096);
+  const uint64_t off_rings = align_up(off_procs + sizeof(ProcessEntry) * cfg.process_capacity, 4096);
+  const uint64_t stride = align_up(sizeof(RingHeader) + sizeof(Event) * cfg.ring_capacity, 4096);
+  const uint64_t total = off_rings + stride * cfg.ring_count;
+
+  const std::string path = shm_path(shm_name);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *error = "cannot create " + path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  if (::ftruncate(fd, static_cast<off_t>(total)) != 0) {
+    *error = "cannot size " + path + ": " + std::strerror(errno);
+    ::close(fd);
+    ::unlink(path.c_str());
+    return nullptr;
+  }
+  void* mem = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (mem == MAP_FAILED) {
+    *error = "cannot map " + path + ": " + std::strerror(errno);
+    ::unlink(path.c_str());
+    return nullptr;
+  }
+  auto* base = static_cast<uint8_t*>(mem);
+  auto* h = new (base) ArenaHeader();
+  h->wire_version = kWireFormatVersion;
+  h->total_size = total;
+  h->config = cfg;
+  h->uses_tsc = tsc_is_reliable() ? 1 : 0;
+  g_clock_uses_tsc = h->uses_tsc != 0;
+  h->owner_pid = ::getpid();
+  const ClockAnchor a = take_anchor();
+  h->start_ticks = a.ticks;
+  h->start_mono_ns = a.ns;
+  h->start_real_ns = realtime_ns();
+  h->off_string_offsets = off_offsets;
+  h->off_string_hash = off_hash;
+  h->off_string_pool = off_pool;
+  h->off_processes = off_procs;
+  h->off_rings = off_rings;
+  h->ring_stride = stride;
+  h->next_thread_uid.store(1);
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&h->lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+  // Publish last: attachers check the magic.
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kArenaMagic;
+  return new Arena(base, h, shm_name);
+}
+
+Arena* Arena::attach(const std::string& shm_name, std::string* error) {
+  const std::string path = shm_path(shm_name);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    *error = "cannot open " + path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < sizeof(ArenaHeader)) {
+    *error = path + " is not a stallscope arena (too small)";
+    ::close(fd);
+    return nullptr;
+  }
+  void* mem = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (mem == MAP_FAILED) {
+    *error = "cannot map " + path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  auto* h = static_cast<ArenaHeader*>(mem);
+  if (h->magic != kArenaMagic || h->wire_version != kWireFormatVersion ||
+      h->total_size != static_cast<uint64_t>(st.st_size)) {
+    ::munmap(mem, static_cast<size_t>(st.st_size));
+    *error = path + " is not a stallscope arena of wire format " + std::to_string(kWireFormatVersion);
+    return nullptr;
+  }
+  g_clock_uses_tsc = h->uses_tsc != 0;
+  return new Arena(static_cast<uint8_t*>(mem), h, shm_name);
+}
+
+void Arena::unlink(const std::string& shm_name) { ::unlink(shm_path(shm_name).c_str()); }
+
+void Arena::lock() {
+  int rc = pthread_mutex_lock(&header_->lock);
+  if (rc == EOWNERDEAD) pthread_mutex_consistent(&header_->lock);  // holder died: state is
+                                                                   // consistent (publish is last)
+}
+
+void Arena::unlock() { pthread_mutex_unlock(&header_->lock); }
+
+const char* Arena::string(uint32_t id) const {
+  if (id == 0 || id > header_->string_count.load(std::memory_order_acquire)) return nullptr;
+  const auto* offsets = reinterpret_cast<const uint32_t*>(base_ + header_->off_string_offsets);
+  return reinterpret_cast<const char*>(base_ + header_->off_string_pool + offsets[id - 1]);
+}
+
+uint32_t Arena::intern(std::string_view text) {
+  const uint32_t cap = header_->config.string_capacity;
+  const uint32_t buckets = 2 * cap;
+  auto* offsets = reinterpret_cast<uint32_t*>(base_ + header_->off_string_offsets);
+  auto* table = reinterpret_cast<uint32_t*>(base_ + header_->off_string_hash);
+  char* pool = reinterpret_cast<char*>(base_ + header_->off_string_pool);
+  uint32_t slot = hash_text(text) % buckets;
+  lock();
+  for (;;) {
+    const uint32_t id = table[slot];
+    if (id == 0) break;
+    const char* s = pool + offsets[id - 1];
+    if (std::strlen(s) == text.size() && std::memcmp(s, text.data(), text.size()) == 0) {
+      unlock();
+      return id;
+    }
+    slot = (slot + 1) % buckets;
+  }
+  const uint32_t count = header_->string_count.load(std::memory_order_relaxed);
+  const uint64_t need = text.size() + 1;
+  if (count >= cap || header_->string_pool_used + need > header_->config.string_pool_bytes) {
+    unlock();
+    header_->dropped_strings.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
+  const uint32_t off = header_->string_pool_used;
+  std::memcpy(pool + off, text.data(), text.size());
+  pool[off + text.size()] = '\0';
+  header_->string_pool_used += static_cast<uint32_t>(need);
+  offsets[count] = off;
+  table[slot] = count + 1;
+  header_->string_count.store(count + 1, std::memory_order_release);
+  unlock();
+  return count + 1;
+}
+
+Ring* Arena::claim_ring(int pid, int tid, const char* thread_name) {
+  for (uint32_t i = 0; i < header_->config.ring_count; ++i) {
+    Ring* r = ring(i);
+    uint32_t expected = kRingFree;
+    if (!r->h.state.compare_exchange_strong(expected, kRingClaiming, std::memory_order_acq_rel)) {
+      continue;
+    }
+    r->h.pid = pid;
+    r->h.tid = tid;
+    r->h.thread_uid = header_->next_thread_uid.fetch_add(1, std::memory_order_relaxed);
+    std::memset(r->h.name, 0, sizeof r->h.name);
+    if (thread_name) std::strncpy(r->h.name, thread_name, sizeof r->h.name - 1);
+    r->h.head.store(0, std::memory_order_relaxed);
+    r->h.tail.store(0, std::memory_order_relaxed);
+    r->h.tail_cache = 0;
+    r->h.dropped.store(0, std::memory_order_relaxed);
+    r->h.state.store(kRingActive, std::memory_order_release);
+    return r;
+  }
+  return nullptr;
+}
+
+ProcessEntry* Arena::register_process(int pid, int ppid, const char* cmdline, size_t len) {
+  lock();
+  ProcessEntry* p = find_process(pid);
+  if (p != nullptr && p->state.load(std::memory_order_acquire) == kProcRunning &&
+      p->end_ticks.load(std::memory_order_acquire) == 0) {
+    // exec: the same process with a new image. Its old threads are gone.
+    for (uint32_t i = 0; i < header_->config.ring_count; ++i) {
+      Ring* r = ring(i);
+      uint32_t expected = kRingActive;
+      if (r->h.pid == pid) r->h.state.compare_exchange_strong(expected, kRingRetired, std::memory_order_acq_rel);
+    }
+    std::memset(p->cmdline, 0, sizeof p->cmdline);
+    if (cmdline) std::memcpy(p->cmdline, cmdline, len < sizeof p->cmdline - 1 ? len : sizeof p->cmdline - 1);
+    p->execs.fetch_add(1, std::memory_order_release);
+    unlock();
+    return p;
+  }
+  const uint32_t n = header_->process_count.load(std::memory_order_relaxed);
+  if (n >= header_->config.process_capacity) {
+    unlock();
+    header_->dropped_processes.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  p = process(n);
+  p->pid = pid;
+  p->ppid = ppid;
+  p->exit_code = 0;
+  p->has_exit_code.store(0, std::memory_order_relaxed);
+  p->execs.store(0, std::memory_order_relaxed);
+  p->start_ticks = now_ticks();
+  p->end_ticks.store(0, std::memory_order_relaxed);
+  std::memset(p->cmdline, 0, sizeof p->cmdline);
+  if (cmdline) std::memcpy(p->cmdline, cmdline, len < sizeof p->cmdline - 1 ? len : sizeof p->cmdline - 1);
+  p->state.store(kProcRunning, std::memory_order_release);
+  header_->process_count.store(n + 1, std::memory_order_release);
+  unlock();
+  return p;
+}
+
+ProcessEntry* Arena::find_process(int pid) const {
+  const uint32_t n = header_->process_count.load(std::memory_order_acquire);
+  for (uint32_t i = n; i-- > 0;) {  // newest first: pids can be reused
+    ProcessEntry* p = process(i);
+    if (p->pid == pid) return p;
+  }
+  return nullptr;
+}
+
+}  // namespace stallscope

@@ -1,0 +1,69 @@
+// The in-process collector: which arena this process records into, the per-thread ring lookup,
+// and the hot path. emit() reserves a slot in the calling thread's ring, writes the event and
+// publishes it with one release store: no syscall, lock or allocation. A thread's first event
+// takes the slow path once (claims a ring in the arena).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "collector/arena.h"
+#include "collector/clock.h"
+#include "collector/event.h"
+
+namespace stallscope {
+
+struct ThreadState {
+  Ring* ring;                  // this thread's ring in the current session, or nullptr
+  uint32_t generation;         // session generation the ring belongs to
+  uint32_t failed_generation;  // generation in which no ring could be claimed
+};
+
+extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
+// 0 while not recording; a new value for every session joined in this process.
+extern std::atomic<uint32_t> g_generation;
+extern uint64_t g_ring_mask;
+
+Ring* thread_ring_slow();
+
+inline void emit(EventKind kind, uint32_t name, int64_t a0, int64_t a1, uint8_t flags) {
+  const uint32_t gen = g_generation.load(std::memory_order_relaxed);
+  Ring* r = t_state.ring;
+  if (__builtin_expect(r == nullptr || t_state.generation != gen, 0)) {
+    r = thread_ring_slow();
+    if (r == nullptr) return;
+  }
+  const uint64_t h = r->h.head.load(std::memory_order_relaxed);
+  if (__builtin_expect(h - r->h.tail_cache > g_ring_mask, 0)) {
+    r->h.tail_cache = r->h.tail.load(std::memory_order_acquire);
+    if (h - r->h.tail_cache > g_ring_mask) {
+      r->h.dropped.store(r->h.dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  Event& e = r->events[h & g_ring_mask];
+  e.ticks = now_ticks();
+  e.a0 = a0;
+  e.a1 = a1;
+  e.name = name;
+  e.kind = kind;
+  e.flags = flags;
+  e.reserved = 0;
+  r->h.head.store(h + 1, std::memory_order_release);
+}
+
+// Process-level lifecycle. All return false with *error set on failure; none throws.
+class Collector {
+ public:
+  // Joins the session whose arena is `arena` (created here or attached); registers this process.
+  static bool join(Arena* arena);
+  // Stops recording in this process (later events are ignored). The arena stays mapped.
+  static void leave();
+  static Arena* arena();
+  // Registers this process in the arena (called by join and after fork in the child).
+  static void register_this_process();
+  // Marks this process as exited with `code` (from on_exit).
+  static void mark_exit(int code);
+};
+
+}  // namespace stallscope

@@ -1,0 +1,54 @@
+// The wire event model: the one header of fixed-size POD records that the collector writes into
+// per-thread ring buffers and that the drainer (storage/ingest) turns into database rows.
+//
+// Rules (shared by collector, storage and UI):
+//  - EventKind only grows at the end; a value once shipped keeps its meaning.
+//  - An Event is exactly 32 bytes; the pid and tid live in the ring buffer's header, not in every
+//    event, so a record carries only what varies.
+//  - Any change to the layout bumps kWireFormatVersion; the arena header stores it, and a drainer
+//    refuses an arena of another version.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+namespace stallscope {
+
+inline constexpr uint32_t kWireFormatVersion = 1;
+
+enum class EventKind : uint8_t {
+  kNone = 0,         // never written; a zeroed slot
+  kSpanBegin = 1,    // name, a0, a1 (args valid per flags)
+  kSpanEnd = 2,      // closes the innermost open span of the thread; args replace the begin's
+  kInstant = 3,      // name, a0, a1
+  kCounter = 4,      // name = counter track, a0 = bit pattern of a double value
+  kThreadName = 5,   // name = interned thread name
+  kCount             // one past the last kind; not a kind
+};
+
+// Flag bits in Event::flags.
+inline constexpr uint8_t kFlagArg0 = 1u << 0;  // a0 holds an argument
+inline constexpr uint8_t kFlagArg1 = 1u << 1;  // a1 holds an argument
+
+struct Event {
+  uint64_t ticks;     // raw clock ticks (see collector/clock.h); converted to ns by the drainer
+  int64_t a0;         // first argument (or a counter's value bits)
+  int64_t a1;         // second argument
+  uint32_t name;      // interned string id (0 = none)
+  EventKind kind;
+  uint8_t flags;
+  uint16_t reserved;  // zero; room for a later field without changing the size
+};
+
+static_assert(sizeof(Event) == 32, "Event must stay 32 bytes");
+static_assert(std::is_trivially_copyable_v<Event>, "Event must be POD");
+static_assert(std::is_standard_layout_v<Event>, "Event must be POD");
+
+// Human-readable kind names, in enum order (the database's `event_kinds` table is filled from this).
+inline constexpr const char* kEventKindNames[] = {"none",    "span_begin",  "span_end",
+                                                  "instant", "counter", "thread_name"};
+static_assert(sizeof(kEventKindNames) / sizeof(kEventKindNames[0]) ==
+                  static_cast<size_t>(EventKind::kCount),
+              "every kind needs a name");
+
+}  // namespace stallscope

@@ -1,0 +1,63 @@
+/* stallscope C API: record spans, instants and counters into the current recording session.
+ *
+ * Every function is safe to call when no session is active (it does nothing), never blocks on I/O
+ * and never throws. Names are interned once with ss_intern() (slow path, takes a lock) and then
+ * passed as ids on the hot path. Timestamps come from the collector's clock.
+ *
+ * A process joins a session in one of three ways:
+ *   - it runs under `stallscope run` (libstallscope.so is preloaded and finds the session arena
+ *     through STALLSCOPE_SHM), or is a descendant of such a process;
+ *   - it is started with LD_PRELOAD=libstallscope.so and STALLSCOPE_OUTPUT=FILE.db (it records
+ *     in-process, a drainer thread writes the database);
+ *   - it calls ss_session_start().
+ */
+#ifndef STALLSCOPE_STALLSCOPE_H_
+#define STALLSCOPE_STALLSCOPE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STALLSCOPE_API __attribute__((visibility("default")))
+
+/* Returns the id of `text` in the session's string table (0 when not recording or the table is
+ * full). Ids are valid in every process of the session. */
+STALLSCOPE_API uint32_t ss_intern(const char* text);
+/* Interns a counter track: `name` with its `unit` (e.g. "bytes", "batches", "percent"). */
+STALLSCOPE_API uint32_t ss_counter_track(const char* name, const char* unit);
+
+/* Spans nest per thread: ss_span_end closes the innermost open span of the calling thread. */
+STALLSCOPE_API void ss_span_begin(uint32_t name);
+STALLSCOPE_API void ss_span_begin_args(uint32_t name, int64_t arg0, int64_t arg1);
+STALLSCOPE_API void ss_span_end(void);
+/* Closes the innermost span and sets its arguments (they replace the begin's). */
+STALLSCOPE_API void ss_span_end_args(int64_t arg0, int64_t arg1);
+
+STALLSCOPE_API void ss_instant(uint32_t name, int64_t arg0, int64_t arg1);
+/* Records `value` on counter `track` (from ss_counter_track) for this process. */
+STALLSCOPE_API void ss_counter(uint32_t track, double value);
+/* Records `value` on `track` on behalf of process `pid` (e.g. a sampler reporting a worker). */
+STALLSCOPE_API void ss_counter_for(uint32_t track, double value, int32_t pid);
+/* Names the calling thread in the recording. */
+STALLSCOPE_API void ss_thread_name(const char* name);
+
+/* 1 while this process records into a session. */
+STALLSCOPE_API int ss_is_recording(void);
+/* Events this process's threads dropped so far because their ring was full or none was free. */
+STALLSCOPE_API uint64_t ss_dropped_events(void);
+STALLSCOPE_API const char* ss_version(void);
+
+/* Starts an in-process session writing `db_path` (this process owns the drainer). Returns 0 on
+ * success; on failure returns -1 and writes a one-line reason into err[err_len]. */
+STALLSCOPE_API int ss_session_start(const char* db_path, char* err, size_t err_len);
+/* Ends the session started by ss_session_start: final flush, database closed. Returns 0 on success. */
+STALLSCOPE_API int ss_session_stop(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STALLSCOPE_STALLSCOPE_H_ */

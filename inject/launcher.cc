@@ -1,0 +1,219 @@
+// `stallscope run`; see launcher.h.
+#include "inject/launcher.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+
+#include "collector/arena.h"
+#include "storage/recorder.h"
+
+extern char** environ;
+
+namespace stallscope {
+namespace {
+
+volatile sig_atomic_t g_child = 0;
+
+// Signals the user sends to stallscope go to the program. Signals the terminal sends to the whole
+// foreground process group (Ctrl-C, Ctrl-\) already reach the program, so they are not sent twice.
+void forward_signal(int sig, siginfo_t* info, void*) {
+  const pid_t child = g_child;
+  if (child <= 0) return;
+  if (info != nullptr && info->si_code == SI_KERNEL) return;  // from the tty: the child has it too
+  ::kill(child, sig);
+}
+
+bool file_exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+std::string self_dir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  std::string s(buf);
+  return s.substr(0, s.rfind('/'));
+}
+
+std::string basename_of(const std::string& p) {
+  const size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+std::string shell_join(const std::vector<std::string>& args) {
+  std::string out;
+  for (const std::string& a : args) {
+    if (!out.empty()) out += ' ';
+    if (a.find_first_of(" \t\"'\\$") == std::string::npos && !a.empty()) {
+      out += a;
+    } else {
+      out += '\'';
+      for (char c : a) out += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+      out += '\'';
+    }
+  }
+  return out;
+}
+
+[[noreturn]] void exec_child(const RunOptions& opt, const std::string& preload, const std::string& shm) {
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (!preload.empty()) {
+    const char* old = std::getenv("LD_PRELOAD");
+    std::string v = preload;
+    if (old != nullptr && *old != '\0') v += std::string(":") + old;
+    ::setenv("LD_PRELOAD", v.c_str(), 1);
+    ::setenv("STALLSCOPE_SHM", shm.c_str(), 1);
+  }
+  ::unsetenv("STALLSCOPE_OUTPUT");
+  std::vector<char*> argv;
+  for (const std::string& a : opt.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  const int e = errno;
+  std::fprintf(stderr, "stallscope: cannot run '%s': %s\n", argv[0], std::strerror(e));
+  ::_exit(e == ENOENT ? 127 : 126);
+}
+
+}  // namespace
+
+std::string default_output_name(const std::string& program) {
+  std::string prog = basename_of(program);
+  for (char& c : prog) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  if (prog.empty()) prog = "program";
+  time_t now = ::time(nullptr);
+  struct tm tm;
+  ::localtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  std::string base = "stallscope-" + prog + "-" + stamp;
+  std::string name = base + ".db";
+  for (int i = 2; file_exists(name); ++i) name = base + "-" + std::to_string(i) + ".db";
+  return name;
+}
+
+std::string find_preload_library() {
+  if (const char* env = std::getenv("STALLSCOPE_LIBRARY"); env != nullptr && *env != '\0') {
+    return file_exists(env) ? env : "";
+  }
+  const std::string dir = self_dir();
+  for (const std::string& p : {dir + "/../lib/libstallscope.so", dir + "/libstallscope.so"}) {
+    if (file_exists(p)) {
+      char real[PATH_MAX];
+      return ::realpath(p.c_str(), real) ? std::string(real) : p;
+    }
+  }
+  return "";
+}
+
+int run_command(const RunOptions& opt) {
+  const std::string output = opt.output.empty() ? default_output_name(opt.command[0]) : opt.output;
+  const std::string preload = find_preload_library();
+  std::unique_ptr<Recorder> recorder;
+  std::string shm_name;
+  std::string why_not;
+  if (preload.empty()) {
+    why_not = "libstallscope.so not found beside the stallscope executable (set STALLSCOPE_LIBRARY)";
+  } else {
+    std::random_device rd;
+    shm_name = "stallscope-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+    ArenaConfig cfg;
+    cfg.ring_capacity = opt.ring_events;
+    cfg.ring_count = opt.rings;
+    Arena* arena = Arena::create(shm_name, cfg, &why_not);
+    if (arena != nullptr) {
+      auto rec = Recorder::start(arena, output, {{"mode", "launcher"}, {"command", shell_join(opt.command)}});
+      if (rec.ok()) {
+        recorder = std::move(*rec);
+      } else {
+        why_not = rec.status().message();
+        Arena::unlink(shm_name);
+      }
+    }
+  }
+  if (!recorder) {
+    std::fprintf(stderr, "stallscope: not recording (%s); running the program anyway\n", why_not.c_str());
+  } else if (!opt.quiet) {
+    std::fprintf(stderr, "stallscope: recording to %s\n", output.c_str());
+  }
+
+  // Hold the forwarded signals until the child's pid is known.
+  sigset_t fwd, old;
+  sigemptyset(&fwd);
+  const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
+  for (int s : forwarded) sigaddset(&fwd, s);
+  ::sigprocmask(SIG_BLOCK, &fwd, &old);
+  const pid_t child = ::fork();
+  if (child < 0) {
+    std::fprintf(stderr, "stallscope: cannot start the program: %s\n", std::strerror(errno));
+    if (recorder) recorder->stop();
+    if (!shm_name.empty()) Arena::unlink(shm_name);
+    return 125;
+  }
+  if (child == 0) exec_child(opt, recorder ? preload : std::string(), shm_name);
+  g_child = child;
+  for (int s : forwarded) {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = forward_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(s, &sa, nullptr);
+  }
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+
+  if (recorder) {
+    if (WIFEXITED(status)) {
+      recorder->set_exit_status(child, WEXITSTATUS(status), std::nullopt);
+    } else if (WIFSIGNALED(status)) {
+      recorder->set_exit_status(child, std::nullopt, WTERMSIG(status));
+    }
+    const Status s = recorder->stop();
+    Arena::unlink(shm_name);
+    if (!opt.quiet && s.ok()) {
+      const IngestStats st = recorder->stats();
+      std::fprintf(stderr, "stallscope: recording saved to %s (%llu events, %llu spans, %llu dropped)\n",
+                   output.c_str(), static_cast<unsigned long long>(st.events),
+                   static_cast<unsigned long long>(st.spans), static_cast<unsigned long long>(st.dropped));
+    }
+  }
+  if (WIFSIGNALED(status)) {
+    // End the way the program ended, so a shell or a scheduler sees the same thing.
+    const int sig = WTERMSIG(status);
+    struct rlimit no_core = {0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    ::signal(sig, SIG_DFL);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    ::sigprocmask(SIG_UNBLOCK, &s, nullptr);
+    ::kill(::getpid(), sig);
+    return 128 + sig;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace stallscope

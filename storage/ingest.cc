@@ -1,0 +1,376 @@
+// The drainer; see ingest.h.
+#include "storage/ingest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "collector/event.h"
+#include "stallscope/version.h"
+#include "storage/schema.h"
+
+namespace stallscope {
+namespace {
+
+// A process is gone when it no longer exists or is a zombie (exited, not yet reaped).
+bool process_alive(int pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[256];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* close_paren = std::strrchr(buf, ')');
+  if (close_paren == nullptr || close_paren[1] == '\0') return true;
+  const char state = close_paren[2];
+  return state != 'Z' && state != 'X';
+}
+
+std::optional<int64_t> to_opt64(std::optional<int> v) {
+  if (v) return static_cast<int64_t>(*v);
+  return std::nullopt;
+}
+
+std::string join_cmdline(const char* raw, size_t cap) {
+  size_t len = cap;
+  while (len > 0 && raw[len - 1] == '\0') --len;
+  std::string s(raw, len);
+  std::replace(s.begin(), s.end(), '\0', ' ');
+  return s;
+}
+
+}  // namespace
+
+TickConverter::TickConverter(bool uses_tsc, ClockAnchor start) : uses_tsc_(uses_tsc), start_(start) {
+  anchors_.push_back(start);
+}
+
+void TickConverter::add_anchor(ClockAnchor a) {
+  if (!uses_tsc_) return;
+  if (a.ticks <= anchors_.back().ticks || a.ns <= anchors_.back().ns) return;
+  anchors_.push_back(a);
+  while (anchors_.size() > 128) anchors_.pop_front();
+}
+
+int64_t TickConverter::to_session_ns(uint64_t ticks) const {
+  if (!uses_tsc_) return static_cast<int64_t>(ticks - start_.ns);
+  if (anchors_.size() < 2) return static_cast<int64_t>(ticks - start_.ticks);  // no rate known yet
+  // The segment [a, b] that holds `ticks`; outside the kept range, the nearest segment's rate.
+  size_t hi = 1;
+  if (ticks >= anchors_.back().ticks) {
+    hi = anchors_.size() - 1;
+  } else if (ticks > anchors_.front().ticks) {
+    auto it = std::upper_bound(anchors_.begin(), anchors_.end(), ticks,
+                               [](uint64_t t, const ClockAnchor& x) { return t < x.ticks; });
+    hi = static_cast<size_t>(it - anchors_.begin());
+  }
+  const ClockAnchor& a = anchors_[hi - 1];
+  const ClockAnchor& b = anchors_[hi];
+  const double rate = static_cast<double>(b.ns - a.ns) / static_cast<double>(b.ticks - a.ticks);
+  const double delta = static_cast<double>(static_cast<int64_t>(ticks - a.ticks)) * rate;
+  return static_cast<int64_t>(a.ns - start_.ns) + static_cast<int64_t>(delta);
+}
+
+Ingest::Ingest(Arena* arena, Writer* writer)
+    : arena_(arena),
+      writer_(writer),
+      clock_(arena->header()->uses_tsc != 0, ClockAnchor{arena->header()->start_ticks, arena->header()->start_mono_ns}) {
+  // Two anchors at least 2 ms apart give a usable tick rate from the first drain on.
+  const uint64_t since = monotonic_ns() - arena->header()->start_mono_ns;
+  if (since < 2000000) std::this_thread::sleep_for(std::chrono::nanoseconds(2000000 - since));
+  clock_.add_anchor(take_anchor());
+  rings_.resize(arena->header()->config.ring_count);
+  ring_dropped_seen_.resize(arena->header()->config.ring_count, 0);
+}
+
+Status Ingest::write_meta(const std::map<std::string, std::string>& extra) {
+  const ArenaHeader* h = arena_->header();
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::map<std::string, std::string> m = {
+      {"format", "stallscope.session"},
+      {"schema_version", std::to_string(kSchemaVersion)},
+      {"wire_format_version", std::to_string(kWireFormatVersion)},
+      {"stallscope_version", STALLSCOPE_VERSION},
+      {"host", host},
+      {"start_real_ns", std::to_string(h->start_real_ns)},
+      {"start_mono_ns", std::to_string(h->start_mono_ns)},
+      {"clock", h->uses_tsc ? "tsc->CLOCK_MONOTONIC" : "CLOCK_MONOTONIC"},
+      {"owner_pid", std::to_string(h->owner_pid)},
+      {"ring_count", std::to_string(h->config.ring_count)},
+      {"ring_capacity", std::to_string(h->config.ring_capacity)},
+      {"complete", "0"},
+  };
+  for (const auto& [k, v] : extra) m[k] = v;
+  if (Status s = writer_->begin(); !s.ok()) return s;
+  for (const auto& [k, v] : m) {
+    if (Status s = writer_->set_meta(k, v); !s.ok()) {
+      writer_->commit();
+      return s;
+    }
+  }
+  return writer_->commit();
+}
+
+void Ingest::set_exit_status(int pid, std::optional<int> exit_code, std::optional<int> exit_signal) {
+  pending_exit_[pid] = {exit_code, exit_signal};
+}
+
+int64_t Ingest::process_row_for(int pid) {
+  auto it = pid_latest_.find(pid);
+  if (it != pid_latest_.end()) return processes_[it->second].row;
+  // Not in the arena's process table (it was full): a row with what we know.
+  ProcessRow row;
+  row.pid = pid;
+  const int64_t id = writer_->add_process(row);
+  processes_.push_back(ProcessTrack{id, pid, false, {}, {}, -1, 0, 0});
+  pid_latest_[pid] = processes_.size() - 1;
+  return id;
+}
+
+void Ingest::sync_processes(bool final, int64_t now_ns) {
+  const ArenaHeader* h = arena_->header();
+  const uint32_t n = h->process_count.load(std::memory_order_acquire);
+  // Entries are appended in order; rows created for unregistered pids sit after them in
+  // processes_, so track arena entries by their own count.
+  while (arena_entries_seen_ < n) {
+    ProcessEntry* p = arena_->process(arena_entries_seen_);
+    const uint32_t execs = p->execs.load(std::memory_order_acquire);  // before the cmdline
+    ProcessRow row;
+    row.pid = p->pid;
+    row.ppid = p->ppid;
+    row.cmdline = join_cmdline(p->cmdline, sizeof p->cmdline);
+    row.start_ns = clock_.to_session_ns(p->start_ticks);
+    const int64_t id = writer_->add_process(row);
+    processes_.push_back(ProcessTrack{id, p->pid, false, {}, {}, arena_entries_seen_, 0, execs});
+    pid_latest_[p->pid] = processes_.size() - 1;
+    ++arena_entries_seen_;
+  }
+  for (ProcessTrack& t : processes_) {
+    auto pending = pending_exit_.find(t.pid);
+    if (pending != pending_exit_.end() && pid_latest_[t.pid] == static_cast<size_t>(&t - processes_.data())) {
+      t.exit_code = pending->second.first;
+      t.exit_signal = pending->second.second;
+      pending_exit_.erase(pending);
+      if (t.ended) writer_->update_process_end(t.row, t.end_ns, to_opt64(t.exit_code), to_opt64(t.exit_signal));
+    }
+    if (t.entry >= 0) {
+      ProcessEntry* p = arena_->process(static_cast<uint32_t>(t.entry));
+      const uint32_t execs = p->execs.load(std::memory_order_acquire);
+      if (execs != t.execs) {
+        t.execs = execs;
+        writer_->update_process_cmdline(t.row, join_cmdline(p->cmdline, sizeof p->cmdline));
+      }
+    }
+    if (t.ended) continue;
+    std::optional<int> code = t.exit_code;
+    int64_t end_ns = now_ns;
+    bool ended = false;
+    if (t.entry >= 0) {
+      ProcessEntry* p = arena_->process(static_cast<uint32_t>(t.entry));
+      const uint64_t end_ticks = p->end_ticks.load(std::memory_order_acquire);
+      if (end_ticks != 0) {
+        ended = true;
+        end_ns = clock_.to_session_ns(end_ticks);
+        if (!code && p->has_exit_code.load(std::memory_order_acquire)) code = p->exit_code;
+      }
+    }
+    if (!ended && t.pid != ::getpid() && !process_alive(t.pid)) ended = true;
+    if (!ended && final) ended = true;
+    if (ended) {
+      t.ended = true;
+      t.end_ns = end_ns;
+      t.exit_code = code;
+      writer_->update_process_end(t.row, end_ns, to_opt64(t.exit_code), to_opt64(t.exit_signal));
+    }
+  }
+}
+
+void Ingest::write_span(const ThreadTrack& t, const OpenSpan& o, std::optional<int64_t> dur, int64_t a0, int64_t a1,
+                        uint8_t flags) {
+  SpanRow row;
+  row.thread_id = t.row;
+  row.start_ns = o.start_ns;
+  row.dur_ns = dur;
+  row.name_id = o.name;
+  row.depth = static_cast<int32_t>(t.stack.size());
+  if (flags & kFlagArg0) row.arg0 = a0;
+  if (flags & kFlagArg1) row.arg1 = a1;
+  const int64_t id = writer_->add_span(row);
+  if (!first_span_) first_span_ = id;
+  last_span_ = id;
+  min_start_ = min_start_ ? std::min(*min_start_, o.start_ns) : o.start_ns;
+  if (dur) {
+    const int64_t end = o.start_ns + *dur;
+    max_end_ = max_end_ ? std::max(*max_end_, end) : end;
+  } else {
+    open_ended_ = true;
+  }
+  ++stats_.spans;
+}
+
+void Ingest::close_open_spans(ThreadTrack& t) {
+  while (!t.stack.empty()) {
+    OpenSpan o = t.stack.back();
+    t.stack.pop_back();
+    write_span(t, o, std::nullopt, o.a0, o.a1, o.flags);
+  }
+}
+
+int64_t Ingest::counter_track(uint32_t name, int pid) {
+  auto key = std::make_pair(name, pid);
+  auto it = tracks_.find(key);
+  if (it != tracks_.end()) return it->second;
+  const char* text = arena_->string(name);
+  std::string full = text ? text : ("counter#" + std::to_string(name));
+  CounterTrackRow row;
+  const size_t sep = full.find('\x1f');
+  row.name = full.substr(0, sep);
+  row.unit = sep == std::string::npos ? "" : full.substr(sep + 1);
+  row.pid = pid;
+  const int64_t id = writer_->add_counter_track(row);
+  tracks_[key] = id;
+  return id;
+}
+
+void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
+  Ring* r = arena_->ring(index);
+  uint32_t state = r->h.state.load(std::memory_order_acquire);
+  if (state != kRingActive && state != kRingRetired) return;
+  ThreadTrack& t = rings_[index];
+  if (t.uid != r->h.thread_uid) {
+    close_open_spans(t);
+    t = ThreadTrack{};
+    t.uid = r->h.thread_uid;
+    ThreadRow row;
+    row.process_id = process_row_for(r->h.pid);
+    row.tid = r->h.tid;
+    row.name = std::string(r->h.name, strnlen(r->h.name, sizeof r->h.name));
+    t.row = writer_->add_thread(row);
+    ring_dropped_seen_[index] = 0;
+  }
+  if (state == kRingActive && r->h.pid != ::getpid() && !process_alive(r->h.pid)) {
+    uint32_t expected = kRingActive;
+    if (r->h.state.compare_exchange_strong(expected, kRingRetired, std::memory_order_acq_rel)) state = kRingRetired;
+  }
+  // Read after the state: a retired ring's head is final.
+  const uint64_t head = r->h.head.load(std::memory_order_acquire);
+  uint64_t tail = r->h.tail.load(std::memory_order_relaxed);
+  const uint64_t mask = arena_->header()->config.ring_capacity - 1;
+  if (head - tail > mask + 1) tail = head - (mask + 1);  // cannot happen with a sane producer
+  for (; tail != head; ++tail) {
+    const Event e = r->events[tail & mask];
+    const int64_t ns = clock_.to_session_ns(e.ticks);
+    ++stats_.events;
+    switch (e.kind) {
+      case EventKind::kSpanBegin:
+        t.stack.push_back(OpenSpan{ns, e.name, e.flags, e.a0, e.a1});
+        break;
+      case EventKind::kSpanEnd: {
+        if (t.stack.empty()) break;  // an end without a begin (began before recording)
+        OpenSpan o = t.stack.back();
+        t.stack.pop_back();
+        if (e.flags & (kFlagArg0 | kFlagArg1)) {
+          write_span(t, o, ns - o.start_ns, e.a0, e.a1, e.flags);
+        } else {
+          write_span(t, o, ns - o.start_ns, o.a0, o.a1, o.flags);
+        }
+        break;
+      }
+      case EventKind::kInstant: {
+        InstantRow row;
+        row.thread_id = t.row;
+        row.ts_ns = ns;
+        row.name_id = e.name;
+        if (e.flags & kFlagArg0) row.arg0 = e.a0;
+        if (e.flags & kFlagArg1) row.arg1 = e.a1;
+        writer_->add_instant(row);
+        ++stats_.instants;
+        break;
+      }
+      case EventKind::kCounter: {
+        double value;
+        std::memcpy(&value, &e.a0, sizeof value);
+        const int pid = (e.flags & kFlagArg1) ? static_cast<int>(e.a1) : r->h.pid;
+        writer_->add_counter(CounterRow{counter_track(e.name, pid), ns, value});
+        ++stats_.counters;
+        break;
+      }
+      case EventKind::kThreadName: {
+        const char* text = arena_->string(e.name);
+        if (text) writer_->set_thread_name(t.row, text);
+        break;
+      }
+      default:
+        break;  // a kind this build does not know; skipped
+    }
+  }
+  r->h.tail.store(head, std::memory_order_release);
+  ring_dropped_seen_[index] = r->h.dropped.load(std::memory_order_relaxed);
+  if (state == kRingRetired || final) close_open_spans(t);
+  if (state == kRingRetired) {
+    dropped_retired_ += ring_dropped_seen_[index];
+    ring_dropped_seen_[index] = 0;
+    t = ThreadTrack{};
+    r->h.state.store(kRingFree, std::memory_order_release);
+  }
+  (void)now_ns;
+}
+
+void Ingest::sync_strings() {
+  const uint32_t n = arena_->header()->string_count.load(std::memory_order_acquire);
+  for (uint32_t id = strings_written_ + 1; id <= n; ++id) {
+    const char* s = arena_->string(id);
+    if (s) writer_->add_string(id, s);
+  }
+  strings_written_ = n;
+}
+
+Status Ingest::drain(bool final) {
+  clock_.add_anchor(take_anchor());
+  const int64_t now_ns = clock_.to_session_ns(now_ticks());
+  first_span_.reset();
+  last_span_.reset();
+  min_start_.reset();
+  max_end_.reset();
+  open_ended_ = false;
+  const uint64_t events_before = stats_.events;
+  if (Status s = writer_->begin(); !s.ok()) return s;
+  sync_processes(false, now_ns);
+  for (uint32_t i = 0; i < arena_->header()->config.ring_count; ++i) drain_ring(i, final, now_ns);
+  if (final) sync_processes(true, now_ns);
+  sync_strings();  // after the rings: every id an event used was published before the event
+  uint64_t dropped = dropped_retired_ + arena_->header()->dropped_no_ring.load(std::memory_order_relaxed);
+  for (uint64_t d : ring_dropped_seen_) dropped += d;
+  stats_.dropped = dropped;
+  FlushRow f;
+  f.ts_ns = now_ns;
+  f.events = static_cast<int64_t>(stats_.events - events_before);
+  f.dropped_total = static_cast<int64_t>(dropped);
+  f.first_span_id = first_span_;
+  f.last_span_id = last_span_;
+  f.min_start_ns = min_start_;
+  if (!open_ended_) f.max_end_ns = max_end_;  // NULL: a span of this flush never ended
+  writer_->add_flush(f);
+  if (final) {
+    writer_->set_meta("end_ns", std::to_string(now_ns));
+    writer_->set_meta("dropped_events", std::to_string(dropped));
+    writer_->set_meta("complete", "1");
+  }
+  ++stats_.drains;
+  return writer_->commit();
+}
+
+}  // namespace stallscope

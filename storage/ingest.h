@@ -1,0 +1,109 @@
+// The drainer: reads every ring of a session arena and writes what it finds into the session
+// database, one transaction per drain. Begin/end events become complete span rows (a per-thread
+// stack pairs them), ticks become nanoseconds since the session start (piecewise-linear between
+// clock anchors taken at each drain), rings of exited threads and dead processes are recycled.
+// Exactly one Ingest exists per arena; it runs in the `stallscope run` launcher or, when a process
+// records in-process, on a thread of that process.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "collector/arena.h"
+#include "collector/clock.h"
+#include "storage/status.h"
+#include "storage/writer.h"
+
+namespace stallscope {
+
+// Converts raw ticks to ns since the session start using anchors (ticks, monotonic ns).
+class TickConverter {
+ public:
+  TickConverter(bool uses_tsc, ClockAnchor start);
+  void add_anchor(ClockAnchor a);
+  int64_t to_session_ns(uint64_t ticks) const;
+  uint64_t start_mono_ns() const { return start_.ns; }
+
+ private:
+  bool uses_tsc_;
+  ClockAnchor start_;
+  std::deque<ClockAnchor> anchors_;  // increasing; the last ~10 s
+};
+
+struct IngestStats {
+  uint64_t events = 0;
+  uint64_t spans = 0;
+  uint64_t instants = 0;
+  uint64_t counters = 0;
+  uint64_t dropped = 0;  // events lost in the collector (full rings, no free ring)
+  uint64_t drains = 0;
+};
+
+class Ingest {
+ public:
+  Ingest(Arena* arena, Writer* writer);
+
+  // Writes the session's metadata (command line, host, versions, clock).
+  Status write_meta(const std::map<std::string, std::string>& extra);
+  // One drain: everything committed to the rings so far becomes rows in one transaction.
+  // `final` also closes spans still open (dur NULL) and marks unfinished processes ended.
+  Status drain(bool final);
+  // Records how a process ended when the caller knows it (the launcher knows its child's status).
+  void set_exit_status(int pid, std::optional<int> exit_code, std::optional<int> exit_signal);
+  const IngestStats& stats() const { return stats_; }
+
+ private:
+  struct OpenSpan {
+    int64_t start_ns;
+    uint32_t name;
+    uint8_t flags;
+    int64_t a0, a1;
+  };
+  struct ThreadTrack {
+    uint32_t uid = 0;
+    int64_t row = 0;
+    std::vector<OpenSpan> stack;
+  };
+  struct ProcessTrack {
+    int64_t row = 0;
+    int pid = 0;
+    bool ended = false;
+    std::optional<int> exit_code, exit_signal;  // from on_exit or the launcher
+    int64_t entry = -1;                         // index in the arena's process table
+    int64_t end_ns = 0;
+    uint32_t execs = 0;                         // exec count already written
+  };
+
+  void sync_processes(bool final, int64_t now_ns);
+  int64_t process_row_for(int pid);
+  void drain_ring(uint32_t index, bool final, int64_t now_ns);
+  void close_open_spans(ThreadTrack& t);
+  void sync_strings();
+  int64_t counter_track(uint32_t name, int pid);
+  void write_span(const ThreadTrack& t, const OpenSpan& o, std::optional<int64_t> dur, int64_t a0, int64_t a1,
+                  uint8_t flags);
+
+  Arena* arena_;
+  Writer* writer_;
+  TickConverter clock_;
+  std::vector<ThreadTrack> rings_;                // by ring index
+  std::vector<ProcessTrack> processes_;           // by process table index
+  std::map<std::pair<uint32_t, int>, int64_t> tracks_;
+  std::unordered_map<int, size_t> pid_latest_;    // pid -> index in processes_
+  std::vector<uint64_t> ring_dropped_seen_;       // drops already counted per ring life
+  uint32_t strings_written_ = 0;
+  uint32_t arena_entries_seen_ = 0;
+  uint64_t dropped_retired_ = 0;                  // drops of rings already recycled
+  std::map<int, std::pair<std::optional<int>, std::optional<int>>> pending_exit_;
+  IngestStats stats_;
+  // this drain's span id range and time bounds (the flushes table indexes spans by time)
+  std::optional<int64_t> first_span_, last_span_, min_start_, max_end_;
+  bool open_ended_ = false;
+};
+
+}  // namespace stallscope

@@ -1,0 +1,180 @@
+// Session database reader; see reader.h.
+#include "storage/reader.h"
+
+#include <sys/stat.h>
+
+#include "storage/schema.h"
+
+namespace stallscope {
+namespace {
+
+std::optional<int64_t> opt(const Stmt& s, int c) {
+  if (s.is_null(c)) return std::nullopt;
+  return s.int64(c);
+}
+
+template <typename T, typename F>
+Result<std::vector<T>> collect(Db& db, const std::string& sql, F row) {
+  auto st = db.prepare(sql);
+  if (!st.ok()) return Status::Error(db.path() + ": " + st.status().message());
+  std::vector<T> out;
+  while ((*st)->step()) out.push_back(row(**st));
+  if (!(*st)->status().ok()) return Status::Error(db.path() + ": " + (*st)->status().message());
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Status::Error("cannot open " + path + ": no such file");
+  if (!S_ISREG(st.st_mode)) return Status::Error(path + " is not a regular file; pass a .db recording");
+  if (st.st_size == 0) return Status::Error(path + " is empty, not a stallscope recording");
+  auto db = Db::open(path, Db::Mode::kReadOnly);
+  if (!db.ok()) return db.status();
+  // A file cut short outside of SQLite (copy interrupted, disk full) is caught here rather than
+  // midway through a query: without a WAL beside it, the main file must hold every page.
+  struct stat wal;
+  if (::stat((path + "-wal").c_str(), &wal) != 0) {
+    auto pages = (*db)->query_int("PRAGMA page_count");
+    auto page_size = (*db)->query_int("PRAGMA page_size");
+    if (pages.ok() && page_size.ok() && *pages * *page_size > st.st_size) {
+      return Status::Error(path + " is truncated (" + std::to_string(st.st_size) + " of " +
+                           std::to_string(*pages * *page_size) + " bytes); the recording is damaged");
+    }
+  }
+  if (Status s = check_schema(**db); !s.ok()) return s;
+  return std::unique_ptr<Reader>(new Reader(std::move(*db)));
+}
+
+Result<std::map<std::string, std::string>> Reader::meta() {
+  auto st = db_->prepare("SELECT key, value FROM meta");
+  if (!st.ok()) return st.status();
+  std::map<std::string, std::string> out;
+  while ((*st)->step()) out[(*st)->text(0)] = (*st)->text(1);
+  if (!(*st)->status().ok()) return (*st)->status();
+  return out;
+}
+
+Result<std::map<uint32_t, std::string>> Reader::strings() {
+  auto st = db_->prepare("SELECT id, value FROM strings");
+  if (!st.ok()) return st.status();
+  std::map<uint32_t, std::string> out;
+  while ((*st)->step()) out[static_cast<uint32_t>((*st)->int64(0))] = (*st)->text(1);
+  if (!(*st)->status().ok()) return (*st)->status();
+  return out;
+}
+
+Result<std::vector<ProcessRow>> Reader::processes() {
+  return collect<ProcessRow>(
+      *db_, "SELECT id, pid, ppid, cmdline, start_ns, end_ns, exit_code, exit_signal FROM processes ORDER BY id",
+      [](const Stmt& s) {
+        ProcessRow r;
+        r.id = s.int64(0);
+        r.pid = s.int64(1);
+        r.ppid = opt(s, 2);
+        r.cmdline = s.text(3);
+        r.start_ns = opt(s, 4);
+        r.end_ns = opt(s, 5);
+        r.exit_code = opt(s, 6);
+        r.exit_signal = opt(s, 7);
+        return r;
+      });
+}
+
+Result<std::vector<ThreadRow>> Reader::threads() {
+  return collect<ThreadRow>(*db_, "SELECT id, process_id, tid, name FROM threads ORDER BY id", [](const Stmt& s) {
+    return ThreadRow{s.int64(0), s.int64(1), s.int64(2), s.text(3)};
+  });
+}
+
+Result<std::vector<SpanRow>> Reader::span_query(const std::string& where, int64_t a, int64_t b) {
+  auto st = db_->prepare("SELECT id, thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1 FROM spans " + where +
+                         " ORDER BY start_ns, depth");
+  if (!st.ok()) return Status::Error(db_->path() + ": " + st.status().message());
+  Stmt& s = **st;
+  if (where.find('?') != std::string::npos) s.bind(1, a).bind(2, b);
+  std::vector<SpanRow> out;
+  while (s.step()) {
+    SpanRow r;
+    r.id = s.int64(0);
+    r.thread_id = s.int64(1);
+    r.start_ns = s.int64(2);
+    r.dur_ns = opt(s, 3);
+    r.name_id = static_cast<uint32_t>(s.int64(4));
+    r.depth = static_cast<int32_t>(s.int64(5));
+    r.arg0 = opt(s, 6);
+    r.arg1 = opt(s, 7);
+    out.push_back(r);
+  }
+  if (!s.status().ok()) return Status::Error(db_->path() + ": " + s.status().message());
+  return out;
+}
+
+Result<std::vector<SpanRow>> Reader::spans(int64_t t0, int64_t t1) {
+  // The flushes table is the time index: each flush covers a contiguous range of span ids and
+  // knows the earliest start and latest end among them (NULL: one never ended), so a window maps
+  // to an id range.
+  return span_query(
+      "WHERE id BETWEEN "
+      "  (SELECT coalesce(min(first_span_id), 0) FROM flushes "
+      "     WHERE (max_end_ns IS NULL OR max_end_ns >= ?1) AND min_start_ns <= ?2) AND "
+      "  (SELECT coalesce(max(last_span_id), -1) FROM flushes "
+      "     WHERE (max_end_ns IS NULL OR max_end_ns >= ?1) AND min_start_ns <= ?2) "
+      "AND start_ns <= ?2 AND (dur_ns IS NULL OR start_ns + dur_ns >= ?1)",
+      t0, t1);
+}
+
+Result<std::vector<SpanRow>> Reader::all_spans() { return span_query("", 0, 0); }
+
+Result<std::vector<InstantRow>> Reader::instants() {
+  return collect<InstantRow>(*db_, "SELECT id, thread_id, ts_ns, name_id, arg0, arg1 FROM instants ORDER BY ts_ns",
+                             [](const Stmt& s) {
+                               InstantRow r;
+                               r.id = s.int64(0);
+                               r.thread_id = s.int64(1);
+                               r.ts_ns = s.int64(2);
+                               r.name_id = static_cast<uint32_t>(s.int64(3));
+                               r.arg0 = opt(s, 4);
+                               r.arg1 = opt(s, 5);
+                               return r;
+                             });
+}
+
+Result<std::vector<CounterTrackRow>> Reader::counter_tracks() {
+  return collect<CounterTrackRow>(*db_, "SELECT id, name, unit, pid FROM counter_tracks ORDER BY id",
+                                  [](const Stmt& s) { return CounterTrackRow{s.int64(0), s.text(1), s.text(2), s.int64(3)}; });
+}
+
+Result<std::vector<CounterRow>> Reader::counters(int64_t track_id) {
+  return collect<CounterRow>(
+      *db_, "SELECT track_id, ts_ns, value FROM counters WHERE track_id = " + std::to_string(track_id) + " ORDER BY ts_ns",
+      [](const Stmt& s) { return CounterRow{s.int64(0), s.int64(1), s.real(2)}; });
+}
+
+Result<std::vector<FlushRow>> Reader::flushes() {
+  return collect<FlushRow>(*db_,
+                           "SELECT ts_ns, events, dropped_total, first_span_id, last_span_id, min_start_ns, max_end_ns "
+                           "FROM flushes ORDER BY id",
+                           [](const Stmt& s) {
+                             FlushRow r;
+                             r.ts_ns = s.int64(0);
+                             r.events = s.int64(1);
+                             r.dropped_total = s.int64(2);
+                             r.first_span_id = opt(s, 3);
+                             r.last_span_id = opt(s, 4);
+                             r.min_start_ns = opt(s, 5);
+                             r.max_end_ns = opt(s, 6);
+                             return r;
+                           });
+}
+
+Result<int64_t> Reader::count(const std::string& table) {
+  static const char* const kTables[] = {"spans", "instants", "counters", "threads", "processes", "strings", "flushes"};
+  for (const char* t : kTables) {
+    if (table == t) return db_->query_int("SELECT count(*) FROM " + table);
+  }
+  return Status::Error("unknown table " + table);
+}
+
+}  // namespace stallscope

@@ -1,0 +1,122 @@
+// Recording thread; see recorder.h.
+#include "storage/recorder.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <mutex>
+
+namespace stallscope {
+namespace {
+std::mutex g_exit_mu;  // guards Recorder::exits_ between the caller and the drain thread
+}
+
+Result<std::unique_ptr<Recorder>> Recorder::start(Arena* arena, const std::string& path,
+                                                  const std::map<std::string, std::string>& meta, int interval_ms) {
+  auto writer = Writer::create(path);
+  if (!writer.ok()) return writer.status();
+  std::unique_ptr<Recorder> r(new Recorder());
+  r->arena_ = arena;
+  r->path_ = path;
+  r->interval_ms_ = interval_ms;
+  r->writer_ = std::move(*writer);
+  r->ingest_ = std::make_unique<Ingest>(arena, r->writer_.get());
+  if (Status s = r->ingest_->write_meta(meta); !s.ok()) return Status::Error("cannot write " + path + ": " + s.message());
+  if (::pipe2(r->wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::Error("cannot create a pipe");
+  // The drain thread takes no process signals: they belong to the program being recorded.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  r->thread_ = std::thread([rec = r.get()] { rec->loop(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return r;
+}
+
+Recorder::~Recorder() {
+  stop();
+  if (wake_pipe_[0] >= 0) ::close(wake_pipe_[0]);
+  if (wake_pipe_[1] >= 0) ::close(wake_pipe_[1]);
+}
+
+void Recorder::fail(const Status& s) {
+  if (!failed_.exchange(true)) {
+    std::fprintf(stderr, "stallscope: recording to %s stopped: %s; the program goes on unrecorded\n", path_.c_str(),
+                 s.message().c_str());
+  }
+}
+
+void Recorder::loop() {
+  thread_tid_.store(static_cast<pid_t>(::syscall(SYS_gettid)));
+  for (;;) {
+    pollfd p{wake_pipe_[0], POLLIN, 0};
+    ::poll(&p, 1, interval_ms_);
+    char buf[64];
+    while (::read(wake_pipe_[0], buf, sizeof buf) > 0) {
+    }
+    const bool last = stopping_.load();
+    if (!failed_.load()) {
+      {
+        std::lock_guard<std::mutex> g(g_exit_mu);
+        for (const auto& [pid, st] : exits_) ingest_->set_exit_status(pid, st.first, st.second);
+        exits_.clear();
+      }
+      Status s = ingest_->drain(last);
+      if (!s.ok()) fail(s);
+      if (last && !failed_.load()) {
+        Status f = writer_->finish();
+        if (!f.ok()) fail(f);
+      }
+      const IngestStats& st = ingest_->stats();
+      spans_.store(st.spans);
+      events_.store(st.events);
+      dropped_.store(st.dropped);
+    }
+    if (last) break;
+  }
+  writer_.reset();  // closes the database
+  finished_.store(true);
+}
+
+void Recorder::wake() {
+  const char c = 1;
+  if (wake_pipe_[1] >= 0) (void)!::write(wake_pipe_[1], &c, 1);
+}
+
+void Recorder::set_exit_status(int pid, std::optional<int> exit_code, std::optional<int> exit_signal) {
+  std::lock_guard<std::mutex> g(g_exit_mu);
+  exits_[pid] = {exit_code, exit_signal};
+}
+
+Status Recorder::stop() {
+  if (stopped_.exchange(true)) return final_status_;
+  stopping_.store(true);
+  wake();
+  if (thread_.joinable()) thread_.join();
+  final_status_ = failed_.load() ? Status::Error("recording failed") : Status::Ok();
+  return final_status_;
+}
+
+bool Recorder::finish_from_signal(int timeout_ms) {
+  stopping_.store(true);
+  wake();
+  for (int waited = 0; waited < timeout_ms && !finished_.load(); waited += 5) {
+    timespec ts{0, 5 * 1000 * 1000};
+    ::nanosleep(&ts, nullptr);
+  }
+  return finished_.load();
+}
+
+IngestStats Recorder::stats() const {
+  IngestStats s;
+  s.spans = spans_.load();
+  s.events = events_.load();
+  s.dropped = dropped_.load();
+  return s;
+}
+
+}  // namespace stallscope

@@ -1,0 +1,67 @@
+// A recording in progress: the session database writer, the drainer and the thread that drains
+// every ~100 ms. The `stallscope run` launcher and an in-process session (ss_session_start) both
+// use it. If the database fails (disk full, file removed), recording stops with one message on
+// stderr and the training goes on; the collector then drops and counts events.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "collector/arena.h"
+#include "storage/ingest.h"
+#include "storage/status.h"
+#include "storage/writer.h"
+
+namespace stallscope {
+
+class Recorder {
+ public:
+  static inline constexpr int kDefaultIntervalMs = 100;
+
+  // Creates the database at `path` and starts draining `arena` every `interval_ms`.
+  static Result<std::unique_ptr<Recorder>> start(Arena* arena, const std::string& path,
+                                                 const std::map<std::string, std::string>& meta,
+                                                 int interval_ms = kDefaultIntervalMs);
+  ~Recorder();
+
+  void set_exit_status(int pid, std::optional<int> exit_code, std::optional<int> exit_signal);
+  // Stops the drain thread, drains one last time and closes the database. Idempotent.
+  Status stop();
+  // Asks the drain thread for an immediate drain (async-signal-safe).
+  void wake();
+  // Final drain from a context that must not join threads (a signal handler's helper): asks the
+  // drain thread to finish and waits up to `timeout_ms` for it. Async-signal-safe.
+  bool finish_from_signal(int timeout_ms);
+
+  IngestStats stats() const;
+  const std::string& path() const { return path_; }
+  bool failed() const { return failed_.load(); }
+  pid_t thread_tid() const { return thread_tid_.load(); }
+
+ private:
+  Recorder() = default;
+  void loop();
+  void fail(const Status& s);
+
+  Arena* arena_ = nullptr;
+  std::string path_;
+  int interval_ms_ = kDefaultIntervalMs;
+  std::unique_ptr<Writer> writer_;
+  std::unique_ptr<Ingest> ingest_;
+  std::thread thread_;
+  int wake_pipe_[2] = {-1, -1};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> finished_{false};
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> stopped_{false};
+  std::atomic<pid_t> thread_tid_{0};
+  std::map<int, std::pair<std::optional<int>, std::optional<int>>> exits_;
+  mutable std::atomic<uint64_t> spans_{0}, events_{0}, dropped_{0};
+  Status final_status_;
+};
+
+}  // namespace stallscope

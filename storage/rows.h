@@ -1,0 +1,64 @@
+// Database rows as plain structs: what the writer takes and the reader returns. Times are
+// nanoseconds since the session start; optional columns are std::optional.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace stallscope {
+
+struct ProcessRow {
+  int64_t id = 0;
+  int64_t pid = 0;
+  std::optional<int64_t> ppid;
+  std::string cmdline;  // argv joined with spaces
+  std::optional<int64_t> start_ns, end_ns, exit_code, exit_signal;
+};
+
+struct ThreadRow {
+  int64_t id = 0;
+  int64_t process_id = 0;
+  int64_t tid = 0;
+  std::string name;
+};
+
+struct SpanRow {
+  int64_t id = 0;
+  int64_t thread_id = 0;
+  int64_t start_ns = 0;
+  std::optional<int64_t> dur_ns;  // nullopt: never ended
+  uint32_t name_id = 0;
+  int32_t depth = 0;
+  std::optional<int64_t> arg0, arg1;
+};
+
+struct InstantRow {
+  int64_t id = 0;
+  int64_t thread_id = 0;
+  int64_t ts_ns = 0;
+  uint32_t name_id = 0;
+  std::optional<int64_t> arg0, arg1;
+};
+
+struct CounterTrackRow {
+  int64_t id = 0;
+  std::string name;
+  std::string unit;
+  int64_t pid = 0;
+};
+
+struct CounterRow {
+  int64_t track_id = 0;
+  int64_t ts_ns = 0;
+  double value = 0;
+};
+
+struct FlushRow {
+  int64_t ts_ns = 0;
+  int64_t events = 0;
+  int64_t dropped_total = 0;
+  std::optional<int64_t> first_span_id, last_span_id, min_start_ns, max_end_ns;
+};
+
+}  // namespace stallscope

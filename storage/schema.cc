@@ -1,0 +1,106 @@
+// Schema creation and validation; see schema.h and docs/schema.md.
+#include "storage/schema.h"
+
+#include <string>
+
+#include "collector/event.h"
+
+namespace stallscope {
+namespace {
+
+constexpr const char* kSchemaSql = R"sql(
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE event_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE units (
+  table_name TEXT NOT NULL, column_name TEXT NOT NULL, unit TEXT NOT NULL, description TEXT NOT NULL,
+  PRIMARY KEY (table_name, column_name)) WITHOUT ROWID;
+CREATE TABLE strings (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE processes (
+  id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, ppid INTEGER, cmdline TEXT,
+  start_ns INTEGER, end_ns INTEGER, exit_code INTEGER, exit_signal INTEGER);
+CREATE TABLE threads (
+  id INTEGER PRIMARY KEY, process_id INTEGER NOT NULL REFERENCES processes(id),
+  tid INTEGER NOT NULL, name TEXT);
+CREATE TABLE spans (
+  id INTEGER PRIMARY KEY, thread_id INTEGER NOT NULL, start_ns INTEGER NOT NULL, dur_ns INTEGER,
+  name_id INTEGER NOT NULL, depth INTEGER NOT NULL, arg0 INTEGER, arg1 INTEGER);
+CREATE TABLE instants (
+  id INTEGER PRIMARY KEY, thread_id INTEGER NOT NULL, ts_ns INTEGER NOT NULL,
+  name_id INTEGER NOT NULL, arg0 INTEGER, arg1 INTEGER);
+CREATE TABLE counter_tracks (
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL, unit TEXT NOT NULL, pid INTEGER NOT NULL);
+CREATE TABLE counters (track_id INTEGER NOT NULL, ts_ns INTEGER NOT NULL, value REAL NOT NULL);
+CREATE TABLE flushes (
+  id INTEGER PRIMARY KEY, ts_ns INTEGER NOT NULL, events INTEGER NOT NULL,
+  dropped_total INTEGER NOT NULL, first_span_id INTEGER, last_span_id INTEGER,
+  min_start_ns INTEGER, max_end_ns INTEGER);
+CREATE VIEW span_view AS
+  SELECT s.id, s.start_ns, s.dur_ns, s.start_ns + s.dur_ns AS end_ns, n.value AS name, s.depth,
+         s.arg0, s.arg1, t.tid, t.name AS thread, p.pid, s.thread_id
+  FROM spans s JOIN strings n ON n.id = s.name_id JOIN threads t ON t.id = s.thread_id
+       JOIN processes p ON p.id = t.process_id;
+CREATE VIEW instant_view AS
+  SELECT i.id, i.ts_ns, n.value AS name, i.arg0, i.arg1, t.tid, t.name AS thread, p.pid
+  FROM instants i JOIN strings n ON n.id = i.name_id JOIN threads t ON t.id = i.thread_id
+       JOIN processes p ON p.id = t.process_id;
+CREATE VIEW counter_view AS
+  SELECT c.ts_ns, k.name, k.unit, k.pid, c.value
+  FROM counters c JOIN counter_tracks k ON k.id = c.track_id;
+INSERT INTO units VALUES
+  ('spans', 'start_ns', 'ns', 'start, nanoseconds since the session start (meta.start_mono_ns)'),
+  ('spans', 'dur_ns', 'ns', 'duration; NULL if the span never ended (process killed)'),
+  ('instants', 'ts_ns', 'ns', 'time, nanoseconds since the session start'),
+  ('counters', 'ts_ns', 'ns', 'time, nanoseconds since the session start'),
+  ('counters', 'value', 'counter_tracks.unit', 'value in the unit of its track'),
+  ('processes', 'start_ns', 'ns', 'process joined the session, ns since the session start'),
+  ('processes', 'end_ns', 'ns', 'process ended (or was found gone), ns since the session start'),
+  ('flushes', 'ts_ns', 'ns', 'time of the flush, ns since the session start');
+)sql";
+
+}  // namespace
+
+Status create_schema(Db& db) {
+  std::string sql = "PRAGMA application_id = " + std::to_string(kApplicationId) +
+                    "; PRAGMA user_version = " + std::to_string(kSchemaVersion) + ";";
+  if (Status s = db.exec(sql); !s.ok()) return s;
+  if (Status s = db.exec("BEGIN"); !s.ok()) return s;
+  if (Status s = db.exec(kSchemaSql); !s.ok()) return s;
+  auto ins = db.prepare("INSERT INTO event_kinds (id, name) VALUES (?, ?)");
+  if (!ins.ok()) return ins.status();
+  for (int k = 0; k < static_cast<int>(EventKind::kCount); ++k) {
+    if (Status s = (*ins)->bind(1, static_cast<int64_t>(k)).bind(2, kEventKindNames[k]).run(); !s.ok()) return s;
+  }
+  return db.exec("COMMIT");
+}
+
+Status check_schema(Db& db) {
+  const std::string& path = db.path();
+  auto app = db.query_int("PRAGMA application_id");
+  if (!app.ok() && app.status().message().find("malformed") != std::string::npos) {
+    return Status::Error(path + " is damaged or truncated (" + app.status().message() + ")");
+  }
+  if (!app.ok()) {
+    return Status::Error(path + " is not a stallscope recording (" + app.status().message() +
+                         "); pass a .db file written by `stallscope run`");
+  }
+  if (*app != kApplicationId) {
+    return Status::Error(path + " is not a stallscope recording (not written by stallscope); pass a .db file written by `stallscope run`");
+  }
+  auto ver = db.query_int("PRAGMA user_version");
+  if (!ver.ok()) return Status::Error(path + ": " + ver.status().message());
+  if (*ver > kSchemaVersion) {
+    return Status::Error(path + " has schema version " + std::to_string(*ver) + " but this stallscope reads up to " +
+                         std::to_string(kSchemaVersion) + "; upgrade stallscope to open it");
+  }
+  if (*ver < 1) return Status::Error(path + " has no valid schema version; the recording is damaged");
+  auto tables = db.query_int(
+      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+      "('meta','strings','processes','threads','spans','instants','counter_tracks','counters','flushes')");
+  if (!tables.ok()) {
+    return Status::Error(path + " is damaged or truncated (" + tables.status().message() + ")");
+  }
+  if (*tables != 9) return Status::Error(path + " is missing tables; the recording is damaged or truncated");
+  return Status::Ok();
+}
+
+}  // namespace stallscope

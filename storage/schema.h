@@ -1,0 +1,22 @@
+// The session database schema (documented for users in docs/schema.md). Versioned with
+// PRAGMA user_version and marked as ours with PRAGMA application_id; self-describing: event kinds
+// and the unit of every numeric column live in tables.
+#pragma once
+
+#include <cstdint>
+
+#include "storage/sqlite.h"
+#include "storage/status.h"
+
+namespace stallscope {
+
+inline constexpr int32_t kApplicationId = 0x53544c53;  // "STLS"
+inline constexpr int kSchemaVersion = 1;
+
+// Creates every table of a new recording.
+Status create_schema(Db& db);
+// Checks that `db` is a stallscope recording this build can read; the error is one line that says
+// what the file is and what to do.
+Status check_schema(Db& db);
+
+}  // namespace stallscope

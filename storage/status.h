@@ -1,0 +1,44 @@
+// Status and Result<T>: the error type for everything that can fail at run time (files, SQLite,
+// processes). Invariants use assert; nothing here throws.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace stallscope {
+
+class Status {
+ public:
+  Status() = default;
+  static Status Ok() { return Status(); }
+  static Status Error(std::string message) { return Status(std::move(message)); }
+  bool ok() const { return !message_.has_value(); }
+  const std::string& message() const {
+    static const std::string kEmpty;
+    return message_ ? *message_ : kEmpty;
+  }
+
+ private:
+  explicit Status(std::string m) : message_(std::move(m)) {}
+  std::optional<std::string> message_;
+};
+
+template <typename T>
+class Result {
+ public:
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status status) : status_(std::move(status)) {}  // NOLINT
+  bool ok() const { return value_.has_value(); }
+  const Status& status() const { return status_; }
+  T& value() { return *value_; }
+  const T& value() const { return *value_; }
+  T* operator->() { return &*value_; }
+  T& operator*() { return *value_; }
+
+ private:
+  std::optional<T> value_;
+  Status status_;
+};
+
+}  // namespace stallscope

@@ -1,0 +1,165 @@
+// Session database writer; see writer.h.
+#include "storage/writer.h"
+
+#include "storage/schema.h"
+
+namespace stallscope {
+namespace {
+
+void bind_opt(Stmt& s, int i, const std::optional<int64_t>& v) {
+  if (v) {
+    s.bind(i, *v);
+  } else {
+    s.bind_null(i);
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Writer>> Writer::create(const std::string& path) {
+  auto db = Db::open(path, Db::Mode::kCreate);
+  if (!db.ok()) return db.status();
+  if (Status s = (*db)->exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"); !s.ok()) {
+    return Status::Error("cannot set up " + path + ": " + s.message());
+  }
+  if (Status s = create_schema(**db); !s.ok()) return Status::Error("cannot create schema in " + path + ": " + s.message());
+  std::unique_ptr<Writer> w(new Writer(std::move(*db)));
+  if (Status s = w->prepare_all(); !s.ok()) return s;
+  return w;
+}
+
+Writer::~Writer() = default;
+
+Status Writer::prepare_all() {
+  struct Item {
+    std::unique_ptr<Stmt>* slot;
+    const char* sql;
+  };
+  const Item items[] = {
+      {&meta_, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"},
+      {&string_, "INSERT OR REPLACE INTO strings (id, value) VALUES (?, ?)"},
+      {&process_,
+       "INSERT INTO processes (pid, ppid, cmdline, start_ns, end_ns, exit_code, exit_signal) VALUES (?,?,?,?,?,?,?)"},
+      {&process_end_, "UPDATE processes SET end_ns = ?, exit_code = ?, exit_signal = ? WHERE id = ?"},
+      {&process_cmd_, "UPDATE processes SET cmdline = ? WHERE id = ?"},
+      {&thread_, "INSERT INTO threads (process_id, tid, name) VALUES (?, ?, ?)"},
+      {&thread_name_, "UPDATE threads SET name = ? WHERE id = ?"},
+      {&span_, "INSERT INTO spans (thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1) VALUES (?,?,?,?,?,?,?)"},
+      {&instant_, "INSERT INTO instants (thread_id, ts_ns, name_id, arg0, arg1) VALUES (?,?,?,?,?)"},
+      {&track_, "INSERT INTO counter_tracks (name, unit, pid) VALUES (?, ?, ?)"},
+      {&counter_, "INSERT INTO counters (track_id, ts_ns, value) VALUES (?, ?, ?)"},
+      {&flush_,
+       "INSERT INTO flushes (ts_ns, events, dropped_total, first_span_id, last_span_id, min_start_ns, max_end_ns) "
+       "VALUES (?,?,?,?,?,?,?)"},
+  };
+  for (const Item& it : items) {
+    auto s = db_->prepare(it.sql);
+    if (!s.ok()) return Status::Error("cannot prepare statement: " + s.status().message());
+    *it.slot = std::move(*s);
+  }
+  return Status::Ok();
+}
+
+void Writer::keep(Status s) {
+  if (!s.ok() && batch_status_.ok()) batch_status_ = std::move(s);
+}
+
+Status Writer::set_meta(std::string_view key, std::string_view value) {
+  return meta_->bind(1, key).bind(2, value).run();
+}
+
+Status Writer::begin() {
+  batch_status_ = Status::Ok();
+  return db_->exec("BEGIN");
+}
+
+Status Writer::commit() {
+  Status c = db_->exec("COMMIT");
+  if (!c.ok()) {
+    db_->exec("ROLLBACK");
+    return c;
+  }
+  Status b = batch_status_;
+  batch_status_ = Status::Ok();
+  return b;
+}
+
+void Writer::add_string(uint32_t id, std::string_view value) {
+  keep(string_->bind(1, static_cast<int64_t>(id)).bind(2, value).run());
+}
+
+int64_t Writer::add_process(const ProcessRow& r) {
+  process_->bind(1, r.pid);
+  bind_opt(*process_, 2, r.ppid);
+  process_->bind(3, std::string_view(r.cmdline));
+  bind_opt(*process_, 4, r.start_ns);
+  bind_opt(*process_, 5, r.end_ns);
+  bind_opt(*process_, 6, r.exit_code);
+  bind_opt(*process_, 7, r.exit_signal);
+  keep(process_->run());
+  return db_->last_insert_rowid();
+}
+
+void Writer::update_process_end(int64_t id, std::optional<int64_t> end_ns, std::optional<int64_t> exit_code,
+                                std::optional<int64_t> exit_signal) {
+  bind_opt(*process_end_, 1, end_ns);
+  bind_opt(*process_end_, 2, exit_code);
+  bind_opt(*process_end_, 3, exit_signal);
+  process_end_->bind(4, id);
+  keep(process_end_->run());
+}
+
+void Writer::update_process_cmdline(int64_t id, std::string_view cmdline) {
+  keep(process_cmd_->bind(1, cmdline).bind(2, id).run());
+}
+
+int64_t Writer::add_thread(const ThreadRow& r) {
+  keep(thread_->bind(1, r.process_id).bind(2, r.tid).bind(3, std::string_view(r.name)).run());
+  return db_->last_insert_rowid();
+}
+
+void Writer::set_thread_name(int64_t id, std::string_view name) {
+  keep(thread_name_->bind(1, name).bind(2, id).run());
+}
+
+int64_t Writer::add_span(const SpanRow& r) {
+  Stmt& s = *span_;
+  s.bind(1, r.thread_id).bind(2, r.start_ns);
+  bind_opt(s, 3, r.dur_ns);
+  s.bind(4, static_cast<int64_t>(r.name_id)).bind(5, static_cast<int64_t>(r.depth));
+  bind_opt(s, 6, r.arg0);
+  bind_opt(s, 7, r.arg1);
+  keep(s.run());
+  return db_->last_insert_rowid();
+}
+
+void Writer::add_instant(const InstantRow& r) {
+  Stmt& s = *instant_;
+  s.bind(1, r.thread_id).bind(2, r.ts_ns).bind(3, static_cast<int64_t>(r.name_id));
+  bind_opt(s, 4, r.arg0);
+  bind_opt(s, 5, r.arg1);
+  keep(s.run());
+}
+
+int64_t Writer::add_counter_track(const CounterTrackRow& r) {
+  keep(track_->bind(1, std::string_view(r.name)).bind(2, std::string_view(r.unit)).bind(3, r.pid).run());
+  return db_->last_insert_rowid();
+}
+
+void Writer::add_counter(const CounterRow& r) {
+  keep(counter_->bind(1, r.track_id).bind(2, r.ts_ns).bind(3, r.value).run());
+}
+
+void Writer::add_flush(const FlushRow& r) {
+  Stmt& s = *flush_;
+  s.bind(1, r.ts_ns).bind(2, r.events).bind(3, r.dropped_total);
+  bind_opt(s, 4, r.first_span_id);
+  bind_opt(s, 5, r.last_span_id);
+  bind_opt(s, 6, r.min_start_ns);
+  bind_opt(s, 7, r.max_end_ns);
+  keep(s.run());
+}
+
+Status Writer::finish() { return db_->exec("PRAGMA wal_checkpoint(TRUNCATE)"); }
+
+}  // namespace stallscope

@@ -1,0 +1,115 @@
+// Tests for the shared-memory session arena: creation, attach from another mapping, string
+// interning, process registration, ring claiming and exhaustion.
+#include "collector/arena.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/unit/test_util.h"
+
+namespace stallscope {
+namespace {
+
+class ArenaTest : public ::testing::Test {
+ protected:
+  void SetUp() override { name_ = testing::unique_name("ss-arena-test"); }
+  void TearDown() override { Arena::unlink(name_); }
+  std::string name_;
+};
+
+TEST_F(ArenaTest, CreateIsPrivateAndAttachSeesTheSameData) {
+  std::string err;
+  Arena* a = Arena::create(name_, ArenaConfig{}, &err);
+  ASSERT_NE(a, nullptr) << err;
+  struct stat st;
+  ASSERT_EQ(::stat(("/dev/shm/" + name_).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const uint32_t id = a->intern("hello");
+  EXPECT_NE(id, 0u);
+  Arena* b = Arena::attach(name_, &err);
+  ASSERT_NE(b, nullptr) << err;
+  EXPECT_STREQ(b->string(id), "hello");
+  EXPECT_EQ(b->intern("hello"), id);  // the same id from another mapping
+  EXPECT_NE(b->intern("world"), id);
+  EXPECT_STREQ(a->string(b->intern("world")), "world");
+}
+
+TEST_F(ArenaTest, InternIsSharedWithForkedChildren) {
+  std::string err;
+  Arena* a = Arena::create(name_, ArenaConfig{}, &err);
+  ASSERT_NE(a, nullptr) << err;
+  pid_t pid = fork();
+  if (pid == 0) _exit(a->intern("from-child") == 0 ? 1 : 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(a->header()->string_count.load(), 1u);
+  EXPECT_STREQ(a->string(1), "from-child");
+}
+
+TEST_F(ArenaTest, StringTableFullIsCountedNotFatal) {
+  ArenaConfig cfg;
+  cfg.string_capacity = 4;
+  std::string err;
+  Arena* a = Arena::create(name_, cfg, &err);
+  ASSERT_NE(a, nullptr) << err;
+  for (int i = 0; i < 4; ++i) EXPECT_NE(a->intern("s" + std::to_string(i)), 0u);
+  EXPECT_EQ(a->intern("one-too-many"), 0u);
+  EXPECT_EQ(a->header()->dropped_strings.load(), 1u);
+  EXPECT_EQ(a->intern("s2"), 3u);  // existing strings still resolve
+}
+
+TEST_F(ArenaTest, RingsAreClaimedUntilExhausted) {
+  ArenaConfig cfg;
+  cfg.ring_count = 3;
+  cfg.ring_capacity = 64;
+  std::string err;
+  Arena* a = Arena::create(name_, cfg, &err);
+  ASSERT_NE(a, nullptr) << err;
+  Ring* r0 = a->claim_ring(1, 10, "t0");
+  Ring* r1 = a->claim_ring(1, 11, "t1");
+  Ring* r2 = a->claim_ring(1, 12, "t2");
+  ASSERT_TRUE(r0 && r1 && r2);
+  EXPECT_EQ(a->claim_ring(1, 13, "t3"), nullptr);
+  EXPECT_NE(r0->h.thread_uid, r1->h.thread_uid);
+  EXPECT_STREQ(r2->h.name, "t2");
+  r1->h.state.store(kRingFree);  // what the drainer does after a retired ring is drained
+  Ring* again = a->claim_ring(1, 14, "t4");
+  EXPECT_EQ(again, r1);
+  EXPECT_EQ(again->h.tid, 14);
+}
+
+TEST_F(ArenaTest, ProcessesAreRegistered) {
+  std::string err;
+  Arena* a = Arena::create(name_, ArenaConfig{}, &err);
+  ASSERT_NE(a, nullptr) << err;
+  const char cmd[] = "python\0train.py";
+  ProcessEntry* p = a->register_process(42, 1, cmd, sizeof cmd);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(a->find_process(42), p);
+  EXPECT_EQ(a->find_process(43), nullptr);
+  EXPECT_STREQ(p->cmdline, "python");
+  EXPECT_STREQ(p->cmdline + 7, "train.py");
+}
+
+TEST_F(ArenaTest, AttachRejectsWhatIsNotAnArena) {
+  testing::write_file("/dev/shm/" + name_, std::string(8192, 'x'));
+  std::string err;
+  EXPECT_EQ(Arena::attach(name_, &err), nullptr);
+  EXPECT_NE(err.find("not a stallscope arena"), std::string::npos) << err;
+  EXPECT_EQ(Arena::attach(name_ + "-missing", &err), nullptr);
+  EXPECT_NE(err.find("cannot open"), std::string::npos) << err;
+}
+
+TEST_F(ArenaTest, CreateRejectsBadSizes) {
+  ArenaConfig cfg;
+  cfg.ring_capacity = 1000;
+  std::string err;
+  EXPECT_EQ(Arena::create(name_, cfg, &err), nullptr);
+  EXPECT_NE(err.find("power of two"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stallscope

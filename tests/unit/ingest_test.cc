@@ -1,0 +1,219 @@
+// Tests for the drainer: every event kind from the rings to database rows, span pairing and
+// depth, tick conversion, recycled rings of exited threads and dead processes, drop counts, and a
+// second reader following a recording while it is written.
+#include "storage/ingest.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "collector/collector.h"
+#include "stallscope/stallscope.h"
+#include "storage/reader.h"
+#include "storage/recorder.h"
+#include "tests/unit/test_util.h"
+
+namespace stallscope {
+namespace {
+
+class IngestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    name_ = testing::unique_name("ss-ingest-test");
+    ArenaConfig cfg;
+    cfg.ring_capacity = 1024;
+    cfg.ring_count = 8;
+    std::string err;
+    arena_ = Arena::create(name_, cfg, &err);
+    ASSERT_NE(arena_, nullptr) << err;
+    Collector::join(arena_);
+    auto w = Writer::create(dir_.file("run.db"));
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    writer_ = std::move(*w);
+    ingest_ = std::make_unique<Ingest>(arena_, writer_.get());
+    ASSERT_TRUE(ingest_->write_meta({{"command", "test"}}).ok());
+  }
+  void TearDown() override {
+    Collector::leave();
+    Arena::unlink(name_);
+  }
+  std::unique_ptr<Reader> read() {
+    auto r = Reader::open(dir_.file("run.db"));
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? std::move(*r) : nullptr;
+  }
+  std::string name_;
+  testing::TempDir dir_;
+  Arena* arena_ = nullptr;
+  std::unique_ptr<Writer> writer_;
+  std::unique_ptr<Ingest> ingest_;
+};
+
+TEST_F(IngestTest, EveryEventKindBecomesRows) {
+  const uint32_t outer = ss_intern("outer"), inner = ss_intern("inner"), mark = ss_intern("mark");
+  ss_thread_name("trainer");
+  ss_span_begin_args(outer, 1, 2);
+  ss_span_begin(inner);
+  ss_instant(mark, 10, 20);
+  ss_span_end_args(30, 40);  // inner gets the end's args
+  ss_span_end();
+  ss_counter(ss_counter_track("queue_depth", "batches"), 4.0);
+  ss_counter_for(ss_counter_track("cpu", "percent"), 55.5, 4242);
+  ss_span_end();  // an end without a begin is ignored
+  ss_span_begin(outer);  // never ended: written with no duration at the final drain
+  ASSERT_TRUE(ingest_->drain(false).ok());
+  ASSERT_TRUE(ingest_->drain(true).ok());
+
+  auto r = read();
+  ASSERT_TRUE(r);
+  auto spans = r->all_spans();
+  ASSERT_TRUE(spans.ok());
+  ASSERT_EQ(spans->size(), 3u);
+  const SpanRow& o = (*spans)[0];
+  const SpanRow& i = (*spans)[1];
+  EXPECT_EQ(o.name_id, outer);
+  EXPECT_EQ(o.depth, 0);
+  EXPECT_EQ(o.arg0, 1);
+  EXPECT_EQ(o.arg1, 2);
+  EXPECT_EQ(i.name_id, inner);
+  EXPECT_EQ(i.depth, 1);
+  EXPECT_EQ(i.arg0, 30);
+  EXPECT_EQ(i.arg1, 40);
+  EXPECT_GE(i.start_ns, o.start_ns);
+  EXPECT_LE(i.start_ns + *i.dur_ns, o.start_ns + *o.dur_ns);
+  EXPECT_FALSE((*spans)[2].dur_ns.has_value());
+  auto inst = r->instants();
+  ASSERT_TRUE(inst.ok());
+  ASSERT_EQ(inst->size(), 1u);
+  EXPECT_EQ((*inst)[0].arg1, 20);
+  auto tracks = r->counter_tracks();
+  ASSERT_TRUE(tracks.ok());
+  ASSERT_EQ(tracks->size(), 2u);
+  EXPECT_EQ((*tracks)[0].name, "queue_depth");
+  EXPECT_EQ((*tracks)[0].unit, "batches");
+  EXPECT_EQ((*tracks)[0].pid, getpid());
+  EXPECT_EQ((*tracks)[1].pid, 4242);
+  auto v = r->counters((*tracks)[1].id);
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->size(), 1u);
+  EXPECT_DOUBLE_EQ((*v)[0].value, 55.5);
+  auto threads = r->threads();
+  ASSERT_TRUE(threads.ok());
+  ASSERT_EQ(threads->size(), 1u);
+  EXPECT_EQ((*threads)[0].name, "trainer");
+  auto strings = r->strings();
+  EXPECT_EQ((*strings)[outer], "outer");
+  auto meta = r->meta();
+  EXPECT_EQ((*meta)["complete"], "1");
+  EXPECT_EQ((*meta)["command"], "test");
+}
+
+TEST_F(IngestTest, TimestampsAreMonotonicNanoseconds) {
+  const uint32_t nap = ss_intern("nap");
+  ss_span_begin(nap);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  ss_span_end();
+  ASSERT_TRUE(ingest_->drain(true).ok());
+  auto r = read();
+  auto spans = r->all_spans();
+  ASSERT_EQ(spans->size(), 1u);
+  const int64_t dur = *(*spans)[0].dur_ns;
+  EXPECT_GE(dur, 30'000'000);
+  EXPECT_LT(dur, 60'000'000);
+  auto meta = r->meta();
+  const int64_t end = std::stoll((*meta)["end_ns"]);
+  EXPECT_GE((*spans)[0].start_ns, 0);
+  EXPECT_LE((*spans)[0].start_ns + dur, end);
+}
+
+TEST_F(IngestTest, ExitedThreadsGiveBackTheirRings) {
+  const uint32_t n = ss_intern("worker");
+  for (int round = 0; round < 20; ++round) {  // more threads than rings, one after another
+    std::thread t([n, round] {
+      ss_span_begin_args(n, round, 0);
+      ss_span_end();
+    });
+    t.join();
+    ASSERT_TRUE(ingest_->drain(false).ok());
+  }
+  ASSERT_TRUE(ingest_->drain(true).ok());
+  auto r = read();
+  EXPECT_EQ(*r->count("spans"), 20);
+  EXPECT_EQ(*r->count("threads"), 20);
+  EXPECT_EQ(ingest_->stats().dropped, 0u);
+}
+
+TEST_F(IngestTest, DeadProcessRingsAreDrainedAndOpenSpansKept) {
+  const uint32_t n = ss_intern("child");
+  pid_t pid = fork();
+  if (pid == 0) {
+    ss_span_begin(n);
+    ss_span_begin(n);
+    ss_span_end();
+    _exit(3);  // dies with one span open; on_exit is not run by _exit
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(ingest_->drain(false).ok());
+  auto r = read();
+  auto procs = r->processes();
+  ASSERT_EQ(procs->size(), 2u);
+  EXPECT_EQ((*procs)[1].pid, pid);
+  EXPECT_EQ((*procs)[1].ppid, getpid());
+  EXPECT_TRUE((*procs)[1].end_ns.has_value());  // found gone
+  auto spans = r->all_spans();
+  ASSERT_EQ(spans->size(), 2u);
+  int open = 0;
+  for (const SpanRow& s : *spans) open += !s.dur_ns.has_value();
+  EXPECT_EQ(open, 1);
+  int free_rings = 0;
+  for (uint32_t i = 0; i < 8; ++i) free_rings += arena_->ring(i)->h.state.load() == kRingFree;
+  EXPECT_EQ(free_rings, 8);
+}
+
+TEST_F(IngestTest, DropsAreRecorded) {
+  const uint32_t n = ss_intern("flood");
+  for (int i = 0; i < 1100; ++i) ss_instant(n, i, 0);  // 1024 fit
+  ASSERT_TRUE(ingest_->drain(true).ok());
+  auto r = read();
+  EXPECT_EQ(*r->count("instants"), 1024);
+  EXPECT_EQ((*r->meta())["dropped_events"], "76");
+  auto f = r->flushes();
+  EXPECT_EQ(f->back().dropped_total, 76);
+}
+
+TEST(RecorderTest, ASecondReaderFollowsTheRecordingLive) {
+  testing::TempDir dir;
+  const std::string name = testing::unique_name("ss-live-test");
+  std::string err;
+  Arena* arena = Arena::create(name, ArenaConfig{}, &err);
+  ASSERT_NE(arena, nullptr) << err;
+  Collector::join(arena);
+  auto rec = Recorder::start(arena, dir.file("live.db"), {}, 20);
+  ASSERT_TRUE(rec.ok()) << rec.status().message();
+  auto reader = Reader::open(dir.file("live.db"));
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  const uint32_t n = ss_intern("tick");
+  int64_t last_seen = 0;
+  int increases = 0;
+  for (int i = 0; i < 5; ++i) {
+    for (int k = 0; k < 10; ++k) {
+      ss_span_begin(n);
+      ss_span_end();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(80));
+    const int64_t seen = *(*reader)->count("spans");
+    increases += seen > last_seen;
+    last_seen = seen;
+  }
+  EXPECT_EQ(increases, 5);
+  EXPECT_EQ(last_seen, 50);
+  ASSERT_TRUE((*rec)->stop().ok());
+  Collector::leave();
+  Arena::unlink(name);
+}
+
+}  // namespace
+}  // namespace stallscope
