@@ -25,37 +25,35 @@ uint32_t ss_counter_track(const char* name, const char* unit) {
   return ss_intern(key.c_str());
 }
 
-void ss_span_begin(uint32_t name) { emit(EventKind::kSpanBegin, name, 0, 0, 0); }
+void ss_span_begin(uint32_t name) { emit(EventKind::kSpanBegin, name, 0, 0, 0, 0); }
 
-void ss_span_begin_args(uint32_t name, int64_t a0, int64_t a1) {
-  emit(EventKind::kSpanBegin, name, a0, a1, kFlagArg0 | kFlagArg1);
+void ss_span_begin_args(uint32_t name, int64_t a0, int32_t a1, int32_t a2) {
+  emit(EventKind::kSpanBegin, name, a0, a1, a2, kFlagArgs);
 }
 
-void ss_span_end(void) { emit(EventKind::kSpanEnd, 0, 0, 0, 0); }
+void ss_span_end(void) { emit(EventKind::kSpanEnd, 0, 0, 0, 0, 0); }
 
-void ss_span_end_args(int64_t a0, int64_t a1) {
-  emit(EventKind::kSpanEnd, 0, a0, a1, kFlagArg0 | kFlagArg1);
-}
+void ss_span_end_args(int64_t a0, int32_t a1, int32_t a2) { emit(EventKind::kSpanEnd, 0, a0, a1, a2, kFlagArgs); }
 
-void ss_instant(uint32_t name, int64_t a0, int64_t a1) {
-  emit(EventKind::kInstant, name, a0, a1, kFlagArg0 | kFlagArg1);
+void ss_instant(uint32_t name, int64_t a0, int32_t a1, int32_t a2) {
+  emit(EventKind::kInstant, name, a0, a1, a2, kFlagArgs);
 }
 
 void ss_counter(uint32_t track, double value) {
   int64_t bits;
   std::memcpy(&bits, &value, sizeof bits);
-  emit(EventKind::kCounter, track, bits, 0, kFlagArg0);
+  emit(EventKind::kCounter, track, bits, 0, 0, kFlagArg0);
 }
 
 void ss_counter_for(uint32_t track, double value, int32_t pid) {
   int64_t bits;
   std::memcpy(&bits, &value, sizeof bits);
-  emit(EventKind::kCounter, track, bits, pid, kFlagArg0 | kFlagArg1);
+  emit(EventKind::kCounter, track, bits, pid, 0, kFlagArg0 | kFlagArg1);
 }
 
 void ss_thread_name(const char* name) {
   const uint32_t id = ss_intern(name);
-  if (id != 0) emit(EventKind::kThreadName, id, 0, 0, 0);
+  if (id != 0) emit(EventKind::kThreadName, id, 0, 0, 0, 0);
 }
 
 int ss_is_recording(void) { return g_generation.load(std::memory_order_relaxed) != 0 ? 1 : 0; }

@@ -26,7 +26,7 @@ extern uint64_t g_ring_mask;
 
 Ring* thread_ring_slow();
 
-inline void emit(EventKind kind, uint32_t name, int64_t a0, int64_t a1, uint8_t flags) {
+inline void emit(EventKind kind, uint32_t name, int64_t a0, int32_t a1, int32_t a2, uint8_t flags) {
   const uint32_t gen = g_generation.load(std::memory_order_relaxed);
   Ring* r = t_state.ring;
   if (__builtin_expect(r == nullptr || t_state.generation != gen, 0)) {
@@ -45,6 +45,7 @@ inline void emit(EventKind kind, uint32_t name, int64_t a0, int64_t a1, uint8_t 
   e.ticks = now_ticks();
   e.a0 = a0;
   e.a1 = a1;
+  e.a2 = a2;
   e.name = name;
   e.kind = kind;
   e.flags = flags;

@@ -14,14 +14,14 @@
 
 namespace stallscope {
 
-inline constexpr uint32_t kWireFormatVersion = 1;
+inline constexpr uint32_t kWireFormatVersion = 2;
 
 enum class EventKind : uint8_t {
   kNone = 0,         // never written; a zeroed slot
-  kSpanBegin = 1,    // name, a0, a1 (args valid per flags)
+  kSpanBegin = 1,    // name, a0, a1, a2 (args valid per flags)
   kSpanEnd = 2,      // closes the innermost open span of the thread; args replace the begin's
-  kInstant = 3,      // name, a0, a1
-  kCounter = 4,      // name = counter track, a0 = bit pattern of a double value
+  kInstant = 3,      // name, a0, a1, a2
+  kCounter = 4,      // name = counter track, a0 = bit pattern of a double value, a1 = pid (flag)
   kThreadName = 5,   // name = interned thread name
   kCount             // one past the last kind; not a kind
 };
@@ -29,11 +29,14 @@ enum class EventKind : uint8_t {
 // Flag bits in Event::flags.
 inline constexpr uint8_t kFlagArg0 = 1u << 0;  // a0 holds an argument
 inline constexpr uint8_t kFlagArg1 = 1u << 1;  // a1 holds an argument
+inline constexpr uint8_t kFlagArg2 = 1u << 2;  // a2 holds an argument
+inline constexpr uint8_t kFlagArgs = kFlagArg0 | kFlagArg1 | kFlagArg2;
 
 struct Event {
   uint64_t ticks;     // raw clock ticks (see collector/clock.h); converted to ns by the drainer
   int64_t a0;         // first argument (or a counter's value bits)
-  int64_t a1;         // second argument
+  int32_t a1;         // second argument
+  int32_t a2;         // third argument
   uint32_t name;      // interned string id (0 = none)
   EventKind kind;
   uint8_t flags;

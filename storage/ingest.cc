@@ -198,16 +198,16 @@ void Ingest::sync_processes(bool final, int64_t now_ns) {
   }
 }
 
-void Ingest::write_span(const ThreadTrack& t, const OpenSpan& o, std::optional<int64_t> dur, int64_t a0, int64_t a1,
-                        uint8_t flags) {
+void Ingest::write_span(const ThreadTrack& t, const OpenSpan& o, std::optional<int64_t> dur, const OpenSpan& args) {
   SpanRow row;
   row.thread_id = t.row;
   row.start_ns = o.start_ns;
   row.dur_ns = dur;
   row.name_id = o.name;
   row.depth = static_cast<int32_t>(t.stack.size());
-  if (flags & kFlagArg0) row.arg0 = a0;
-  if (flags & kFlagArg1) row.arg1 = a1;
+  if (args.flags & kFlagArg0) row.arg0 = args.a0;
+  if (args.flags & kFlagArg1) row.arg1 = args.a1;
+  if (args.flags & kFlagArg2) row.arg2 = args.a2;
   const int64_t id = writer_->add_span(row);
   if (!first_span_) first_span_ = id;
   last_span_ = id;
@@ -225,7 +225,7 @@ void Ingest::close_open_spans(ThreadTrack& t) {
   while (!t.stack.empty()) {
     OpenSpan o = t.stack.back();
     t.stack.pop_back();
-    write_span(t, o, std::nullopt, o.a0, o.a1, o.flags);
+    write_span(t, o, std::nullopt, o);
   }
 }
 
@@ -276,16 +276,16 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
     ++stats_.events;
     switch (e.kind) {
       case EventKind::kSpanBegin:
-        t.stack.push_back(OpenSpan{ns, e.name, e.flags, e.a0, e.a1});
+        t.stack.push_back(OpenSpan{ns, e.name, e.flags, e.a0, e.a1, e.a2});
         break;
       case EventKind::kSpanEnd: {
         if (t.stack.empty()) break;  // an end without a begin (began before recording)
         OpenSpan o = t.stack.back();
         t.stack.pop_back();
-        if (e.flags & (kFlagArg0 | kFlagArg1)) {
-          write_span(t, o, ns - o.start_ns, e.a0, e.a1, e.flags);
+        if (e.flags & kFlagArgs) {
+          write_span(t, o, ns - o.start_ns, OpenSpan{0, 0, e.flags, e.a0, e.a1, e.a2});
         } else {
-          write_span(t, o, ns - o.start_ns, o.a0, o.a1, o.flags);
+          write_span(t, o, ns - o.start_ns, o);
         }
         break;
       }
@@ -296,6 +296,7 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
         row.name_id = e.name;
         if (e.flags & kFlagArg0) row.arg0 = e.a0;
         if (e.flags & kFlagArg1) row.arg1 = e.a1;
+        if (e.flags & kFlagArg2) row.arg2 = e.a2;
         writer_->add_instant(row);
         ++stats_.instants;
         break;

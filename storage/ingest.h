@@ -62,7 +62,8 @@ class Ingest {
     int64_t start_ns;
     uint32_t name;
     uint8_t flags;
-    int64_t a0, a1;
+    int64_t a0;
+    int32_t a1, a2;
   };
   struct ThreadTrack {
     uint32_t uid = 0;
@@ -85,8 +86,7 @@ class Ingest {
   void close_open_spans(ThreadTrack& t);
   void sync_strings();
   int64_t counter_track(uint32_t name, int pid);
-  void write_span(const ThreadTrack& t, const OpenSpan& o, std::optional<int64_t> dur, int64_t a0, int64_t a1,
-                  uint8_t flags);
+  void write_span(const ThreadTrack& t, const OpenSpan& o, std::optional<int64_t> dur, const OpenSpan& args);
 
   Arena* arena_;
   Writer* writer_;

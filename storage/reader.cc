@@ -89,7 +89,7 @@ Result<std::vector<ThreadRow>> Reader::threads() {
 }
 
 Result<std::vector<SpanRow>> Reader::span_query(const std::string& where, int64_t a, int64_t b) {
-  auto st = db_->prepare("SELECT id, thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1 FROM spans " + where +
+  auto st = db_->prepare("SELECT id, thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1, arg2 FROM spans " + where +
                          " ORDER BY start_ns, depth");
   if (!st.ok()) return Status::Error(db_->path() + ": " + st.status().message());
   Stmt& s = **st;
@@ -105,6 +105,7 @@ Result<std::vector<SpanRow>> Reader::span_query(const std::string& where, int64_
     r.depth = static_cast<int32_t>(s.int64(5));
     r.arg0 = opt(s, 6);
     r.arg1 = opt(s, 7);
+    r.arg2 = opt(s, 8);
     out.push_back(r);
   }
   if (!s.status().ok()) return Status::Error(db_->path() + ": " + s.status().message());
@@ -128,7 +129,7 @@ Result<std::vector<SpanRow>> Reader::spans(int64_t t0, int64_t t1) {
 Result<std::vector<SpanRow>> Reader::all_spans() { return span_query("", 0, 0); }
 
 Result<std::vector<InstantRow>> Reader::instants() {
-  return collect<InstantRow>(*db_, "SELECT id, thread_id, ts_ns, name_id, arg0, arg1 FROM instants ORDER BY ts_ns",
+  return collect<InstantRow>(*db_, "SELECT id, thread_id, ts_ns, name_id, arg0, arg1, arg2 FROM instants ORDER BY ts_ns",
                              [](const Stmt& s) {
                                InstantRow r;
                                r.id = s.int64(0);
@@ -137,6 +138,7 @@ Result<std::vector<InstantRow>> Reader::instants() {
                                r.name_id = static_cast<uint32_t>(s.int64(3));
                                r.arg0 = opt(s, 4);
                                r.arg1 = opt(s, 5);
+                               r.arg2 = opt(s, 6);
                                return r;
                              });
 }

@@ -30,7 +30,7 @@ struct SpanRow {
   std::optional<int64_t> dur_ns;  // nullopt: never ended
   uint32_t name_id = 0;
   int32_t depth = 0;
-  std::optional<int64_t> arg0, arg1;
+  std::optional<int64_t> arg0, arg1, arg2;
 };
 
 struct InstantRow {
@@ -38,7 +38,7 @@ struct InstantRow {
   int64_t thread_id = 0;
   int64_t ts_ns = 0;
   uint32_t name_id = 0;
-  std::optional<int64_t> arg0, arg1;
+  std::optional<int64_t> arg0, arg1, arg2;
 };
 
 struct CounterTrackRow {

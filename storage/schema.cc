@@ -23,10 +23,10 @@ CREATE TABLE threads (
   tid INTEGER NOT NULL, name TEXT);
 CREATE TABLE spans (
   id INTEGER PRIMARY KEY, thread_id INTEGER NOT NULL, start_ns INTEGER NOT NULL, dur_ns INTEGER,
-  name_id INTEGER NOT NULL, depth INTEGER NOT NULL, arg0 INTEGER, arg1 INTEGER);
+  name_id INTEGER NOT NULL, depth INTEGER NOT NULL, arg0 INTEGER, arg1 INTEGER, arg2 INTEGER);
 CREATE TABLE instants (
   id INTEGER PRIMARY KEY, thread_id INTEGER NOT NULL, ts_ns INTEGER NOT NULL,
-  name_id INTEGER NOT NULL, arg0 INTEGER, arg1 INTEGER);
+  name_id INTEGER NOT NULL, arg0 INTEGER, arg1 INTEGER, arg2 INTEGER);
 CREATE TABLE counter_tracks (
   id INTEGER PRIMARY KEY, name TEXT NOT NULL, unit TEXT NOT NULL, pid INTEGER NOT NULL);
 CREATE TABLE counters (track_id INTEGER NOT NULL, ts_ns INTEGER NOT NULL, value REAL NOT NULL);
@@ -36,11 +36,11 @@ CREATE TABLE flushes (
   min_start_ns INTEGER, max_end_ns INTEGER);
 CREATE VIEW span_view AS
   SELECT s.id, s.start_ns, s.dur_ns, s.start_ns + s.dur_ns AS end_ns, n.value AS name, s.depth,
-         s.arg0, s.arg1, t.tid, t.name AS thread, p.pid, s.thread_id
+         s.arg0, s.arg1, s.arg2, t.tid, t.name AS thread, p.pid, s.thread_id
   FROM spans s JOIN strings n ON n.id = s.name_id JOIN threads t ON t.id = s.thread_id
        JOIN processes p ON p.id = t.process_id;
 CREATE VIEW instant_view AS
-  SELECT i.id, i.ts_ns, n.value AS name, i.arg0, i.arg1, t.tid, t.name AS thread, p.pid
+  SELECT i.id, i.ts_ns, n.value AS name, i.arg0, i.arg1, i.arg2, t.tid, t.name AS thread, p.pid
   FROM instants i JOIN strings n ON n.id = i.name_id JOIN threads t ON t.id = i.thread_id
        JOIN processes p ON p.id = t.process_id;
 CREATE VIEW counter_view AS

@@ -44,8 +44,8 @@ Status Writer::prepare_all() {
       {&process_cmd_, "UPDATE processes SET cmdline = ? WHERE id = ?"},
       {&thread_, "INSERT INTO threads (process_id, tid, name) VALUES (?, ?, ?)"},
       {&thread_name_, "UPDATE threads SET name = ? WHERE id = ?"},
-      {&span_, "INSERT INTO spans (thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1) VALUES (?,?,?,?,?,?,?)"},
-      {&instant_, "INSERT INTO instants (thread_id, ts_ns, name_id, arg0, arg1) VALUES (?,?,?,?,?)"},
+      {&span_, "INSERT INTO spans (thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1, arg2) VALUES (?,?,?,?,?,?,?,?)"},
+      {&instant_, "INSERT INTO instants (thread_id, ts_ns, name_id, arg0, arg1, arg2) VALUES (?,?,?,?,?,?)"},
       {&track_, "INSERT INTO counter_tracks (name, unit, pid) VALUES (?, ?, ?)"},
       {&counter_, "INSERT INTO counters (track_id, ts_ns, value) VALUES (?, ?, ?)"},
       {&flush_,
@@ -129,6 +129,7 @@ int64_t Writer::add_span(const SpanRow& r) {
   s.bind(4, static_cast<int64_t>(r.name_id)).bind(5, static_cast<int64_t>(r.depth));
   bind_opt(s, 6, r.arg0);
   bind_opt(s, 7, r.arg1);
+  bind_opt(s, 8, r.arg2);
   keep(s.run());
   return db_->last_insert_rowid();
 }
@@ -138,6 +139,7 @@ void Writer::add_instant(const InstantRow& r) {
   s.bind(1, r.thread_id).bind(2, r.ts_ns).bind(3, static_cast<int64_t>(r.name_id));
   bind_opt(s, 4, r.arg0);
   bind_opt(s, 5, r.arg1);
+  bind_opt(s, 6, r.arg2);
   keep(s.run());
 }
 

@@ -31,12 +31,12 @@ STALLSCOPE_API uint32_t ss_counter_track(const char* name, const char* unit);
 
 /* Spans nest per thread: ss_span_end closes the innermost open span of the calling thread. */
 STALLSCOPE_API void ss_span_begin(uint32_t name);
-STALLSCOPE_API void ss_span_begin_args(uint32_t name, int64_t arg0, int64_t arg1);
+STALLSCOPE_API void ss_span_begin_args(uint32_t name, int64_t arg0, int32_t arg1, int32_t arg2);
 STALLSCOPE_API void ss_span_end(void);
 /* Closes the innermost span and sets its arguments (they replace the begin's). */
-STALLSCOPE_API void ss_span_end_args(int64_t arg0, int64_t arg1);
+STALLSCOPE_API void ss_span_end_args(int64_t arg0, int32_t arg1, int32_t arg2);
 
-STALLSCOPE_API void ss_instant(uint32_t name, int64_t arg0, int64_t arg1);
+STALLSCOPE_API void ss_instant(uint32_t name, int64_t arg0, int32_t arg1, int32_t arg2);
 /* Records `value` on counter `track` (from ss_counter_track) for this process. */
 STALLSCOPE_API void ss_counter(uint32_t track, double value);
 /* Records `value` on `track` on behalf of process `pid` (e.g. a sampler reporting a worker). */

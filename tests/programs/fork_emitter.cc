@@ -19,14 +19,14 @@ void work(const char* name, int index, int spans, int sleep_us) {
   const uint32_t inner = ss_intern("inner");
   const uint32_t track = ss_counter_track("progress", "spans");
   for (int i = 0; i < spans; ++i) {
-    ss_span_begin_args(id, index, i);
+    ss_span_begin_args(id, index, i, 0);
     ss_span_begin(inner);
     if (sleep_us > 0) usleep(static_cast<useconds_t>(sleep_us));
     ss_span_end();
     ss_span_end();
     ss_counter(track, i + 1);
   }
-  ss_instant(ss_intern("done"), index, spans);
+  ss_instant(ss_intern("done"), index, spans, 0);
 }
 
 }  // namespace
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   if (hang) {
     const uint32_t id = ss_intern("heartbeat");
     for (int i = 0;; ++i) {
-      ss_span_begin_args(id, i, 0);
+      ss_span_begin_args(id, i, 0, 0);
       usleep(10000);
       ss_span_end();
     }

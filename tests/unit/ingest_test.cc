@@ -54,10 +54,10 @@ class IngestTest : public ::testing::Test {
 TEST_F(IngestTest, EveryEventKindBecomesRows) {
   const uint32_t outer = ss_intern("outer"), inner = ss_intern("inner"), mark = ss_intern("mark");
   ss_thread_name("trainer");
-  ss_span_begin_args(outer, 1, 2);
+  ss_span_begin_args(outer, 1, 2, 3);
   ss_span_begin(inner);
-  ss_instant(mark, 10, 20);
-  ss_span_end_args(30, 40);  // inner gets the end's args
+  ss_instant(mark, 10, 20, 21);
+  ss_span_end_args(30, 40, 50);  // inner gets the end's args
   ss_span_end();
   ss_counter(ss_counter_track("queue_depth", "batches"), 4.0);
   ss_counter_for(ss_counter_track("cpu", "percent"), 55.5, 4242);
@@ -77,10 +77,12 @@ TEST_F(IngestTest, EveryEventKindBecomesRows) {
   EXPECT_EQ(o.depth, 0);
   EXPECT_EQ(o.arg0, 1);
   EXPECT_EQ(o.arg1, 2);
+  EXPECT_EQ(o.arg2, 3);
   EXPECT_EQ(i.name_id, inner);
   EXPECT_EQ(i.depth, 1);
   EXPECT_EQ(i.arg0, 30);
   EXPECT_EQ(i.arg1, 40);
+  EXPECT_EQ(i.arg2, 50);
   EXPECT_GE(i.start_ns, o.start_ns);
   EXPECT_LE(i.start_ns + *i.dur_ns, o.start_ns + *o.dur_ns);
   EXPECT_FALSE((*spans)[2].dur_ns.has_value());
@@ -88,6 +90,7 @@ TEST_F(IngestTest, EveryEventKindBecomesRows) {
   ASSERT_TRUE(inst.ok());
   ASSERT_EQ(inst->size(), 1u);
   EXPECT_EQ((*inst)[0].arg1, 20);
+  EXPECT_EQ((*inst)[0].arg2, 21);
   auto tracks = r->counter_tracks();
   ASSERT_TRUE(tracks.ok());
   ASSERT_EQ(tracks->size(), 2u);
@@ -132,7 +135,7 @@ TEST_F(IngestTest, ExitedThreadsGiveBackTheirRings) {
   const uint32_t n = ss_intern("worker");
   for (int round = 0; round < 20; ++round) {  // more threads than rings, one after another
     std::thread t([n, round] {
-      ss_span_begin_args(n, round, 0);
+      ss_span_begin_args(n, round, 0, 0);
       ss_span_end();
     });
     t.join();
@@ -175,7 +178,7 @@ TEST_F(IngestTest, DeadProcessRingsAreDrainedAndOpenSpansKept) {
 
 TEST_F(IngestTest, DropsAreRecorded) {
   const uint32_t n = ss_intern("flood");
-  for (int i = 0; i < 1100; ++i) ss_instant(n, i, 0);  // 1024 fit
+  for (int i = 0; i < 1100; ++i) ss_instant(n, i, 0, 0);  // 1024 fit
   ASSERT_TRUE(ingest_->drain(true).ok());
   auto r = read();
   EXPECT_EQ(*r->count("instants"), 1024);

@@ -57,9 +57,9 @@ TEST_F(RingTest, NothingIsRecordedOutsideASession) {
 TEST_F(RingTest, SingleThreadEventsArriveInOrderWithFields) {
   Arena* a = make(1024);
   const uint32_t name = ss_intern("step");
-  ss_span_begin_args(name, 7, 8);
+  ss_span_begin_args(name, 7, 8, 9);
   ss_span_end();
-  ss_instant(name, -1, 2);
+  ss_instant(name, -1, 2, 3);
   ss_counter(ss_counter_track("depth", "batches"), 2.5);
   Ring* r = my_ring();
   ASSERT_NE(r, nullptr);
@@ -70,6 +70,7 @@ TEST_F(RingTest, SingleThreadEventsArriveInOrderWithFields) {
   EXPECT_EQ(ev[0].name, name);
   EXPECT_EQ(ev[0].a0, 7);
   EXPECT_EQ(ev[0].a1, 8);
+  EXPECT_EQ(ev[0].a2, 9);
   EXPECT_EQ(ev[1].kind, EventKind::kSpanEnd);
   EXPECT_LE(ev[0].ticks, ev[1].ticks);
   EXPECT_EQ(ev[2].kind, EventKind::kInstant);
@@ -86,7 +87,7 @@ TEST_F(RingTest, WrapsAroundManyTimesWithoutLoss) {
   const uint32_t name = ss_intern("w");
   int64_t expected = 0;
   for (int round = 0; round < 100; ++round) {
-    for (int i = 0; i < 50; ++i) ss_instant(name, round * 50 + i, 0);
+    for (int i = 0; i < 50; ++i) ss_instant(name, round * 50 + i, 0, 0);
     Ring* r = my_ring();
     auto ev = consume(r, 64);
     ASSERT_EQ(ev.size(), 50u);
@@ -99,7 +100,7 @@ TEST_F(RingTest, WrapsAroundManyTimesWithoutLoss) {
 TEST_F(RingTest, FullRingDropsAndCounts) {
   make(64);
   const uint32_t name = ss_intern("d");
-  for (int i = 0; i < 100; ++i) ss_instant(name, i, 0);
+  for (int i = 0; i < 100; ++i) ss_instant(name, i, 0, 0);
   Ring* r = my_ring();
   EXPECT_EQ(r->h.dropped.load(), 36u);
   EXPECT_EQ(ss_dropped_events(), 36u);
@@ -107,7 +108,7 @@ TEST_F(RingTest, FullRingDropsAndCounts) {
   ASSERT_EQ(ev.size(), 64u);
   EXPECT_EQ(ev.front().a0, 0);  // the oldest events are kept, the newest dropped
   EXPECT_EQ(ev.back().a0, 63);
-  ss_instant(name, 1000, 0);  // room again after the drain
+  ss_instant(name, 1000, 0, 0);  // room again after the drain
   ev = consume(r, 64);
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].a0, 1000);
@@ -136,7 +137,7 @@ TEST_F(RingTest, ManyThreadsWithAConcurrentConsumer) {
   std::vector<std::thread> producers;
   for (int t = 0; t < kThreads; ++t) {
     producers.emplace_back([&, t] {
-      for (int i = 0; i < kPerThread; ++i) ss_instant(name, int64_t{t} * kPerThread + i, t);
+      for (int i = 0; i < kPerThread; ++i) ss_instant(name, int64_t{t} * kPerThread + i, t, 0);
     });
   }
   for (auto& p : producers) p.join();
@@ -164,9 +165,9 @@ TEST_F(RingTest, ManyThreadsWithAConcurrentConsumer) {
 
 TEST_F(RingTest, ThreadsBeyondTheRingCountAreCountedAsDropped) {
   Arena* a = make(64, 1);
-  ss_instant(ss_intern("main"), 0, 0);  // this thread takes the only ring
+  ss_instant(ss_intern("main"), 0, 0, 0);  // this thread takes the only ring
   std::thread t([] {
-    for (int i = 0; i < 10; ++i) ss_instant(1, i, 0);
+    for (int i = 0; i < 10; ++i) ss_instant(1, i, 0, 0);
   });
   t.join();
   EXPECT_EQ(a->header()->dropped_no_ring.load(), 10u);
@@ -175,11 +176,11 @@ TEST_F(RingTest, ThreadsBeyondTheRingCountAreCountedAsDropped) {
 TEST_F(RingTest, ForkedChildGetsItsOwnRing) {
   Arena* a = make(256);
   const uint32_t name = ss_intern("f");
-  ss_instant(name, 1, 0);
+  ss_instant(name, 1, 0, 0);
   Ring* parent_ring = my_ring();
   pid_t pid = fork();
   if (pid == 0) {
-    ss_instant(name, 2, 0);
+    ss_instant(name, 2, 0, 0);
     _exit(t_state.ring != parent_ring && t_state.ring != nullptr ? 0 : 1);
   }
   int status = 0;

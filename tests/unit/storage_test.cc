@@ -50,7 +50,7 @@ class StorageTest : public ::testing::Test {
     s.arg0.reset();
     s.arg1 = -9;
     const int64_t span2 = wr.add_span(s);
-    wr.add_instant(InstantRow{0, th, 1200, 2, 5, std::nullopt});
+    wr.add_instant(InstantRow{0, th, 1200, 2, 5, std::nullopt, 7});
     const int64_t track = wr.add_counter_track(CounterTrackRow{0, "queue_depth", "batches", 100});
     wr.add_counter(CounterRow{track, 1100, 2.0});
     wr.add_counter(CounterRow{track, 1300, 3.5});
@@ -103,6 +103,8 @@ TEST_F(StorageTest, RoundTripOfEveryRowType) {
   ASSERT_EQ(inst->size(), 1u);
   EXPECT_EQ((*inst)[0].ts_ns, 1200);
   EXPECT_EQ((*inst)[0].arg0, 5);
+  EXPECT_FALSE((*inst)[0].arg1.has_value());
+  EXPECT_EQ((*inst)[0].arg2, 7);
   auto tracks = rd.counter_tracks();
   ASSERT_TRUE(tracks.ok());
   ASSERT_EQ(tracks->size(), 1u);
