@@ -1,5 +1,7 @@
 // The C API's event functions (include/stallscope/stallscope.h); session start/stop live in
 // inject/session.cc because they need the database writer.
+#include <unistd.h>
+
 #include <cstring>
 #include <string>
 
@@ -73,5 +75,11 @@ uint64_t ss_dropped_events(void) {
 }
 
 const char* ss_version(void) { return STALLSCOPE_VERSION; }
+
+const char* ss_session_shm(void) {
+  Arena* a = Collector::arena();
+  if (a == nullptr || g_generation.load(std::memory_order_relaxed) == 0) return nullptr;
+  return a->name().c_str();
+}
 
 }  // extern "C"

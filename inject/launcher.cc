@@ -69,6 +69,16 @@ std::string shell_join(const std::vector<std::string>& args) {
   return out;
 }
 
+// Puts the Python hooks in front of the program: `_boot/sitecustomize.py` loads them at interpreter
+// start and then runs whatever sitecustomize the program had.
+void add_python_hooks(const std::string& python_dir) {
+  if (python_dir.empty()) return;
+  std::string v = python_dir + "/stallscope/_boot:" + python_dir;
+  const char* old = std::getenv("PYTHONPATH");
+  if (old != nullptr && *old != '\0') v += std::string(":") + old;
+  ::setenv("PYTHONPATH", v.c_str(), 1);
+}
+
 [[noreturn]] void exec_child(const RunOptions& opt, const std::string& preload, const std::string& shm) {
   for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
   sigset_t none;
@@ -80,6 +90,8 @@ std::string shell_join(const std::vector<std::string>& args) {
     if (old != nullptr && *old != '\0') v += std::string(":") + old;
     ::setenv("LD_PRELOAD", v.c_str(), 1);
     ::setenv("STALLSCOPE_SHM", shm.c_str(), 1);
+    ::setenv("STALLSCOPE_LIBRARY", preload.c_str(), 1);
+    add_python_hooks(find_python_dir());
   }
   ::unsetenv("STALLSCOPE_OUTPUT");
   std::vector<char*> argv;
@@ -117,6 +129,18 @@ std::string find_preload_library() {
   const std::string dir = self_dir();
   for (const std::string& p : {dir + "/../lib/libstallscope.so", dir + "/libstallscope.so"}) {
     if (file_exists(p)) {
+      char real[PATH_MAX];
+      return ::realpath(p.c_str(), real) ? std::string(real) : p;
+    }
+  }
+  return "";
+}
+
+std::string find_python_dir() {
+  if (const char* env = std::getenv("STALLSCOPE_PYTHONPATH"); env != nullptr && *env != '\0') return env;
+  const std::string dir = self_dir();
+  for (const std::string& p : {dir + "/../python", dir + "/../share/stallscope/python"}) {
+    if (file_exists(p + "/stallscope/__init__.py")) {
       char real[PATH_MAX];
       return ::realpath(p.c_str(), real) ? std::string(real) : p;
     }

@@ -24,5 +24,8 @@ std::string default_output_name(const std::string& program);
 
 // Path of libstallscope.so beside this executable (or $STALLSCOPE_LIBRARY); empty if not found.
 std::string find_preload_library();
+// Folder holding the `stallscope` Python package (python/ beside bin/ and lib/, or
+// $STALLSCOPE_PYTHONPATH); empty if not found.
+std::string find_python_dir();
 
 }  // namespace stallscope

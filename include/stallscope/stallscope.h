@@ -55,6 +55,9 @@ STALLSCOPE_API const char* ss_version(void);
 STALLSCOPE_API int ss_session_start(const char* db_path, char* err, size_t err_len);
 /* Ends the session started by ss_session_start: final flush, database closed. Returns 0 on success. */
 STALLSCOPE_API int ss_session_stop(void);
+/* Name of the session's shared-memory arena (the value children need in STALLSCOPE_SHM to join),
+ * or NULL when this process records nothing. */
+STALLSCOPE_API const char* ss_session_shm(void);
 
 #ifdef __cplusplus
 }
