@@ -245,6 +245,49 @@ int64_t Ingest::counter_track(uint32_t name, int pid) {
   return id;
 }
 
+int64_t Ingest::named_track(const char* name, const char* unit, int pid) {
+  auto key = std::make_pair(std::string(name), pid);
+  auto it = named_tracks_.find(key);
+  if (it != named_tracks_.end()) return it->second;
+  const int64_t id = writer_->add_counter_track(CounterTrackRow{0, name, unit, pid});
+  named_tracks_[key] = id;
+  return id;
+}
+
+void Ingest::add_samples(std::vector<ProcSample> samples) {
+  samples_.insert(samples_.end(), std::make_move_iterator(samples.begin()), std::make_move_iterator(samples.end()));
+}
+
+std::vector<int> Ingest::live_pids(const Arena& arena) {
+  std::vector<int> pids;
+  const uint32_t n = arena.header()->process_count.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    const ProcessEntry* p = arena.process(i);
+    if (p->end_ticks.load(std::memory_order_acquire) == 0) pids.push_back(p->pid);
+  }
+  return pids;
+}
+
+void Ingest::write_samples() {
+  const int64_t start = static_cast<int64_t>(clock_.start_mono_ns());
+  for (const ProcSample& s : samples_) {
+    const int64_t ts = static_cast<int64_t>(s.mono_ns) - start;
+    auto put = [&](const char* name, const char* unit, double v) {
+      writer_->add_counter(CounterRow{named_track(name, unit, s.pid), ts, v});
+      ++stats_.counters;
+    };
+    if (s.cpu_cores) put("proc.cpu", "cores", *s.cpu_cores);
+    if (s.runq_wait_ratio) put("proc.runq_wait", "ratio", *s.runq_wait_ratio);
+    if (s.ctxsw_voluntary) put("proc.ctxsw_voluntary", "1/s", *s.ctxsw_voluntary);
+    if (s.ctxsw_involuntary) put("proc.ctxsw_involuntary", "1/s", *s.ctxsw_involuntary);
+    if (s.read_bytes_per_s) put("proc.read_bytes", "bytes/s", *s.read_bytes_per_s);
+    put("proc.rss", "bytes", static_cast<double>(s.rss_bytes));
+    if (s.pss_bytes) put("proc.pss", "bytes", static_cast<double>(*s.pss_bytes));
+    if (s.private_dirty_bytes) put("proc.private_dirty", "bytes", static_cast<double>(*s.private_dirty_bytes));
+  }
+  samples_.clear();
+}
+
 void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
   Ring* r = arena_->ring(index);
   uint32_t state = r->h.state.load(std::memory_order_acquire);
@@ -350,6 +393,7 @@ Status Ingest::drain(bool final) {
   const uint64_t events_before = stats_.events;
   if (Status s = writer_->begin(); !s.ok()) return s;
   sync_processes(false, now_ns);
+  write_samples();
   for (uint32_t i = 0; i < arena_->header()->config.ring_count; ++i) drain_ring(i, final, now_ns);
   if (final) sync_processes(true, now_ns);
   sync_strings();  // after the rings: every id an event used was published before the event

@@ -16,6 +16,7 @@
 
 #include "collector/arena.h"
 #include "collector/clock.h"
+#include "collector/proc_sampler.h"
 #include "storage/status.h"
 #include "storage/writer.h"
 
@@ -53,6 +54,10 @@ class Ingest {
   // One drain: everything committed to the rings so far becomes rows in one transaction.
   // `final` also closes spans still open (dur NULL) and marks unfinished processes ended.
   Status drain(bool final);
+  // Queues /proc samples; the next drain writes them as proc.* counters (docs/events.md).
+  void add_samples(std::vector<ProcSample> samples);
+  // Pids of the session's processes that have not ended, for the sampler.
+  static std::vector<int> live_pids(const Arena& arena);
   // Records how a process ended when the caller knows it (the launcher knows its child's status).
   void set_exit_status(int pid, std::optional<int> exit_code, std::optional<int> exit_signal);
   const IngestStats& stats() const { return stats_; }
@@ -86,6 +91,8 @@ class Ingest {
   void close_open_spans(ThreadTrack& t);
   void sync_strings();
   int64_t counter_track(uint32_t name, int pid);
+  int64_t named_track(const char* name, const char* unit, int pid);
+  void write_samples();
   void write_span(const ThreadTrack& t, const OpenSpan& o, std::optional<int64_t> dur, const OpenSpan& args);
 
   Arena* arena_;
@@ -94,6 +101,8 @@ class Ingest {
   std::vector<ThreadTrack> rings_;                // by ring index
   std::vector<ProcessTrack> processes_;           // by process table index
   std::map<std::pair<uint32_t, int>, int64_t> tracks_;
+  std::map<std::pair<std::string, int>, int64_t> named_tracks_;
+  std::vector<ProcSample> samples_;
   std::unordered_map<int, size_t> pid_latest_;    // pid -> index in processes_
   std::vector<uint64_t> ring_dropped_seen_;       // drops already counted per ring life
   uint32_t strings_written_ = 0;

@@ -33,6 +33,7 @@ Result<std::unique_ptr<Recorder>> Recorder::start(Arena* arena, const std::strin
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
   r->thread_ = std::thread([rec = r.get()] { rec->loop(); });
+  r->sampler_ = std::thread([rec = r.get()] { rec->sample_loop(); });
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return r;
 }
@@ -64,6 +65,8 @@ void Recorder::loop() {
         std::lock_guard<std::mutex> g(g_exit_mu);
         for (const auto& [pid, st] : exits_) ingest_->set_exit_status(pid, st.first, st.second);
         exits_.clear();
+        ingest_->add_samples(std::move(samples_));
+        samples_.clear();
       }
       Status s = ingest_->drain(last);
       if (!s.ok()) fail(s);
@@ -82,6 +85,23 @@ void Recorder::loop() {
   finished_.store(true);
 }
 
+void Recorder::sample_loop() {
+  ProcSampler sampler;
+  while (!stopping_.load()) {
+    const std::vector<int> pids = Ingest::live_pids(*arena_);
+    std::vector<ProcSample> s = sampler.sample(pids, monotonic_ns());
+    {
+      std::lock_guard<std::mutex> g(g_exit_mu);
+      samples_.insert(samples_.end(), s.begin(), s.end());
+    }
+    // Sleep in short steps so that stop() is not held up.
+    for (int slept = 0; slept < kSampleIntervalMs && !stopping_.load(); slept += 10) {
+      timespec ts{0, 10 * 1000 * 1000};
+      ::nanosleep(&ts, nullptr);
+    }
+  }
+}
+
 void Recorder::wake() {
   const char c = 1;
   if (wake_pipe_[1] >= 0) (void)!::write(wake_pipe_[1], &c, 1);
@@ -95,6 +115,7 @@ void Recorder::set_exit_status(int pid, std::optional<int> exit_code, std::optio
 Status Recorder::stop() {
   if (stopped_.exchange(true)) return final_status_;
   stopping_.store(true);
+  if (sampler_.joinable()) sampler_.join();
   wake();
   if (thread_.joinable()) thread_.join();
   final_status_ = failed_.load() ? Status::Error("recording failed") : Status::Ok();

@@ -21,6 +21,7 @@ namespace stallscope {
 class Recorder {
  public:
   static inline constexpr int kDefaultIntervalMs = 100;
+  static inline constexpr int kSampleIntervalMs = 50;  // /proc sampler, 20 Hz
 
   // Creates the database at `path` and starts draining `arena` every `interval_ms`.
   static Result<std::unique_ptr<Recorder>> start(Arena* arena, const std::string& path,
@@ -45,6 +46,7 @@ class Recorder {
  private:
   Recorder() = default;
   void loop();
+  void sample_loop();
   void fail(const Status& s);
 
   Arena* arena_ = nullptr;
@@ -53,6 +55,8 @@ class Recorder {
   std::unique_ptr<Writer> writer_;
   std::unique_ptr<Ingest> ingest_;
   std::thread thread_;
+  std::thread sampler_;
+  std::vector<ProcSample> samples_;  // guarded by g_exit_mu in recorder.cc
   int wake_pipe_[2] = {-1, -1};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> finished_{false};

@@ -184,6 +184,13 @@ TEST(RunTest, SigtermIsForwardedAndTheRecordingFinished) {
   ASSERT_TRUE(r);
   EXPECT_EQ((*r->meta())["complete"], "1");
   EXPECT_EQ(*r->db().query_int("SELECT exit_signal FROM processes ORDER BY id LIMIT 1"), SIGTERM);
+  // The sampler followed the program: CPU and memory counters for its pid.
+  const std::string pid = std::to_string(*r->db().query_int("SELECT pid FROM processes ORDER BY id LIMIT 1"));
+  EXPECT_GT(*r->db().query_int("SELECT count(*) FROM counter_view WHERE name = 'proc.cpu' AND pid = " + pid), 0);
+  EXPECT_GT(*r->db().query_int("SELECT count(*) FROM counter_view WHERE name = 'proc.rss' AND pid = " + pid +
+                               " AND value > 0"),
+            0);
+  EXPECT_EQ(*r->db().query_int("SELECT count(*) FROM counter_tracks WHERE name = 'proc.cpu' AND unit = 'cores'"), 1);
 }
 
 TEST(RunTest, MissingProgramExits127WithOneLine) {

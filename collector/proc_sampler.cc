@@ -1,0 +1,162 @@
+// The /proc sampler; see proc_sampler.h.
+#include "collector/proc_sampler.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+namespace stallscope {
+namespace {
+
+// Reads a small /proc file whole; false if it is gone.
+bool slurp(const char* path, std::string* out) {
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  out->clear();
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    out->append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return !out->empty();
+}
+
+// Value of "Key:   123 kB" lines (in bytes when the unit is kB).
+bool field_value(const std::string& text, const char* key, uint64_t* out) {
+  const size_t klen = std::strlen(key);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    if (text.compare(pos, klen, key) == 0 && pos + klen < text.size() && text[pos + klen] == ':') {
+      const char* p = text.c_str() + pos + klen + 1;
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(p, &end, 10);
+      if (end == p) return false;
+      while (*end == ' ' || *end == '\t') ++end;
+      *out = std::strncmp(end, "kB", 2) == 0 ? v * 1024 : v;
+      return true;
+    }
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) break;
+    pos = nl + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool ProcSampler::parse_schedstat(const std::string& text, uint64_t* run_ns, uint64_t* wait_ns) {
+  unsigned long long r = 0, w = 0;
+  if (std::sscanf(text.c_str(), "%llu %llu", &r, &w) != 2) return false;
+  *run_ns = r;
+  *wait_ns = w;
+  return true;
+}
+
+bool ProcSampler::parse_status_ctxsw(const std::string& text, uint64_t* voluntary, uint64_t* involuntary) {
+  return field_value(text, "voluntary_ctxt_switches", voluntary) &&
+         field_value(text, "nonvoluntary_ctxt_switches", involuntary);
+}
+
+bool ProcSampler::parse_smaps_rollup(const std::string& text, uint64_t* pss, uint64_t* private_dirty) {
+  return field_value(text, "Pss", pss) && field_value(text, "Private_Dirty", private_dirty);
+}
+
+bool ProcSampler::parse_io_rchar(const std::string& text, uint64_t* rchar) { return field_value(text, "rchar", rchar); }
+
+std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64_t now_ns) {
+  static const long page = ::sysconf(_SC_PAGESIZE);
+  std::vector<ProcSample> out;
+  std::set<int> wanted(pids.begin(), pids.end());
+  for (auto it = prev_.begin(); it != prev_.end();) it = wanted.count(it->first) ? std::next(it) : prev_.erase(it);
+
+  std::string text;
+  char path[96];
+  for (int pid : pids) {
+    std::snprintf(path, sizeof path, "/proc/%d/statm", pid);
+    if (!slurp(path, &text)) {
+      prev_.erase(pid);
+      continue;  // gone
+    }
+    ProcSample s;
+    s.pid = pid;
+    s.mono_ns = now_ns;
+    unsigned long long size = 0, resident = 0;
+    if (std::sscanf(text.c_str(), "%llu %llu", &size, &resident) == 2) s.rss_bytes = resident * static_cast<uint64_t>(page);
+
+    Prev& p = prev_[pid];
+    const bool first = p.count == 0;
+    const double dt = first ? 0.0 : static_cast<double>(now_ns - p.mono_ns) / 1e9;
+
+    // CPU and run-queue wait: per thread, so that threads that come and go do not skew the sum.
+    std::map<int, std::pair<uint64_t, uint64_t>> tasks;
+    uint64_t run_delta = 0, wait_delta = 0;
+    std::snprintf(path, sizeof path, "/proc/%d/task", pid);
+    if (DIR* d = ::opendir(path)) {
+      while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        const int tid = std::atoi(e->d_name);
+        char tpath[128];
+        std::snprintf(tpath, sizeof tpath, "/proc/%d/task/%d/schedstat", pid, tid);
+        uint64_t run = 0, wait = 0;
+        if (!slurp(tpath, &text) || !parse_schedstat(text, &run, &wait)) continue;
+        tasks[tid] = {run, wait};
+        auto old = p.tasks.find(tid);
+        if (old != p.tasks.end()) {
+          run_delta += run >= old->second.first ? run - old->second.first : 0;
+          wait_delta += wait >= old->second.second ? wait - old->second.second : 0;
+        } else if (!first) {
+          run_delta += run;  // a thread born during the interval
+          wait_delta += wait;
+        }
+      }
+      ::closedir(d);
+    }
+    if (!first && dt > 0) {
+      s.cpu_cores = static_cast<double>(run_delta) / 1e9 / dt;
+      s.runq_wait_ratio = static_cast<double>(wait_delta) / 1e9 / dt;
+    }
+    p.tasks = std::move(tasks);
+
+    std::snprintf(path, sizeof path, "/proc/%d/status", pid);
+    uint64_t v = 0, iv = 0;
+    if (slurp(path, &text) && parse_status_ctxsw(text, &v, &iv)) {
+      if (p.have_ctx && dt > 0) {
+        s.ctxsw_voluntary = static_cast<double>(v - std::min(v, p.vcsw)) / dt;
+        s.ctxsw_involuntary = static_cast<double>(iv - std::min(iv, p.ivcsw)) / dt;
+      }
+      p.vcsw = v;
+      p.ivcsw = iv;
+      p.have_ctx = true;
+    }
+
+    std::snprintf(path, sizeof path, "/proc/%d/io", pid);
+    uint64_t rchar = 0;
+    if (slurp(path, &text) && parse_io_rchar(text, &rchar)) {
+      if (p.have_io && dt > 0) s.read_bytes_per_s = static_cast<double>(rchar - std::min(rchar, p.rchar)) / dt;
+      p.rchar = rchar;
+      p.have_io = true;
+    }
+
+    if (p.count % memory_every_ == 0) {
+      std::snprintf(path, sizeof path, "/proc/%d/smaps_rollup", pid);
+      uint64_t pss = 0, pd = 0;
+      if (slurp(path, &text) && parse_smaps_rollup(text, &pss, &pd)) {
+        s.pss_bytes = pss;
+        s.private_dirty_bytes = pd;
+      }
+    }
+    p.mono_ns = now_ns;
+    ++p.count;
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace stallscope

@@ -1,0 +1,106 @@
+// Tests for the /proc sampler: parsers on fixed texts, and real processes whose CPU use and
+// memory growth are known by construction.
+#include "collector/proc_sampler.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "collector/clock.h"
+
+namespace stallscope {
+namespace {
+
+TEST(ProcSamplerTest, Parsers) {
+  uint64_t a = 0, b = 0;
+  EXPECT_TRUE(ProcSampler::parse_schedstat("145197 3021561 2\n", &a, &b));
+  EXPECT_EQ(a, 145197u);
+  EXPECT_EQ(b, 3021561u);
+  EXPECT_FALSE(ProcSampler::parse_schedstat("garbage", &a, &b));
+  EXPECT_TRUE(ProcSampler::parse_status_ctxsw(
+      "Name:\tx\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t3\n", &a, &b));
+  EXPECT_EQ(a, 12u);
+  EXPECT_EQ(b, 3u);
+  EXPECT_TRUE(ProcSampler::parse_smaps_rollup(
+      "55a-7ff ---p 0 00:00 0 [rollup]\nRss: 1684 kB\nPss:  269 kB\nPss_Dirty: 112 kB\nPrivate_Dirty: 112 kB\n", &a, &b));
+  EXPECT_EQ(a, 269u * 1024);  // Pss, not Pss_Dirty
+  EXPECT_EQ(b, 112u * 1024);
+  EXPECT_TRUE(ProcSampler::parse_io_rchar("rchar: 6976\nwchar: 0\n", &a));
+  EXPECT_EQ(a, 6976u);
+}
+
+pid_t spawn_child(void (*body)()) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    body();
+    _exit(0);
+  }
+  return pid;
+}
+
+void spin_forever() {
+  volatile uint64_t x = 0;
+  for (;;) x = x + 1;
+}
+
+void sleep_forever() {
+  for (;;) pause();
+}
+
+void grow_memory() {
+  // Touch 64 MiB of fresh private memory over ~0.6 s, then wait.
+  for (int i = 0; i < 16; ++i) {
+    char* p = static_cast<char*>(malloc(4 << 20));
+    memset(p, 1, 4 << 20);
+    usleep(40000);
+  }
+  for (;;) pause();
+}
+
+TEST(ProcSamplerTest, CpuOfABusyAndAnIdleProcess) {
+  pid_t busy = spawn_child(spin_forever);
+  pid_t idle = spawn_child(sleep_forever);
+  ProcSampler s(1);
+  s.sample({busy, idle}, monotonic_ns());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto out = s.sample({busy, idle}, monotonic_ns());
+  kill(busy, SIGKILL);
+  kill(idle, SIGKILL);
+  waitpid(busy, nullptr, 0);
+  waitpid(idle, nullptr, 0);
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_TRUE(out[0].cpu_cores && out[1].cpu_cores);
+  // A spinning process gets most of a core even on a loaded 2-core machine (run-queue wait fills
+  // the rest); an idle one gets none.
+  EXPECT_GT(*out[0].cpu_cores + *out[0].runq_wait_ratio, 0.8);
+  EXPECT_LT(*out[0].cpu_cores + *out[0].runq_wait_ratio, 1.2);
+  EXPECT_LT(*out[1].cpu_cores, 0.05);
+  EXPECT_GT(out[0].rss_bytes, 0u);
+  // Gone processes are skipped.
+  EXPECT_TRUE(s.sample({busy}, monotonic_ns()).empty());
+}
+
+TEST(ProcSamplerTest, PrivateDirtyGrowth) {
+  pid_t pid = spawn_child(grow_memory);
+  ProcSampler s(1);
+  auto first = s.sample({pid}, monotonic_ns());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  auto last = s.sample({pid}, monotonic_ns());
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(last.size(), 1u);
+  ASSERT_TRUE(first[0].private_dirty_bytes && last[0].private_dirty_bytes);
+  const int64_t growth = static_cast<int64_t>(*last[0].private_dirty_bytes) -
+                         static_cast<int64_t>(*first[0].private_dirty_bytes);
+  EXPECT_GT(growth, 60ll << 20);
+  EXPECT_LT(growth, 72ll << 20);
+}
+
+}  // namespace
+}  // namespace stallscope
