@@ -1,1 +1,355 @@
-int main(){}
+// Collector and storage benchmarks. Prints tables with the goal beside each figure.
+//   collector_bench [--quick]
+// 1. Hot path: ns per event (span begin + end = 2 events) from one and from two threads, while a
+//    drainer empties the rings.
+// 2. Ingest: events/s that one drainer thread writes into SQLite, and bytes per span on disk.
+// 3. Transport for forked workers: shared-memory arena drained by one writer (the design) versus
+//    one SQLite writer per process; CPU time spent inside the worker processes.
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collector/collector.h"
+#include "stallscope/stallscope.h"
+#include "storage/ingest.h"
+#include "storage/schema.h"
+#include "storage/writer.h"
+
+using namespace stallscope;
+
+namespace {
+
+std::string tmp_path(const std::string& name) {
+  const char* t = std::getenv("TMPDIR");
+  return std::string(t && *t ? t : "/tmp") + "/" + name + "-" + std::to_string(getpid());
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+double cpu_seconds(int who) {
+  rusage ru;
+  getrusage(who, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Hot path
+struct HotResult {
+  double median_ns, p99_ns;
+  int rounds_kept, rounds_with_drops;
+};
+
+HotResult hot_path(int threads, int rounds) {
+  const std::string name = "ss-bench-hot-" + std::to_string(getpid()) + "-" + std::to_string(threads);
+  ArenaConfig cfg;
+  cfg.ring_capacity = 1u << 20;
+  cfg.ring_count = 8;
+  std::string err;
+  Arena* arena = Arena::create(name, cfg, &err);
+  std::atomic<int> rounds_with_drops{0};
+  if (!arena) {
+    std::fprintf(stderr, "collector_bench: %s\n", err.c_str());
+    std::exit(1);
+  }
+  Collector::join(arena);
+  std::atomic<bool> done{false};
+  // The drainer: frees ring space as the real one does (reads head, publishes tail).
+  std::thread drainer([&] {
+    while (!done.load()) {
+      for (uint32_t i = 0; i < cfg.ring_count; ++i) {
+        Ring* r = arena->ring(i);
+        if (r->h.state.load(std::memory_order_acquire) != kRingFree) {
+          r->h.tail.store(r->h.head.load(std::memory_order_acquire), std::memory_order_release);
+        }
+      }
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::vector<double>> per_thread(threads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      const uint32_t id = ss_intern("step");
+      constexpr int kSpans = 1000;
+      ss_span_begin(id);  // claims this thread's ring
+      ss_span_end();
+      const Ring* ring = t_state.ring;
+      for (int r = 0; r < rounds; ++r) {
+        const uint64_t dropped_before = ring->h.dropped.load(std::memory_order_relaxed);
+        const uint64_t t0 = monotonic_ns();
+        for (int i = 0; i < kSpans; ++i) {
+          ss_span_begin_args(id, i, r, t);
+          ss_span_end();
+        }
+        const uint64_t t1 = monotonic_ns();
+        // A round that hit a full ring took the (cheaper) drop path: not a hot-path figure.
+        if (ring->h.dropped.load(std::memory_order_relaxed) != dropped_before) {
+          rounds_with_drops.fetch_add(1);
+          continue;
+        }
+        per_thread[t].push_back(static_cast<double>(t1 - t0) / (2.0 * kSpans));
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  done.store(true);
+  drainer.join();
+  std::vector<double> all;
+  for (auto& v : per_thread) all.insert(all.end(), v.begin(), v.end());
+  Collector::leave();
+  Arena::unlink(name);
+  return {percentile(all, 0.5), percentile(all, 0.99), static_cast<int>(all.size()), rounds_with_drops.load()};
+}
+
+double disabled_path(int n) {
+  Collector::leave();
+  const uint64_t t0 = monotonic_ns();
+  for (int i = 0; i < n; ++i) {
+    ss_span_begin_args(1, i, 0, 0);
+    ss_span_end();
+  }
+  return static_cast<double>(monotonic_ns() - t0) / (2.0 * n);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Ingest
+struct IngestResult {
+  double events_per_s, spans_per_s, bytes_per_span, bytes_per_span_indexed;
+  uint64_t events;
+};
+
+IngestResult ingest(uint32_t spans_per_ring, uint32_t rings) {
+  const std::string name = "ss-bench-ingest-" + std::to_string(getpid());
+  ArenaConfig cfg;
+  cfg.ring_capacity = 1;
+  while (cfg.ring_capacity < 2 * spans_per_ring) cfg.ring_capacity <<= 1;
+  cfg.ring_count = rings;
+  std::string err;
+  Arena* arena = Arena::create(name, cfg, &err);
+  Collector::join(arena);
+  const std::string db = tmp_path("ss-bench-ingest") + ".db";
+  ::unlink(db.c_str());
+  auto w = Writer::create(db);
+  if (!w.ok()) {
+    std::fprintf(stderr, "collector_bench: %s\n", w.status().message().c_str());
+    std::exit(1);
+  }
+  Ingest in(arena, w->get());
+  in.write_meta({});
+  // Fill the rings from `rings` threads with DataLoader-like spans (loader, batch, epoch args).
+  std::vector<std::thread> ts;
+  for (uint32_t t = 0; t < rings; ++t) {
+    ts.emplace_back([&, t] {
+      const uint32_t names[] = {ss_intern("dl.next"), ss_intern("dl.fetch"), ss_intern("dl.collate")};
+      for (uint32_t i = 0; i < spans_per_ring; ++i) {
+        ss_span_begin_args(names[i % 3], 0, static_cast<int32_t>(i), static_cast<int32_t>(t));
+        ss_span_end();
+      }
+      // Keep the ring: exit would retire it, which is fine too, but hold it for a like-for-like run.
+    });
+  }
+  for (auto& t : ts) t.join();
+  const double c0 = cpu_seconds(RUSAGE_THREAD);
+  const uint64_t t0 = monotonic_ns();
+  Status s = in.drain(true);
+  const uint64_t t1 = monotonic_ns();
+  const double c1 = cpu_seconds(RUSAGE_THREAD);
+  (*w)->finish();
+  if (!s.ok()) std::fprintf(stderr, "collector_bench: drain failed: %s\n", s.message().c_str());
+  const double secs = static_cast<double>(t1 - t0) / 1e9;
+  (void)c0;
+  (void)c1;
+  w->reset();
+  struct stat st;
+  ::stat(db.c_str(), &st);
+  const double spans = static_cast<double>(in.stats().spans);
+  IngestResult r{static_cast<double>(in.stats().events) / secs, spans / secs, static_cast<double>(st.st_size) / spans, 0,
+                 in.stats().events};
+  // The cost of a time index on spans, for docs/decisions.md.
+  {
+    auto d = Db::open(db, Db::Mode::kReadWrite);
+    (*d)->exec("CREATE INDEX spans_start ON spans(start_ns); VACUUM;");
+  }
+  ::stat(db.c_str(), &st);
+  r.bytes_per_span_indexed = static_cast<double>(st.st_size) / spans;
+  ::unlink(db.c_str());
+  Collector::leave();
+  Arena::unlink(name);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Transport for forked workers
+struct TransportResult {
+  double worker_cpu_ns_per_span;  // CPU inside the worker processes, per span
+  double drain_cpu_ns_per_span;   // CPU in the single drainer (arena design only)
+  double wall_s;
+};
+
+TransportResult transport_arena(int workers, int spans) {
+  const std::string name = "ss-bench-tr-" + std::to_string(getpid());
+  ArenaConfig cfg;
+  cfg.ring_capacity = 1u << 20;  // a worker here emits far faster than a real one: no drops
+  std::string err;
+  Arena* arena = Arena::create(name, cfg, &err);
+  Collector::join(arena);
+  const std::string db = tmp_path("ss-bench-transport-a") + ".db";
+  ::unlink(db.c_str());
+  auto w = Writer::create(db);
+  Ingest in(arena, w->get());
+  in.write_meta({});
+  const uint32_t id = ss_intern("dl.fetch");
+  const double children_before = cpu_seconds(RUSAGE_CHILDREN);
+  const uint64_t t0 = monotonic_ns();
+  std::vector<pid_t> pids;
+  for (int k = 0; k < workers; ++k) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (int i = 0; i < spans; ++i) {
+        ss_span_begin_args(id, i, k, 0);
+        ss_span_end();
+        if (i % 20000 == 0) usleep(1000);  // a worker does other work between batches
+      }
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  double drain_cpu = 0;
+  int alive = workers;
+  while (alive > 0) {
+    const double c0 = cpu_seconds(RUSAGE_THREAD);
+    in.drain(false);
+    drain_cpu += cpu_seconds(RUSAGE_THREAD) - c0;
+    usleep(20000);
+    alive = 0;
+    for (pid_t p : pids) alive += waitpid(p, nullptr, WNOHANG) == 0;
+  }
+  const double c0 = cpu_seconds(RUSAGE_THREAD);
+  in.drain(true);
+  drain_cpu += cpu_seconds(RUSAGE_THREAD) - c0;
+  const double wall = static_cast<double>(monotonic_ns() - t0) / 1e9;
+  const double worker_cpu = cpu_seconds(RUSAGE_CHILDREN) - children_before;
+  const double total = static_cast<double>(workers) * spans;
+  if (in.stats().spans != static_cast<uint64_t>(total)) {
+    std::fprintf(stderr, "collector_bench: transport (arena) lost spans: %llu of %.0f (%llu dropped)\n",
+                 static_cast<unsigned long long>(in.stats().spans), total,
+                 static_cast<unsigned long long>(in.stats().dropped));
+  }
+  w->reset();
+  ::unlink(db.c_str());
+  Collector::leave();
+  Arena::unlink(name);
+  return {worker_cpu * 1e9 / total, drain_cpu * 1e9 / total, wall};
+}
+
+TransportResult transport_writer_per_process(int workers, int spans) {
+  const std::string db = tmp_path("ss-bench-transport-b") + ".db";
+  ::unlink(db.c_str());
+  {
+    auto w = Writer::create(db);  // schema, WAL
+  }
+  const double children_before = cpu_seconds(RUSAGE_CHILDREN);
+  const uint64_t t0 = monotonic_ns();
+  std::vector<pid_t> pids;
+  for (int k = 0; k < workers; ++k) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      // What a worker would do if it wrote its own events: buffer in memory (as the ring does),
+      // and every 100 ms-worth of events open a transaction on the shared database.
+      auto d = Db::open(db, Db::Mode::kReadWrite);
+      if (!d.ok()) _exit(1);
+      (*d)->exec("PRAGMA synchronous = NORMAL");
+      auto st = (*d)->prepare(
+          "INSERT INTO spans (thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1, arg2) VALUES (?,?,?,?,?,?,?,?)");
+      struct Row {
+        int64_t start, dur;
+        int32_t i;
+      };
+      std::vector<Row> buf;
+      buf.reserve(20000);
+      auto flush = [&] {
+        while (!(*d)->exec("BEGIN IMMEDIATE").ok()) usleep(1000);
+        for (const Row& r : buf) {
+          (*st)->bind(1, int64_t{k}).bind(2, r.start).bind(3, r.dur).bind(4, int64_t{1}).bind(5, int64_t{0});
+          (*st)->bind(6, int64_t{r.i}).bind(7, int64_t{k}).bind(8, int64_t{0});
+          (void)(*st)->run();
+        }
+        (*d)->exec("COMMIT");
+        buf.clear();
+      };
+      for (int i = 0; i < spans; ++i) {
+        const int64_t a = static_cast<int64_t>(monotonic_ns());
+        buf.push_back({a, static_cast<int64_t>(monotonic_ns()) - a, i});
+        if (buf.size() == 20000) flush();
+        if (i % 20000 == 0) usleep(1000);
+      }
+      flush();
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t p : pids) waitpid(p, nullptr, 0);
+  const double wall = static_cast<double>(monotonic_ns() - t0) / 1e9;
+  const double worker_cpu = cpu_seconds(RUSAGE_CHILDREN) - children_before;
+  ::unlink(db.c_str());
+  ::unlink((db + "-wal").c_str());
+  ::unlink((db + "-shm").c_str());
+  return {worker_cpu * 1e9 / (static_cast<double>(workers) * spans), 0, wall};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  if (argc > 1 && !quick) {
+    std::fprintf(stderr, "usage: collector_bench [--quick]\n");
+    return 2;
+  }
+  const int rounds = quick ? 200 : 2000;
+  std::printf("stallscope collector benchmarks (%d cores)\n\n", static_cast<int>(std::thread::hardware_concurrency()));
+
+  std::printf("1. Hot path: ns per event (span begin+end = 2 events), %d rounds of 1000 spans per thread\n", rounds);
+  std::printf("| threads | median ns/event | p99 ns/event | rounds kept (dropped) | goal (median) |\n|---|---|---|---|---|\n");
+  for (int t : {1, 2}) {
+    HotResult r = hot_path(t, rounds);
+    std::printf("| %d | %.1f | %.1f | %d (%d) | < 20 ns %s |\n", t, r.median_ns, r.p99_ns, r.rounds_kept,
+                r.rounds_with_drops, r.median_ns < 20 ? "(met)" : "(MISSED)");
+  }
+  std::printf("| not recording | %.1f | | | |\n\n", disabled_path(1000000));
+
+  const uint32_t per_ring = quick ? 100000 : 500000;
+  std::printf("2. Ingest into SQLite: one drainer thread, %u spans x 4 threads (3 args each)\n", per_ring);
+  IngestResult in = ingest(per_ring, 4);
+  std::printf("| figure | measured | goal |\n|---|---|---|\n");
+  std::printf("| events/s (one core) | %.2f M | >= 1 M %s |\n", in.events_per_s / 1e6, in.events_per_s >= 1e6 ? "(met)" : "(MISSED)");
+  std::printf("| spans/s | %.2f M | |\n", in.spans_per_s / 1e6);
+  std::printf("| bytes per span on disk | %.1f | <= 40 %s |\n", in.bytes_per_span, in.bytes_per_span <= 40 ? "(met)" : "(MISSED)");
+  std::printf("| bytes per span with an index on start_ns | %.1f | (not used; see docs/decisions.md) |\n\n",
+              in.bytes_per_span_indexed);
+
+  const int workers = 4, spans = quick ? 100000 : 400000;
+  std::printf("3. Forked workers: %d processes x %d spans; CPU inside the workers per span\n", workers, spans);
+  TransportResult a = transport_arena(workers, spans);
+  TransportResult b = transport_writer_per_process(workers, spans);
+  std::printf("| transport | worker CPU ns/span | drainer CPU ns/span | wall s |\n|---|---|---|---|\n");
+  std::printf("| shared-memory arena, one drainer (used) | %.0f | %.0f | %.2f |\n", a.worker_cpu_ns_per_span,
+              a.drain_cpu_ns_per_span, a.wall_s);
+  std::printf("| one SQLite writer per process | %.0f | - | %.2f |\n", b.worker_cpu_ns_per_span, b.wall_s);
+  std::printf("| ratio (per-process / arena), worker CPU | %.1fx | | |\n",
+              b.worker_cpu_ns_per_span / std::max(1.0, a.worker_cpu_ns_per_span));
+  return 0;
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what stallscope needs on a Debian-based machine (apt and pip packages, only those
+# missing) and builds it into build/. Safe to run again. Compilers aside, nothing is assumed.
+#   scripts/setup.sh [--no-build]
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-dev libgmock-dev
+              python3 python3-pip)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+# torch 2.13.0 CPU is the version the hooks are tested on; a different installed torch is kept.
+if ! "$PY" -c "import torch" 2>/dev/null; then
+  echo "setup: installing torch==2.13.0"
+  "$PY" -m pip install -q torch==2.13.0
+fi
+if ! "$PY" -c "import pytest" 2>/dev/null; then
+  "$PY" -m pip install -q pytest
+fi
+
+if [ "${1:-}" != "--no-build" ]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build
+fi

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test: C++ unit and end-to-end tests (CTest), the Python tests
+# (pytest, real PyTorch training under stallscope), then the collector's tests again under
+# AddressSanitizer+UndefinedBehaviorSanitizer and ThreadSanitizer. GPU tests are skipped here
+# (CTest label `gpu`; see tests/gpu/).
+#   scripts/test.sh [--no-sanitizers]
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+SANITIZERS=1
+[ "${1:-}" = "--no-sanitizers" ] && SANITIZERS=0
+
+scripts/setup.sh --no-build
+PY=${PYTHON:-python3}
+
+echo "== build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLSCOPE_WERROR=ON >/dev/null
+cmake --build build
+
+echo "== C++ tests"
+(cd build && ctest --output-on-failure -j2 -LE gpu)
+
+if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
+  echo "== Python tests"
+  STALLSCOPE_BUILD="$ROOT/build" "$PY" -m pytest -q tests/python
+fi
+
+if [ "$SANITIZERS" = 1 ]; then
+  echo "== C++ tests under ASan+UBSan"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=address,undefined \
+        -DSTALLSCOPE_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-asan
+  # The preloaded, instrumented libstallscope.so comes before the ASan runtime in the load order.
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 ctest --output-on-failure -j2 -LE gpu)
+
+  echo "== collector tests under TSan"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=thread \
+        -DSTALLSCOPE_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-tsan --target unit_tests
+  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/unit_tests --gtest_filter='RingTest.*:IngestTest.*:RecorderTest.*')
+fi
+echo "== all tests passed"
