@@ -6,6 +6,7 @@
 //   STALLSCOPE_OUTPUT=FILE    no launcher: record in-process into FILE (this process drains)
 // Nothing here may throw across the C boundary or change how the program ends: failures print one
 // line on stderr and leave the program unrecorded.
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "collector/collector.h"
+#include "collector/gpu_hooks.h"
 #include "stallscope/stallscope.h"
 #include "storage/recorder.h"
 
@@ -132,6 +134,15 @@ int start_session(const char* db_path, char* err, size_t err_len) {
   return 0;
 }
 
+// NVTX finds its injection library through NVTX_INJECTION64_PATH at the first NVTX call; point
+// it here unless the user chose another tool.
+void offer_nvtx_injection() {
+  if (!nvtx_injection_available()) return;
+  Dl_info info;
+  if (::dladdr(reinterpret_cast<void*>(&offer_nvtx_injection), &info) == 0 || info.dli_fname == nullptr) return;
+  ::setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
+}
+
 __attribute__((constructor)) void stallscope_preload_init() {
   try {
     const char* shm = std::getenv("STALLSCOPE_SHM");
@@ -145,6 +156,7 @@ __attribute__((constructor)) void stallscope_preload_init() {
       }
       Collector::join(arena);
       install_exit_hook();
+      offer_nvtx_injection();
       return;
     }
     const char* out = std::getenv("STALLSCOPE_OUTPUT");
@@ -152,6 +164,8 @@ __attribute__((constructor)) void stallscope_preload_init() {
       char err[512];
       if (start_session(out, err, sizeof err) != 0) {
         std::fprintf(stderr, "stallscope: cannot record to %s (%s); the program runs unrecorded\n", out, err);
+      } else {
+        offer_nvtx_injection();
       }
       ::unsetenv("STALLSCOPE_OUTPUT");  // children join through STALLSCOPE_SHM instead
     }

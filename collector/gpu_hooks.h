@@ -1,0 +1,11 @@
+// What this build can capture on the GPU side. Builds with the CUDA toolkit compile
+// nvtx_injection.cc (and the CUPTI layer); builds without it compile gpu_hooks_none.cc instead,
+// so the rest of the code asks instead of using #ifdef.
+#pragma once
+
+namespace stallscope {
+
+// True when libstallscope.so can act as an NVTX injection library (InitializeInjectionNvtx2).
+bool nvtx_injection_available();
+
+}  // namespace stallscope

@@ -1,0 +1,8 @@
+// GPU-side capture in a build without the CUDA toolkit: nothing is available.
+#include "collector/gpu_hooks.h"
+
+namespace stallscope {
+
+bool nvtx_injection_available() { return false; }
+
+}  // namespace stallscope
