@@ -73,6 +73,33 @@ Ring* thread_ring_slow() {
   return r;
 }
 
+namespace {
+struct InternCacheEntry {
+  uint64_t hash;
+  uint32_t id;
+  uint32_t generation;
+};
+constexpr int kInternCacheSize = 256;
+__thread InternCacheEntry t_intern_cache[kInternCacheSize];
+}  // namespace
+
+uint32_t intern_cached(const char* text) {
+  if (text == nullptr) text = "";
+  Arena* arena = g_arena.load(std::memory_order_acquire);
+  const uint32_t gen = g_generation.load(std::memory_order_relaxed);
+  if (arena == nullptr || gen == 0) return 0;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (const char* p = text; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
+  InternCacheEntry& e = t_intern_cache[h % kInternCacheSize];
+  if (e.generation == gen && e.hash == h) {
+    const char* s = arena->string(e.id);  // a reused buffer with new text must miss
+    if (s != nullptr && std::strcmp(s, text) == 0) return e.id;
+  }
+  const uint32_t id = arena->intern(text);
+  e = InternCacheEntry{h, id, gen};
+  return id;
+}
+
 bool Collector::join(Arena* arena) {
   pthread_once(&g_once, init_once);
   g_ring_mask = arena->header()->config.ring_capacity - 1;

@@ -53,6 +53,32 @@ inline void emit(EventKind kind, uint32_t name, int64_t a0, int32_t a1, int32_t 
   r->h.head.store(h + 1, std::memory_order_release);
 }
 
+// Writes two events that belong together (a GPU activity's two slots) and publishes them with
+// one store, so the drainer never sees one without the other. Timestamps are the caller's.
+inline void emit_pair(const Event& first, const Event& second) {
+  const uint32_t gen = g_generation.load(std::memory_order_relaxed);
+  Ring* r = t_state.ring;
+  if (__builtin_expect(r == nullptr || t_state.generation != gen, 0)) {
+    r = thread_ring_slow();
+    if (r == nullptr) return;
+  }
+  const uint64_t h = r->h.head.load(std::memory_order_relaxed);
+  if (h + 1 - r->h.tail_cache > g_ring_mask) {
+    r->h.tail_cache = r->h.tail.load(std::memory_order_acquire);
+    if (h + 1 - r->h.tail_cache > g_ring_mask) {
+      r->h.dropped.store(r->h.dropped.load(std::memory_order_relaxed) + 2, std::memory_order_relaxed);
+      return;
+    }
+  }
+  r->events[h & g_ring_mask] = first;
+  r->events[(h + 1) & g_ring_mask] = second;
+  r->h.head.store(h + 2, std::memory_order_release);
+}
+
+// Interns `text` through a per-thread cache (a hash and a compare instead of the arena lock);
+// for callers that see the same strings again and again (NVTX messages, kernel names).
+uint32_t intern_cached(const char* text);
+
 // Process-level lifecycle. All return false with *error set on failure; none throws.
 class Collector {
  public:

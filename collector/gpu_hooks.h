@@ -7,5 +7,7 @@ namespace stallscope {
 
 // True when libstallscope.so can act as an NVTX injection library (InitializeInjectionNvtx2).
 bool nvtx_injection_available();
+// True when libstallscope.so can be the CUDA injection library (InitializeInjection, CUPTI).
+bool cuda_injection_available();
 
 }  // namespace stallscope

@@ -4,5 +4,6 @@
 namespace stallscope {
 
 bool nvtx_injection_available() { return false; }
+bool cuda_injection_available() { return false; }
 
 }  // namespace stallscope

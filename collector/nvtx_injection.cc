@@ -28,33 +28,7 @@
 namespace stallscope {
 namespace {
 
-// Per-thread cache of message -> string id, so that a range costs a hash and a compare instead
-// of the arena lock. Verified against the arena's copy: a reused buffer with new text misses.
-struct CacheEntry {
-  uint64_t hash;
-  uint32_t id;
-  uint32_t generation;
-};
-constexpr int kCacheSize = 256;
-__thread CacheEntry t_cache[kCacheSize];
 __thread int t_depth = 0;  // NVTX push/pop return the nesting level
-
-uint32_t intern_cached(const char* text) {
-  if (text == nullptr) text = "";
-  Arena* arena = Collector::arena();
-  const uint32_t gen = g_generation.load(std::memory_order_relaxed);
-  if (arena == nullptr || gen == 0) return 0;
-  uint64_t h = 1469598103934665603ull;
-  for (const char* p = text; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
-  CacheEntry& e = t_cache[h % kCacheSize];
-  if (e.generation == gen && e.hash == h) {
-    const char* s = arena->string(e.id);
-    if (s != nullptr && std::strcmp(s, text) == 0) return e.id;
-  }
-  const uint32_t id = arena->intern(text);
-  e = CacheEntry{h, id, gen};
-  return id;
-}
 
 std::string narrow(const wchar_t* w) {
   std::string out;

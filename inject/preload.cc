@@ -134,13 +134,14 @@ int start_session(const char* db_path, char* err, size_t err_len) {
   return 0;
 }
 
-// NVTX finds its injection library through NVTX_INJECTION64_PATH at the first NVTX call; point
-// it here unless the user chose another tool.
+// NVTX finds its injection library through NVTX_INJECTION64_PATH at the first NVTX call, and the
+// CUDA driver through CUDA_INJECTION64_PATH when the process initialises CUDA (that is when CUPTI
+// starts); point both here unless the user chose another tool.
 void offer_nvtx_injection() {
-  if (!nvtx_injection_available()) return;
   Dl_info info;
   if (::dladdr(reinterpret_cast<void*>(&offer_nvtx_injection), &info) == 0 || info.dli_fname == nullptr) return;
-  ::setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
+  if (nvtx_injection_available()) ::setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
+  if (cuda_injection_available()) ::setenv("CUDA_INJECTION64_PATH", info.dli_fname, 0);
 }
 
 __attribute__((constructor)) void stallscope_preload_init() {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "collector/event.h"
+#include "collector/gpu_activity.h"
 #include "stallscope/version.h"
 #include "storage/schema.h"
 
@@ -315,7 +316,8 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
   if (head - tail > mask + 1) tail = head - (mask + 1);  // cannot happen with a sane producer
   for (; tail != head; ++tail) {
     const Event e = r->events[tail & mask];
-    const int64_t ns = clock_.to_session_ns(e.ticks);
+    const int64_t ns =
+        (e.flags & kFlagTimeNs) ? clock_.mono_to_session_ns(e.ticks) : clock_.to_session_ns(e.ticks);
     ++stats_.events;
     switch (e.kind) {
       case EventKind::kSpanBegin:
@@ -350,6 +352,33 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
         const int pid = (e.flags & kFlagArg1) ? static_cast<int>(e.a1) : r->h.pid;
         writer_->add_counter(CounterRow{counter_track(e.name, pid), ns, value});
         ++stats_.counters;
+        break;
+      }
+      case EventKind::kGpuActivity:
+        t.gpu_first = e;
+        t.gpu_pending = true;
+        break;
+      case EventKind::kGpuActivityExt: {
+        if (!t.gpu_pending) break;
+        t.gpu_pending = false;
+        const Event& f = t.gpu_first;
+        GpuActivityRow row;
+        row.process_id = process_row_for(r->h.pid);
+        row.device = (static_cast<uint32_t>(f.a2) >> 8);
+        row.kind = gpu_activity_kind_name(static_cast<GpuActivityKind>(f.a2 & 0xff));
+        row.stream = static_cast<uint32_t>(f.a1);
+        row.context = static_cast<uint32_t>(e.a2);
+        row.start_ns = clock_.mono_to_session_ns(f.ticks);
+        row.dur_ns = static_cast<int64_t>(static_cast<uint64_t>(f.a0) - f.ticks);
+        row.name_id = f.name;
+        row.bytes = e.a0;
+        const uint32_t kinds = static_cast<uint32_t>(e.a1);
+        row.copy_kind = copy_kind_name(static_cast<uint8_t>(kinds >> 16));
+        row.src_kind = memory_kind_name(static_cast<uint8_t>(kinds >> 8));
+        row.dst_kind = memory_kind_name(static_cast<uint8_t>(kinds));
+        row.correlation_id = static_cast<int64_t>(e.ticks);
+        writer_->add_gpu_activity(row);
+        ++stats_.gpu_activities;
         break;
       }
       case EventKind::kThreadName: {

@@ -28,6 +28,8 @@ class TickConverter {
   TickConverter(bool uses_tsc, ClockAnchor start);
   void add_anchor(ClockAnchor a);
   int64_t to_session_ns(uint64_t ticks) const;
+  // For timestamps that are already CLOCK_MONOTONIC ns (GPU records).
+  int64_t mono_to_session_ns(uint64_t ns) const { return static_cast<int64_t>(ns - start_.ns); }
   uint64_t start_mono_ns() const { return start_.ns; }
 
  private:
@@ -41,6 +43,7 @@ struct IngestStats {
   uint64_t spans = 0;
   uint64_t instants = 0;
   uint64_t counters = 0;
+  uint64_t gpu_activities = 0;
   uint64_t dropped = 0;  // events lost in the collector (full rings, no free ring)
   uint64_t drains = 0;
 };
@@ -74,6 +77,8 @@ class Ingest {
     uint32_t uid = 0;
     int64_t row = 0;
     std::vector<OpenSpan> stack;
+    Event gpu_first{};  // first slot of a GPU activity, until its second slot
+    bool gpu_pending = false;
   };
   struct ProcessTrack {
     int64_t row = 0;

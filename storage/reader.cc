@@ -171,8 +171,34 @@ Result<std::vector<FlushRow>> Reader::flushes() {
                            });
 }
 
+Result<std::vector<GpuActivityRow>> Reader::gpu_activities() {
+  return collect<GpuActivityRow>(
+      *db_,
+      "SELECT id, process_id, device, stream, context, kind, start_ns, dur_ns, name_id, bytes, copy_kind, src_kind, "
+      "dst_kind, correlation_id FROM gpu_activities ORDER BY start_ns",
+      [](const Stmt& s) {
+        GpuActivityRow r;
+        r.id = s.int64(0);
+        r.process_id = s.int64(1);
+        r.device = s.int64(2);
+        r.stream = s.int64(3);
+        r.context = s.int64(4);
+        r.kind = s.text(5);
+        r.start_ns = s.int64(6);
+        r.dur_ns = s.int64(7);
+        r.name_id = static_cast<uint32_t>(s.int64(8));
+        r.bytes = s.is_null(9) ? 0 : s.int64(9);
+        r.copy_kind = s.text(10);
+        r.src_kind = s.text(11);
+        r.dst_kind = s.text(12);
+        r.correlation_id = s.int64(13);
+        return r;
+      });
+}
+
 Result<int64_t> Reader::count(const std::string& table) {
-  static const char* const kTables[] = {"spans", "instants", "counters", "threads", "processes", "strings", "flushes"};
+  static const char* const kTables[] = {"spans",   "instants", "counters",      "threads",
+                                        "processes", "strings", "flushes", "gpu_activities"};
   for (const char* t : kTables) {
     if (table == t) return db_->query_int("SELECT count(*) FROM " + table);
   }

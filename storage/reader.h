@@ -31,6 +31,7 @@ class Reader {
   Result<std::vector<CounterTrackRow>> counter_tracks();
   Result<std::vector<CounterRow>> counters(int64_t track_id);
   Result<std::vector<FlushRow>> flushes();
+  Result<std::vector<GpuActivityRow>> gpu_activities();
   Result<int64_t> count(const std::string& table);
 
   Db& db() { return *db_; }

@@ -30,6 +30,11 @@ CREATE TABLE instants (
 CREATE TABLE counter_tracks (
   id INTEGER PRIMARY KEY, name TEXT NOT NULL, unit TEXT NOT NULL, pid INTEGER NOT NULL);
 CREATE TABLE counters (track_id INTEGER NOT NULL, ts_ns INTEGER NOT NULL, value REAL NOT NULL);
+CREATE TABLE gpu_activities (
+  id INTEGER PRIMARY KEY, process_id INTEGER NOT NULL, device INTEGER NOT NULL, stream INTEGER NOT NULL,
+  context INTEGER NOT NULL, kind TEXT NOT NULL, start_ns INTEGER NOT NULL, dur_ns INTEGER NOT NULL,
+  name_id INTEGER NOT NULL, bytes INTEGER, copy_kind TEXT, src_kind TEXT, dst_kind TEXT,
+  correlation_id INTEGER NOT NULL);
 CREATE TABLE flushes (
   id INTEGER PRIMARY KEY, ts_ns INTEGER NOT NULL, events INTEGER NOT NULL,
   dropped_total INTEGER NOT NULL, first_span_id INTEGER, last_span_id INTEGER,
@@ -43,6 +48,10 @@ CREATE VIEW instant_view AS
   SELECT i.id, i.ts_ns, n.value AS name, i.arg0, i.arg1, i.arg2, t.tid, t.name AS thread, p.pid
   FROM instants i JOIN strings n ON n.id = i.name_id JOIN threads t ON t.id = i.thread_id
        JOIN processes p ON p.id = t.process_id;
+CREATE VIEW gpu_view AS
+  SELECT g.id, g.start_ns, g.dur_ns, g.start_ns + g.dur_ns AS end_ns, g.kind, n.value AS name, g.device,
+         g.stream, g.bytes, g.copy_kind, g.src_kind, g.dst_kind, g.correlation_id, p.pid
+  FROM gpu_activities g JOIN strings n ON n.id = g.name_id JOIN processes p ON p.id = g.process_id;
 CREATE VIEW counter_view AS
   SELECT c.ts_ns, k.name, k.unit, k.pid, c.value
   FROM counters c JOIN counter_tracks k ON k.id = c.track_id;
@@ -54,6 +63,9 @@ INSERT INTO units VALUES
   ('counters', 'value', 'counter_tracks.unit', 'value in the unit of its track'),
   ('processes', 'start_ns', 'ns', 'process joined the session, ns since the session start'),
   ('processes', 'end_ns', 'ns', 'process ended (or was found gone), ns since the session start'),
+  ('gpu_activities', 'start_ns', 'ns', 'GPU start, ns since the session start (host clock)'),
+  ('gpu_activities', 'dur_ns', 'ns', 'GPU duration'),
+  ('gpu_activities', 'bytes', 'bytes', 'bytes copied or set'),
   ('flushes', 'ts_ns', 'ns', 'time of the flush, ns since the session start');
 )sql";
 
@@ -95,11 +107,12 @@ Status check_schema(Db& db) {
   if (*ver < 1) return Status::Error(path + " has no valid schema version; the recording is damaged");
   auto tables = db.query_int(
       "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
-      "('meta','strings','processes','threads','spans','instants','counter_tracks','counters','flushes')");
+      "('meta','strings','processes','threads','spans','instants','counter_tracks','counters','flushes',"
+      "'gpu_activities')");
   if (!tables.ok()) {
     return Status::Error(path + " is damaged or truncated (" + tables.status().message() + ")");
   }
-  if (*tables != 9) return Status::Error(path + " is missing tables; the recording is damaged or truncated");
+  if (*tables != 10) return Status::Error(path + " is missing tables; the recording is damaged or truncated");
   return Status::Ok();
 }
 

@@ -48,6 +48,9 @@ Status Writer::prepare_all() {
       {&instant_, "INSERT INTO instants (thread_id, ts_ns, name_id, arg0, arg1, arg2) VALUES (?,?,?,?,?,?)"},
       {&track_, "INSERT INTO counter_tracks (name, unit, pid) VALUES (?, ?, ?)"},
       {&counter_, "INSERT INTO counters (track_id, ts_ns, value) VALUES (?, ?, ?)"},
+      {&gpu_,
+       "INSERT INTO gpu_activities (process_id, device, stream, context, kind, start_ns, dur_ns, name_id, bytes, "
+       "copy_kind, src_kind, dst_kind, correlation_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"},
       {&flush_,
        "INSERT INTO flushes (ts_ns, events, dropped_total, first_span_id, last_span_id, min_start_ns, max_end_ns) "
        "VALUES (?,?,?,?,?,?,?)"},
@@ -159,6 +162,24 @@ void Writer::add_flush(const FlushRow& r) {
   bind_opt(s, 5, r.last_span_id);
   bind_opt(s, 6, r.min_start_ns);
   bind_opt(s, 7, r.max_end_ns);
+  keep(s.run());
+}
+
+void Writer::add_gpu_activity(const GpuActivityRow& r) {
+  Stmt& s = *gpu_;
+  s.bind(1, r.process_id).bind(2, r.device).bind(3, r.stream).bind(4, r.context).bind(5, std::string_view(r.kind));
+  s.bind(6, r.start_ns).bind(7, r.dur_ns).bind(8, static_cast<int64_t>(r.name_id));
+  if (r.kind == "memcpy" || r.kind == "memset") {
+    s.bind(9, r.bytes);
+  } else {
+    s.bind_null(9);
+  }
+  if (r.kind == "memcpy") {
+    s.bind(10, std::string_view(r.copy_kind)).bind(11, std::string_view(r.src_kind)).bind(12, std::string_view(r.dst_kind));
+  } else {
+    s.bind_null(10).bind_null(11).bind_null(12);
+  }
+  s.bind(13, r.correlation_id);
   keep(s.run());
 }
 

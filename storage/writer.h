@@ -36,6 +36,7 @@ class Writer {
   int64_t add_counter_track(const CounterTrackRow& row);
   void add_counter(const CounterRow& row);
   void add_flush(const FlushRow& row);
+  void add_gpu_activity(const GpuActivityRow& row);
 
   // Checkpoints the WAL into the main file; call once at the end of a session.
   Status finish();
@@ -48,7 +49,7 @@ class Writer {
 
   std::unique_ptr<Db> db_;
   std::unique_ptr<Stmt> meta_, string_, process_, process_end_, process_cmd_, thread_, thread_name_, span_, instant_,
-      track_, counter_, flush_;
+      track_, counter_, flush_, gpu_;
   Status batch_status_;
 };
 

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "collector/event.h"
 #include "storage/reader.h"
 #include "storage/schema.h"
 #include "storage/writer.h"
@@ -143,7 +144,8 @@ TEST_F(StorageTest, FileIsPrivateAndSelfDescribing) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   auto r = Reader::open(db_path());
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(*(*r)->db().query_int("SELECT count(*) FROM event_kinds"), 6);
+  EXPECT_EQ(*(*r)->db().query_int("SELECT count(*) FROM event_kinds"), static_cast<int64_t>(EventKind::kCount));
+  EXPECT_EQ(*(*r)->db().query_int("SELECT count(*) FROM event_kinds WHERE id = 6 AND name = 'gpu_activity'"), 1);
   EXPECT_EQ(*(*r)->db().query_int("SELECT count(*) FROM units WHERE table_name = 'spans'"), 2);
   EXPECT_EQ(*(*r)->db().query_int("SELECT count(*) FROM span_view WHERE name = 'step' AND pid = 100"), 1);
 }

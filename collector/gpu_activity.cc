@@ -1,0 +1,91 @@
+// GPU activities into the ring; see gpu_activity.h.
+#include "collector/gpu_activity.h"
+
+#include "collector/collector.h"
+
+namespace stallscope {
+
+const char* copy_kind_name(uint8_t k) {
+  switch (k) {
+    case kCopyHtoD: return "HtoD";
+    case kCopyDtoH: return "DtoH";
+    case kCopyDtoD: return "DtoD";
+    case kCopyHtoH: return "HtoH";
+    case kCopyPtoP: return "PtoP";
+    case 3: return "HtoA";
+    case 4: return "AtoH";
+    case 5: return "AtoA";
+    case 6: return "AtoD";
+    case 7: return "DtoA";
+    default: return "unknown";
+  }
+}
+
+const char* memory_kind_name(uint8_t k) {
+  switch (k) {
+    case kMemPageable: return "pageable";
+    case kMemPinned: return "pinned";
+    case kMemDevice: return "device";
+    case kMemArray: return "array";
+    case kMemManaged: return "managed";
+    case 6: return "device_static";
+    case 7: return "managed_static";
+    default: return "unknown";
+  }
+}
+
+const char* sync_type_name(uint8_t t) {
+  switch (t) {
+    case 1: return "event_synchronize";
+    case 2: return "stream_wait_event";
+    case 3: return "stream_synchronize";
+    case 4: return "context_synchronize";
+    default: return "unknown";
+  }
+}
+
+const char* gpu_activity_kind_name(GpuActivityKind k) {
+  switch (k) {
+    case GpuActivityKind::kKernel: return "kernel";
+    case GpuActivityKind::kMemcpy: return "memcpy";
+    case GpuActivityKind::kMemset: return "memset";
+    case GpuActivityKind::kSync: return "sync";
+  }
+  return "unknown";
+}
+
+void record_gpu_activity(const GpuActivity& a) {
+  if (g_generation.load(std::memory_order_relaxed) == 0) return;
+  uint32_t name = 0;
+  if (a.kind == GpuActivityKind::kKernel) {
+    name = intern_cached(a.name != nullptr ? a.name : "(kernel)");
+  } else if (a.kind == GpuActivityKind::kMemcpy) {
+    char buf[32] = "memcpy ";
+    const char* k = copy_kind_name(a.copy_kind);
+    for (int i = 0; k[i] && i < 20; ++i) buf[7 + i] = k[i];
+    name = intern_cached(buf);
+  } else if (a.kind == GpuActivityKind::kMemset) {
+    name = intern_cached("memset");
+  } else {
+    name = intern_cached(sync_type_name(a.sync_type));
+  }
+  Event first{};
+  first.ticks = a.start_ns;
+  first.a0 = static_cast<int64_t>(a.end_ns);
+  first.a1 = static_cast<int32_t>(a.stream);
+  first.a2 = static_cast<int32_t>((a.device << 8) | static_cast<uint32_t>(a.kind));
+  first.name = name;
+  first.kind = EventKind::kGpuActivity;
+  first.flags = kFlagTimeNs | kFlagArgs;
+  Event second{};
+  second.ticks = a.correlation;
+  second.a0 = static_cast<int64_t>(a.bytes);
+  second.a1 = static_cast<int32_t>((uint32_t{a.copy_kind} << 16) | (uint32_t{a.src_kind} << 8) | a.dst_kind);
+  second.a2 = static_cast<int32_t>(a.context);
+  second.name = a.sync_type;
+  second.kind = EventKind::kGpuActivityExt;
+  second.flags = kFlagArgs;
+  emit_pair(first, second);
+}
+
+}  // namespace stallscope

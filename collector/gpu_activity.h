@@ -1,0 +1,42 @@
+// A GPU activity (kernel, copy, memset, synchronisation) as the collector records it, whatever
+// produced it: the CUPTI layer decodes its activity records into this struct, tests build it
+// directly. Timestamps are CLOCK_MONOTONIC nanoseconds (CUPTI is given our clock).
+#pragma once
+
+#include <cstdint>
+
+namespace stallscope {
+
+enum class GpuActivityKind : uint8_t { kKernel = 1, kMemcpy = 2, kMemset = 3, kSync = 4 };
+
+// Memory kinds and copy kinds use CUPTI's numbering (CUpti_ActivityMemoryKind,
+// CUpti_ActivityMemcpyKind) so that nothing is lost in translation; names in storage.
+enum : uint8_t { kMemUnknown = 0, kMemPageable = 1, kMemPinned = 2, kMemDevice = 3, kMemArray = 4, kMemManaged = 5 };
+enum : uint8_t { kCopyUnknown = 0, kCopyHtoD = 1, kCopyDtoH = 2, kCopyDtoD = 8, kCopyHtoH = 10, kCopyPtoP = 11 };
+
+struct GpuActivity {
+  GpuActivityKind kind = GpuActivityKind::kKernel;
+  uint32_t device = 0;
+  uint32_t context = 0;
+  uint32_t stream = 0;
+  uint32_t correlation = 0;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  const char* name = nullptr;  // kernel name (mangled), or null
+  uint64_t bytes = 0;          // memcpy / memset
+  uint8_t copy_kind = 0;
+  uint8_t src_kind = 0;
+  uint8_t dst_kind = 0;
+  uint8_t sync_type = 0;  // CUpti_ActivitySynchronizationType
+};
+
+// Writes `a` into the calling thread's ring (two slots, published together).
+void record_gpu_activity(const GpuActivity& a);
+
+// Display names, shared by the drainer and readers.
+const char* copy_kind_name(uint8_t copy_kind);
+const char* memory_kind_name(uint8_t memory_kind);
+const char* sync_type_name(uint8_t sync_type);
+const char* gpu_activity_kind_name(GpuActivityKind kind);
+
+}  // namespace stallscope
