@@ -110,6 +110,7 @@ Status Ingest::write_meta(const std::map<std::string, std::string>& extra) {
       {"start_mono_ns", std::to_string(h->start_mono_ns)},
       {"clock", h->uses_tsc ? "tsc->CLOCK_MONOTONIC" : "CLOCK_MONOTONIC"},
       {"owner_pid", std::to_string(h->owner_pid)},
+      {"cpu_count", std::to_string(::sysconf(_SC_NPROCESSORS_ONLN))},
       {"ring_count", std::to_string(h->config.ring_count)},
       {"ring_capacity", std::to_string(h->config.ring_capacity)},
       {"complete", "0"},
