@@ -17,6 +17,7 @@
 #include <random>
 
 #include "collector/arena.h"
+#include "inject/session_registry.h"
 #include "storage/recorder.h"
 
 extern char** environ;
@@ -175,8 +176,15 @@ int run_command(const RunOptions& opt) {
   }
   if (!recorder) {
     std::fprintf(stderr, "stallscope: not recording (%s); running the program anyway\n", why_not.c_str());
-  } else if (!opt.quiet) {
-    std::fprintf(stderr, "stallscope: recording to %s\n", output.c_str());
+  } else {
+    if (!opt.quiet) std::fprintf(stderr, "stallscope: recording to %s\n", output.c_str());
+    char real[PATH_MAX];
+    SessionEntry entry;
+    entry.launcher_pid = ::getpid();
+    entry.db_path = ::realpath(output.c_str(), real) ? std::string(real) : output;
+    entry.command = shell_join(opt.command);
+    entry.started_unix = static_cast<int64_t>(::time(nullptr));
+    register_live_session(entry);  // best effort: only `stallscope ui`'s list needs it
   }
 
   // Hold the forwarded signals until the child's pid is known.
@@ -217,6 +225,7 @@ int run_command(const RunOptions& opt) {
     }
     const Status s = recorder->stop();
     Arena::unlink(shm_name);
+    finish_live_session(::getpid(), static_cast<int64_t>(::time(nullptr)));
     if (!opt.quiet && s.ok()) {
       const IngestStats st = recorder->stats();
       std::fprintf(stderr, "stallscope: recording saved to %s (%llu events, %llu spans, %llu dropped)\n",

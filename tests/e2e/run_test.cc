@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "inject/session_registry.h"
 #include "storage/reader.h"
 #include "tests/unit/test_util.h"
 
@@ -248,6 +249,40 @@ TEST(PreloadTest, InProcessRecordingFlushesOnSigterm) {
   auto r = open_db(db);
   ASSERT_TRUE(r);
   EXPECT_EQ((*r->meta())["complete"], "1");
+}
+
+}  // namespace
+}  // namespace stallscope
+
+namespace stallscope {
+namespace {
+
+TEST(RegistryTest, LiveSessionsAreListedWhileRunningAndRecentAfter) {
+  TempDir dir;
+  TempDir runtime;
+  ::setenv("XDG_RUNTIME_DIR", runtime.path().c_str(), 1);
+  const std::string db = dir.file("listed.db");
+  pid_t launcher = testing::start_process(
+      {STALLSCOPE_BIN, "run", "-o", db, "--", FORK_EMITTER_BIN, "--children", "0", "--spans", "1", "--hang"},
+      dir.path(), {{"XDG_RUNTIME_DIR", runtime.path()}});
+  ASSERT_TRUE(eventually([&] { return !list_live_sessions().empty(); }, 20000));
+  auto live = list_live_sessions();
+  ASSERT_EQ(live.size(), 1u);
+  EXPECT_EQ(live[0].launcher_pid, launcher);
+  EXPECT_EQ(live[0].db_path, db);
+  EXPECT_NE(live[0].command.find("--hang"), std::string::npos);
+  EXPECT_TRUE(list_recent_sessions().empty());
+  ::kill(launcher, SIGTERM);
+  testing::wait_process(launcher, 20000);
+  EXPECT_TRUE(list_live_sessions().empty());
+  auto recent = list_recent_sessions();
+  ASSERT_EQ(recent.size(), 1u);
+  EXPECT_EQ(recent[0].db_path, db);
+  EXPECT_GE(recent[0].ended_unix, recent[0].started_unix);
+  struct stat st;
+  ASSERT_EQ(::stat(registry_dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ::unsetenv("XDG_RUNTIME_DIR");
 }
 
 }  // namespace
