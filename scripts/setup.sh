@@ -7,7 +7,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-dev libgmock-dev
-              python3 python3-pip)
+              python3 python3-pip
+              # the dashboard: Dear ImGui, GLFW, OpenGL; Xvfb and Mesa for its tests
+              libimgui-dev libstb-dev libglfw3-dev libgl-dev libopengl-dev libgl1-mesa-dri libglx-mesa0
+              xvfb xauth fonts-dejavu-core)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
