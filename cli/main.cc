@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/commands.h"
 #include "inject/launcher.h"
 #include "stallscope/version.h"
 
@@ -18,6 +19,7 @@ constexpr const char* kMainHelp =
     "\n"
     "Commands:\n"
     "  run      run a program with the collector injected and record a session database\n"
+    "  report   summarise a recording: stalls, throughput, DataLoader workers, recommendations\n"
     "\n"
     "Run 'stallscope COMMAND --help' for a command's options.\n";
 
@@ -108,6 +110,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "run") return cmd_run(argc - 2, argv + 2);
+  if (cmd == "report") return cmd_report(argc - 2, argv + 2);
   if (!cmd.empty() && cmd[0] == '-') return usage_error("unknown option '" + cmd + "'", "stallscope");
   return usage_error("unknown command '" + cmd + "'", "stallscope");
 }

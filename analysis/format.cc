@@ -1,0 +1,49 @@
+// Number formatting; see format.h.
+#include "analysis/format.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace stallscope::analysis {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string percent(double fraction, int digits) { return fixed(fraction * 100.0, digits) + "%"; }
+
+std::string bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  const bool neg = b < 0;
+  double v = std::fabs(b);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  std::string s = u == 0 ? fixed(v, 0) : fixed(v, v >= 100 ? 0 : v >= 10 ? 1 : 2);
+  return (neg ? "-" : "") + s + " " + units[u];
+}
+
+std::string duration_ms(double ms) {
+  const double a = std::fabs(ms);
+  if (a < 1.0) return fixed(ms * 1000.0, 0) + " us";
+  if (a < 1000.0) return fixed(ms, a < 10 ? 2 : 1) + " ms";
+  return fixed(ms / 1000.0, a < 10000 ? 2 : 1) + " s";
+}
+
+std::string grouped(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  int n = 0;
+  for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
+    if (n > 0 && n % 3 == 0) out.insert(out.begin(), ',');
+    out.insert(out.begin(), *it);
+    ++n;
+  }
+  return (v < 0 ? "-" : "") + out;
+}
+
+}  // namespace stallscope::analysis

@@ -1,0 +1,26 @@
+// Number formatting shared by the text renderings and recommendation messages.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace stallscope::analysis {
+
+// printf-style "%.<digits>f".
+std::string fixed(double v, int digits);
+// 0.301 -> "30.1%".
+std::string percent(double fraction, int digits = 1);
+// Bytes in the largest binary unit that keeps the number >= 1: "512 B", "3.2 MiB", "1.50 GiB".
+std::string bytes(double b);
+// A duration in ms chosen by size: "850 us", "12.3 ms", "4.56 s".
+std::string duration_ms(double ms);
+// 1234567 -> "1,234,567".
+std::string grouped(int64_t v);
+// `v` formatted by `f`, or "-" when absent.
+template <typename T, typename F>
+std::string or_dash(const std::optional<T>& v, F f) {
+  return v ? f(*v) : std::string("-");
+}
+
+}  // namespace stallscope::analysis

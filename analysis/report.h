@@ -1,0 +1,148 @@
+// The report: every figure `stallscope report` (and later the dashboard) shows about one
+// recording, computed by analyze() as a pure function of a loaded Session. Formulas and
+// thresholds are documented in docs/report.md; renderings (text, JSON, short summary) are in
+// report_text.cc and report_json.cc.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/dataloader.h"
+#include "analysis/json.h"
+#include "analysis/session.h"
+
+namespace stallscope::analysis {
+
+inline constexpr const char* kReportSchema = "stallscope.report/1";
+
+// Below this share of the window spent waiting for input, a run is not data-bound and gets no
+// input-pipeline speed recommendation (docs/report.md).
+inline constexpr double kDataBoundFraction = 0.10;
+
+// Stall causes. CPU mode knows only kDataWait; GPU mode will add the others.
+inline constexpr const char* kCauseDataWait = "data_wait";
+inline constexpr const char* kCauseH2d = "h2d_transfer";
+inline constexpr const char* kCauseSync = "sync";
+inline constexpr const char* kCauseHostOther = "host_other";
+
+struct StallInterval {
+  int64_t start_ns = 0, end_ns = 0;  // clipped to the training window
+  std::string cause;                 // one of the kCause* names
+  int64_t loader = 0, epoch = 0, batch = -1;  // the next() call (batch -1: StopIteration)
+};
+
+struct StallStats {
+  double fraction = 0;                       // stalled time / window
+  double seconds = 0;                        // stalled time
+  std::map<std::string, double> by_cause_s;  // seconds by cause
+  std::vector<StallInterval> intervals;      // in time order
+};
+
+struct StepTimes {
+  std::optional<double> p50_ms, p90_ms, p99_ms, mean_ms, max_ms;
+};
+
+struct QueueStats {
+  bool available = false;                  // false: num_workers=0 or no loader
+  std::optional<double> mean_ready;        // batches, time-weighted over the loader's active time
+  std::optional<double> empty_fraction;    // share of that time with ready == 0
+  std::optional<double> mean_in_flight;    // batches
+  std::optional<int64_t> max_ready;
+  double active_s = 0;                     // the time the above are weighted over
+  std::string note;                        // why unavailable
+  StepFunction ready, in_flight;           // for plotting
+};
+
+struct WorkerStats {
+  int64_t pid = 0;
+  int64_t loader = 0;
+  int32_t worker_id = 0;
+  int64_t start_epoch = 0;
+  double life_s = 0;
+  std::optional<double> cpu_util;              // cores, mean of proc.cpu over the worker's life
+  std::optional<double> runq_delay_fraction;   // mean of proc.runq_wait
+  std::optional<int64_t> private_growth_bytes; // last - first proc.private_dirty
+  std::optional<int64_t> private_first_bytes, private_last_bytes;
+  std::optional<double> fetch_p50_ms, fetch_p99_ms, fetch_mean_ms;
+  int64_t batches = 0;                         // dl.fetch spans
+  double busy_s = 0;                           // sum of fetch durations
+};
+
+// Per-loader figures (the training loop's view of each DataLoader).
+struct LoaderStats {
+  int64_t id = 0;
+  bool has_config = false;
+  LoaderConfig config;
+  std::optional<int64_t> num_workers;
+  int64_t epochs = 0;
+  int64_t batches_handed = 0;
+  int64_t samples = 0;
+  int64_t samples_unknown = 0;      // handed batches whose size was known neither way
+  double wait_s = 0;                // time in this loader's next() inside the window
+  double edge_wait_s = 0;           // wait in each epoch's first next() and its StopIteration next()
+  double shutdown_s = 0;            // StopIteration next() calls that shut the workers down
+  std::vector<double> epoch_start_s;  // per epoch: dl.epoch_begin -> first batch handed
+  int64_t respawned_epochs = 0;     // epochs after the first that started new worker processes
+  double respawn_excess_s = 0;      // what persistent workers would save: start excess + shutdowns
+  std::optional<double> next_p50_ms;  // handed next() calls that are not an epoch's first
+  std::optional<double> fetch_p50_ms, fetch_p90_ms, fetch_p99_ms, fetch_mean_ms;
+  int64_t fetches = 0;
+  std::optional<double> workers_busy_fraction;  // sum of fetch time / (num_workers x active time)
+  double active_s = 0;              // union over epochs of [first next(), last next() end]
+};
+
+struct Recommendation {
+  std::string id;
+  std::string severity;  // "high", "medium", "low"
+  std::string message;
+  std::string action;    // the change in a few words, e.g. "set num_workers=6"
+  json::Value evidence;  // the numbers the rule used
+  double expected_speedup = 1;  // for ordering; 1 when not a speed recommendation
+};
+
+struct Report {
+  std::string schema = kReportSchema;
+  std::string mode = "cpu";
+  std::string source;             // the recording's path
+  bool complete = false;          // the recorder finished (else: live or cut short)
+  bool dataloader_seen = false;   // any dl.* event
+  int64_t train_pid = 0;
+  int64_t window_start_ns = 0, window_end_ns = 0;
+  double wall_s = 0;
+  int64_t steps = 0;
+  int64_t samples = 0;
+  std::optional<double> samples_per_s;
+  StepTimes step_time;
+  StallStats stall;
+  bool data_bound = false;         // input_wait_fraction >= kDataBoundFraction
+  double input_wait_fraction = 0;  // stall plus time in DataLoader.__iter__ (epoch starts) / window
+  double compute_per_step_ms = 0;  // (window - input wait) / steps
+  std::optional<int64_t> main_loader;  // id
+  std::vector<LoaderStats> loaders;
+  QueueStats queue;
+  std::vector<WorkerStats> workers;
+  std::vector<Recommendation> recommendations;
+  std::vector<std::string> notes;
+  std::optional<int64_t> cpu_count;  // meta cpu_count, when the recorder wrote it
+  // The training process's own /proc counters, mean of the samples inside the window.
+  std::optional<double> train_cpu_util, train_runq_delay_fraction;
+
+  const LoaderStats* loader() const;  // the main loader, if any
+};
+
+Report analyze(const Session& s);
+
+// Renderings.
+std::string render_text(const Report& r);
+json::Value to_json(const Report& r);
+// 3-6 lines for the end of `stallscope run`.
+std::string short_summary(const Report& r);
+
+// Pieces analyze() is built from; exposed for tests and the dashboard.
+std::vector<WorkerStats> worker_stats(const Session& s, const DataLoaderModel& m);
+std::vector<Recommendation> recommend(const Report& r);
+
+}  // namespace stallscope::analysis

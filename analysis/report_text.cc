@@ -1,0 +1,174 @@
+// Text renderings of a Report: the full `stallscope report` page and the short end-of-run summary.
+#include <algorithm>
+#include <cstdio>
+
+#include "analysis/format.h"
+#include "analysis/report.h"
+
+namespace stallscope::analysis {
+namespace {
+
+constexpr size_t kMaxWorkerRows = 16;
+
+std::string pad(std::string s, size_t w, bool right = false) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+std::string yes_no(const std::optional<bool>& b) { return b ? (*b ? "true" : "false") : "?"; }
+std::string num(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "?"; }
+
+// Wraps `text` at `width` columns, every line after the first indented by `indent`.
+std::string wrap(const std::string& text, size_t width, const std::string& indent) {
+  std::string out, line;
+  size_t pos = text.find_first_not_of(' ');
+  if (pos == std::string::npos) return text;
+  line = text.substr(0, pos);  // the first line keeps its own indent
+  while (pos < text.size()) {
+    size_t sp = text.find(' ', pos);
+    if (sp == std::string::npos) sp = text.size();
+    const std::string word = text.substr(pos, sp - pos);
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line = indent;
+    }
+    if (!word.empty()) {
+      if (!line.empty() && line.back() != ' ') line += " ";
+      line += word;
+    }
+    pos = sp + 1;
+  }
+  out += line;
+  return out;
+}
+
+std::string loader_line(const LoaderStats& l) {
+  const LoaderConfig& c = l.config;
+  std::string s = "batch_size " + num(c.batch_size) + ", num_workers " + num(l.num_workers);
+  if (l.has_config && l.num_workers.value_or(0) == 0) {
+    s += ", pin_memory " + yes_no(c.pin_memory);
+  } else if (l.has_config) {
+    s += ", persistent_workers " + yes_no(c.persistent_workers) + ", prefetch_factor " + num(c.prefetch_factor) +
+         ", pin_memory " + yes_no(c.pin_memory);
+    if (c.start_method) s += ", start_method " + *c.start_method;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string render_text(const Report& r) {
+  std::string o;
+  o += "stallscope report: " + r.source + (r.complete ? "" : "  (not finished: live or cut short)") + "\n";
+  if (!r.dataloader_seen || r.steps == 0) {
+    o += "\n";
+    for (const std::string& n : r.notes) o += wrap("note: " + n, 100, "      ") + "\n";
+    if (r.notes.empty()) o += "no DataLoader was seen\n";
+    if (!r.recommendations.empty()) {
+      o += "\nRecommendations\n";
+      for (const Recommendation& rec : r.recommendations) {
+        o += wrap("  [" + rec.severity + "] " + rec.id + ": " + rec.message, 100, "      ") + "\n";
+      }
+    }
+    return o;
+  }
+  o += "\n";
+  o += "  Training window  " + fixed(r.wall_s, 3) + " s   (mode: " + r.mode + ", training process pid " +
+       std::to_string(r.train_pid) + ")\n";
+  o += "  Steps            " + grouped(r.steps) + "   samples " + grouped(r.samples) + "   " +
+       or_dash(r.samples_per_s, [](double v) { return fixed(v, 1); }) + " samples/s\n";
+  o += "  Data stall       " + percent(r.stall.fraction) + " of the window (" + fixed(r.stall.seconds, 3) +
+       " s waiting in next())" + (r.data_bound ? "" : "  - not data-bound") + "\n";
+  o += "  Step time        p50 " + or_dash(r.step_time.p50_ms, duration_ms) + "   p90 " +
+       or_dash(r.step_time.p90_ms, duration_ms) + "   p99 " + or_dash(r.step_time.p99_ms, duration_ms) +
+       "   (compute " + duration_ms(r.compute_per_step_ms) + " per step)\n";
+
+  for (const LoaderStats& l : r.loaders) {
+    const bool main = r.main_loader && *r.main_loader == l.id;
+    o += "\nLoader " + std::to_string(l.id) + (main ? " (main)" : "") + ": " + loader_line(l) + "\n";
+    const LoaderConfig& c = l.config;
+    if (c.dataset_class || c.created_at) {
+      o += "  dataset " + c.dataset_class.value_or("?") + (c.dataset_type ? " (" + *c.dataset_type + ")" : "") +
+           (c.dataset_len ? ", " + grouped(*c.dataset_len) + " items" : "") +
+           (c.created_at ? ", created at " + *c.created_at : "") + "\n";
+    }
+    o += "  epochs " + std::to_string(l.epochs) + ", batches handed " + grouped(l.batches_handed) + ", waited " +
+         fixed(l.wait_s, 3) + " s, fetch p50 " + or_dash(l.fetch_p50_ms, duration_ms) + " p99 " +
+         or_dash(l.fetch_p99_ms, duration_ms);
+    if (l.workers_busy_fraction) o += ", workers busy " + percent(*l.workers_busy_fraction);
+    o += "\n";
+    if (l.epoch_start_s.size() > 1 || l.respawned_epochs > 0) {
+      o += "  epoch start (epoch_begin -> first batch):";
+      for (size_t i = 0; i < l.epoch_start_s.size() && i < 8; ++i) o += " " + fixed(l.epoch_start_s[i], 3) + "s";
+      if (l.epoch_start_s.size() > 8) o += " ...";
+      o += "\n";
+    }
+  }
+
+  o += "\nQueue (main loader)\n";
+  if (r.queue.available) {
+    o += "  ready " + fixed(*r.queue.mean_ready, 2) + " batches on average (max " + num(r.queue.max_ready) + "), empty " +
+         percent(*r.queue.empty_fraction) + " of the time; in flight " + fixed(r.queue.mean_in_flight.value_or(0), 2) + "\n";
+  } else {
+    o += "  " + (r.queue.note.empty() ? std::string("unknown") : r.queue.note) + "\n";
+  }
+
+  if (!r.workers.empty()) {
+    o += "\nWorkers\n";
+    o += "  " + pad("pid", 8, true) + pad("loader", 7, true) + pad("worker", 7, true) + pad("epoch", 6, true) +
+         pad("cpu", 7, true) + pad("runq", 7, true) + pad("mem growth", 12, true) + pad("fetch p50", 11, true) +
+         pad("fetch p99", 11, true) + pad("batches", 9, true) + "\n";
+    for (size_t i = 0; i < r.workers.size() && i < kMaxWorkerRows; ++i) {
+      const WorkerStats& w = r.workers[i];
+      o += "  " + pad(std::to_string(w.pid), 8, true) + pad(std::to_string(w.loader), 7, true) +
+           pad(std::to_string(w.worker_id), 7, true) + pad(std::to_string(w.start_epoch), 6, true) +
+           pad(or_dash(w.cpu_util, [](double v) { return fixed(v, 2); }), 7, true) +
+           pad(or_dash(w.runq_delay_fraction, [](double v) { return percent(v, 0); }), 7, true) +
+           pad(or_dash(w.private_growth_bytes, [](int64_t v) { return bytes(static_cast<double>(v)); }), 12, true) +
+           pad(or_dash(w.fetch_p50_ms, duration_ms), 11, true) + pad(or_dash(w.fetch_p99_ms, duration_ms), 11, true) +
+           pad(grouped(w.batches), 9, true) + "\n";
+    }
+    if (r.workers.size() > kMaxWorkerRows) {
+      o += "  ... " + std::to_string(r.workers.size() - kMaxWorkerRows) + " more (see --json)\n";
+    }
+    o += "  (cpu: cores used; runq: share of time runnable but waiting for a CPU; mem growth: private dirty memory, "
+         "last - first)\n";
+  }
+
+  o += "\nRecommendations\n";
+  if (r.recommendations.empty()) {
+    o += r.data_bound ? "  none\n"
+                      : "  none: the loop waits for input " + percent(r.input_wait_fraction) +
+                            " of the window (< " + percent(kDataBoundFraction, 0) +
+                            "), so the input pipeline is not the bottleneck\n";
+  }
+  for (const Recommendation& rec : r.recommendations) {
+    o += wrap("  [" + rec.severity + "] " + rec.id + ": " + rec.message, 100, "      ") + "\n";
+  }
+  if (!r.notes.empty()) {
+    o += "\nNotes\n";
+    for (const std::string& n : r.notes) o += wrap("  - " + n, 100, "    ") + "\n";
+  }
+  return o;
+}
+
+std::string short_summary(const Report& r) {
+  std::string o;
+  if (!r.dataloader_seen || r.steps == 0) {
+    o += "stallscope: no DataLoader training loop was seen in this recording\n";
+  } else {
+    o += "stallscope: " + fixed(r.wall_s, 1) + " s of training, " + grouped(r.steps) + " steps, " +
+         or_dash(r.samples_per_s, [](double v) { return fixed(v, 1); }) + " samples/s\n";
+    o += "  data stall " + percent(r.stall.fraction) + " of the time" +
+         (r.data_bound ? "" : " (not data-bound)") + "; step time p50 " + or_dash(r.step_time.p50_ms, duration_ms) + "\n";
+  }
+  const size_t shown = std::min<size_t>(r.recommendations.size(), 2);
+  for (size_t i = 0; i < shown; ++i) {
+    const Recommendation& rec = r.recommendations[i];
+    o += "  [" + rec.severity + "] " + rec.id + (rec.action.empty() ? "" : ": " + rec.action) + "\n";
+  }
+  if (!r.source.empty()) o += "  details: stallscope report " + r.source + "\n";
+  return o;
+}
+
+}  // namespace stallscope::analysis

@@ -1,0 +1,63 @@
+// The in-memory model of one recording: what the analysis reads. Loaded through a Reader with one
+// query per table inside one read transaction, so a recording still being written is seen as a
+// consistent snapshot (every committed flush up to the moment of loading).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "storage/reader.h"
+#include "storage/rows.h"
+#include "storage/status.h"
+
+namespace stallscope::analysis {
+
+struct LoadOptions {
+  // Spans and instants whose name starts with one of these are loaded (empty: all of them).
+  std::vector<std::string> name_prefixes = {"dl.", "stallscope."};
+  // Counter tracks whose name is one of these have their samples loaded (empty: all tracks).
+  std::vector<std::string> counter_names = {"proc.cpu", "proc.runq_wait", "proc.private_dirty", "proc.rss", "proc.pss"};
+};
+
+struct Session {
+  std::string path;
+  std::map<std::string, std::string> meta;
+  std::vector<ProcessRow> processes;        // by id
+  std::vector<ThreadRow> threads;           // by id
+  std::unordered_map<uint32_t, std::string> strings;
+  std::vector<SpanRow> spans;               // ordered by (start_ns, depth)
+  std::vector<InstantRow> instants;         // ordered by ts_ns
+  std::vector<CounterTrackRow> counter_tracks;
+  std::vector<CounterRow> counters;         // ordered by (track_id, ts_ns)
+  int64_t end_ns = 0;                       // the latest time anything in the recording reaches
+  bool complete = false;                    // meta.complete == "1": the recorder finished
+
+  // Look-ups (built by index()).
+  const ProcessRow* process(int64_t process_id) const;
+  const ThreadRow* thread(int64_t thread_id) const;
+  int64_t pid_of_thread(int64_t thread_id) const;  // 0 when unknown
+  const std::string& string(uint32_t id) const;    // "" when unknown
+  // End of a span; spans that never ended reach the end of the recording.
+  int64_t span_end(const SpanRow& s) const { return s.dur_ns ? s.start_ns + *s.dur_ns : std::max(s.start_ns, end_ns); }
+  // Samples of one track, in time order.
+  std::pair<const CounterRow*, const CounterRow*> samples(int64_t track_id) const;
+
+  // Rebuilds the look-up tables; load_session() calls it, tests that assemble a Session by hand too.
+  void index();
+
+ private:
+  std::unordered_map<int64_t, size_t> process_index_, thread_index_;
+  std::unordered_map<int64_t, std::pair<size_t, size_t>> counter_ranges_;
+};
+
+Result<Session> load_session(Reader& reader, const LoadOptions& options = {});
+// Opens `path` with Reader::open (its one-line errors) and loads it.
+Result<Session> load_session(const std::string& path, const LoadOptions& options = {});
+
+}  // namespace stallscope::analysis

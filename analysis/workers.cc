@@ -1,0 +1,81 @@
+// Per-worker figures: /proc counters over each worker's life and its dl.fetch spans.
+#include <algorithm>
+#include <unordered_map>
+
+#include "analysis/report.h"
+#include "analysis/stats.h"
+
+namespace stallscope::analysis {
+namespace {
+
+constexpr double kNsPerMs = 1e6;
+
+// Samples of every track named `name` for `pid` whose time lies in [t0, t1].
+std::vector<double> samples_in(const Session& s, const std::unordered_map<int64_t, std::vector<const CounterTrackRow*>>& tracks,
+                               int64_t pid, const std::string& name, int64_t t0, int64_t t1) {
+  std::vector<std::pair<int64_t, double>> v;
+  auto it = tracks.find(pid);
+  if (it == tracks.end()) return {};
+  for (const CounterTrackRow* t : it->second) {
+    if (t->name != name) continue;
+    auto [b, e] = s.samples(t->id);
+    for (const CounterRow* c = b; c != e; ++c) {
+      if (c->ts_ns >= t0 && c->ts_ns <= t1) v.emplace_back(c->ts_ns, c->value);
+    }
+  }
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<double> out;
+  out.reserve(v.size());
+  for (const auto& p : v) out.push_back(p.second);
+  return out;
+}
+
+std::optional<double> mean(const std::vector<double>& v) {
+  if (v.empty()) return std::nullopt;
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+std::vector<WorkerStats> worker_stats(const Session& s, const DataLoaderModel& m) {
+  std::unordered_map<int64_t, std::vector<const CounterTrackRow*>> tracks;  // by pid
+  for (const CounterTrackRow& t : s.counter_tracks) tracks[t.pid].push_back(&t);
+
+  std::vector<WorkerStats> out;
+  out.reserve(m.workers.size());
+  for (const WorkerInfo& w : m.workers) {
+    WorkerStats ws;
+    ws.pid = w.pid;
+    ws.loader = w.loader;
+    ws.worker_id = w.worker_id;
+    ws.start_epoch = w.start_epoch;
+    ws.life_s = static_cast<double>(w.life_end_ns - w.life_begin_ns) / 1e9;
+    ws.cpu_util = mean(samples_in(s, tracks, w.pid, "proc.cpu", w.life_begin_ns, w.life_end_ns));
+    ws.runq_delay_fraction = mean(samples_in(s, tracks, w.pid, "proc.runq_wait", w.life_begin_ns, w.life_end_ns));
+    const std::vector<double> priv = samples_in(s, tracks, w.pid, "proc.private_dirty", w.life_begin_ns, w.life_end_ns);
+    if (!priv.empty()) {
+      ws.private_first_bytes = static_cast<int64_t>(priv.front());
+      ws.private_last_bytes = static_cast<int64_t>(priv.back());
+      ws.private_growth_bytes = *ws.private_last_bytes - *ws.private_first_bytes;
+    }
+    std::vector<double> durations;
+    durations.reserve(w.fetches.size());
+    for (size_t i : w.fetches) {
+      const FetchInfo& f = m.fetches[i];
+      const double d = static_cast<double>(f.end_ns - f.start_ns);
+      durations.push_back(d / kNsPerMs);
+      ws.busy_s += d / 1e9;
+    }
+    std::sort(durations.begin(), durations.end());
+    ws.batches = static_cast<int64_t>(durations.size());
+    ws.fetch_p50_ms = percentile(durations, 50);
+    ws.fetch_p99_ms = percentile(durations, 99);
+    ws.fetch_mean_ms = mean(durations);
+    out.push_back(std::move(ws));
+  }
+  return out;
+}
+
+}  // namespace stallscope::analysis

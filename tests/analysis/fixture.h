@@ -1,0 +1,106 @@
+// Synthetic recordings for the analysis tests: a builder over Writer (processes, threads,
+// interned names, spans, instants, counters as docs/events.md describes them), and a small
+// DataLoader simulator that writes a training loop whose every figure is known by construction.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "storage/writer.h"
+
+namespace stallscope::testing {
+
+inline constexpr int64_t kMs = 1000000;  // ns
+
+class RecordingBuilder {
+ public:
+  using Arg = std::optional<int64_t>;
+
+  explicit RecordingBuilder(const std::string& path);
+  ~RecordingBuilder();
+
+  uint32_t str(std::string_view s);  // interns; ids from 1
+  int64_t process(int64_t pid, std::optional<int64_t> start_ns = 0, std::optional<int64_t> end_ns = std::nullopt,
+                  std::string cmdline = "python train.py");
+  void end_process(int64_t process_row, int64_t end_ns);
+  int64_t thread(int64_t process_row, int64_t tid, std::string name = "MainThread");
+  int64_t span(int64_t thread, std::string_view name, int64_t start_ns, std::optional<int64_t> dur_ns, Arg a0 = {},
+               Arg a1 = {}, Arg a2 = {}, int depth = 0);
+  void instant(int64_t thread, std::string_view name, int64_t ts_ns, Arg a0 = {}, Arg a1 = {}, Arg a2 = {});
+  void counter(int64_t pid, std::string_view name, std::string_view unit, int64_t ts_ns, double value);
+  void meta(std::string_view key, std::string_view value);
+  // Commits what was written so far (visible to readers) and opens the next transaction.
+  void commit();
+  // Marks the recording complete (meta complete=1), commits and checkpoints the WAL.
+  void finish();
+
+  Writer& writer() { return *w_; }
+
+ private:
+  std::unique_ptr<Writer> w_;
+  std::map<std::string, uint32_t, std::less<>> strings_;
+  std::map<std::pair<std::string, int64_t>, int64_t> tracks_;
+  bool open_ = false;
+};
+
+// A DataLoader training loop, simulated the way torch runs it: at __iter__ the loader sends
+// prefetch_factor x num_workers indices round-robin to its workers; each hand-off sends one more;
+// a worker fetches its indices in order; next() hands batches in order, waiting for the put of
+// the batch it needs. With num_workers=0, next() fetches the batch itself.
+struct SimConfig {
+  int64_t loader = 0;
+  int epochs = 1;
+  int batches_per_epoch = 100;
+  int batch_size = 32;
+  std::optional<int> last_batch_size;  // a smaller last batch (drop_last=False)
+  int num_workers = 0;
+  int prefetch_factor = 2;
+  bool persistent_workers = false;
+  std::string start_method = "fork";
+  int64_t start_ns = 1000 * kMs;        // the first dl.epoch_begin
+  int64_t compute_ns = 70 * kMs;        // the loop's work per step, after each hand-off
+  std::function<int64_t(int epoch, int batch)> fetch_ns = [](int, int) { return 30 * kMs; };
+  int64_t iter_ns = 0;                  // time inside __iter__ (epoch_begin -> first next())
+  int64_t worker_boot_ns = 0;           // worker_start -> worker ready, for each new worker
+  int64_t epoch_gap_ns = 0;             // epoch_end -> next epoch_begin
+  int64_t shutdown_ns = 0;              // non-persistent workers: shutting them down in the last next()
+  bool write_config = true;
+  bool write_worker_start = true;       // false: as if recording began after the workers started
+  // Worker /proc counters (none when unset), sampled every sample_period_ns over each life.
+  std::optional<double> worker_cpu, worker_runq;
+  std::optional<int64_t> worker_private_start, worker_private_growth;
+  int64_t sample_period_ns = 50 * kMs;
+  int64_t main_pid = 1000;
+  int64_t first_worker_pid = 2000;
+  bool finish = true;                   // mark complete and checkpoint
+};
+
+// What the simulation wrote, computed independently of the analysis.
+struct SimTruth {
+  int64_t window_start_ns = 0, window_end_ns = 0;
+  int64_t stall_ns = 0;
+  int64_t steps = 0;
+  int64_t samples = 0;
+  std::vector<int64_t> handoffs;
+  std::vector<int64_t> worker_pids;
+  std::vector<int64_t> epoch_start_ns;  // per epoch: epoch_begin -> first batch handed
+  std::vector<double> fetch_ms;         // every fetch
+  int64_t fetch_busy_ns = 0;
+  double wall_s() const { return static_cast<double>(window_end_ns - window_start_ns) / 1e9; }
+  double stall_fraction() const {
+    return static_cast<double>(stall_ns) / static_cast<double>(window_end_ns - window_start_ns);
+  }
+};
+
+SimTruth simulate(RecordingBuilder& b, const SimConfig& c);
+
+// The dl.config document for `c`.
+std::string config_json(const SimConfig& c);
+
+}  // namespace stallscope::testing

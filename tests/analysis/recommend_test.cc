@@ -1,0 +1,247 @@
+// Tests of the recommendation rules on simulated training loops: which ids fire for the classic
+// input-pipeline bottlenecks, which stay silent, and the evidence they cite.
+#include <gtest/gtest.h>
+
+#include "analysis/report.h"
+#include "analysis/session.h"
+#include "tests/analysis/fixture.h"
+#include "tests/unit/test_util.h"
+
+namespace stallscope::analysis {
+namespace {
+
+using stallscope::testing::kMs;
+using stallscope::testing::RecordingBuilder;
+using stallscope::testing::SimConfig;
+using stallscope::testing::simulate;
+
+const char* const kSpeedIds[] = {"increase_num_workers", "reduce_num_workers", "enable_persistent_workers",
+                                 "increase_prefetch_factor", "enable_pin_memory", "slow_dataset_getitem"};
+
+class RecommendTest : public ::testing::Test {
+ protected:
+  stallscope::testing::TempDir dir_;
+
+  Report run(const SimConfig& c, const std::map<std::string, std::string>& meta = {}) {
+    const std::string p = dir_.file(stallscope::testing::unique_name("run") + ".db");
+    {
+      RecordingBuilder b(p);
+      for (const auto& [k, v] : meta) b.meta(k, v);
+      simulate(b, c);
+    }
+    auto s = load_session(p);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.ok() ? analyze(*s) : Report{};
+  }
+};
+
+const Recommendation* find(const Report& r, const std::string& id) {
+  for (const Recommendation& rec : r.recommendations) {
+    if (rec.id == id) return &rec;
+  }
+  return nullptr;
+}
+
+std::string ids(const Report& r) {
+  std::string s;
+  for (const Recommendation& rec : r.recommendations) s += rec.id + " ";
+  return s;
+}
+
+void expect_no_speed_recommendation(const Report& r) {
+  for (const char* id : kSpeedIds) EXPECT_EQ(find(r, id), nullptr) << id << " in: " << ids(r);
+}
+
+// Workers keep well ahead of a slow training step: nothing to fix in the input pipeline.
+TEST_F(RecommendTest, ComputeBoundRunGetsNoSpeedRecommendation) {
+  SimConfig c;
+  c.num_workers = 4;
+  c.fetch_ns = [](int, int) { return 20 * kMs; };
+  c.compute_ns = 100 * kMs;
+  c.worker_cpu = 0.2;
+  c.worker_runq = 0.3;  // even with a busy machine: not data-bound, so no worker advice
+  const Report r = run(c);
+  EXPECT_LT(r.stall.fraction, 0.01);
+  EXPECT_FALSE(r.data_bound);
+  expect_no_speed_recommendation(r);
+  EXPECT_NE(render_text(r).find("not the bottleneck"), std::string::npos);
+}
+
+// num_workers=0 with a 30 ms fetch per 100 ms step: move loading into workers.
+TEST_F(RecommendTest, NumWorkersZeroSlowGetsIncreaseNumWorkers) {
+  SimConfig c;  // 30 ms fetch in next(), 70 ms compute
+  const Report r = run(c);
+  const Recommendation* rec = find(r, "increase_num_workers");
+  ASSERT_NE(rec, nullptr) << ids(r);
+  EXPECT_EQ(rec->severity, "high");  // stall 0.30
+  EXPECT_NE(rec->message.find("1/(1-0.30) = 1.43x"), std::string::npos) << rec->message;
+  EXPECT_NE(rec->message.find("num_workers=0"), std::string::npos);
+  EXPECT_NEAR(*rec->evidence.number("stall_fraction"), 0.30, 1e-9);
+  EXPECT_NEAR(*rec->evidence.number("ideal_speedup"), 1 / 0.7, 1e-9);
+  EXPECT_EQ(rec->evidence.integer("suggested_num_workers"), 2);  // ceil(1.5 * 30 / 70) = 1, at least 2
+  EXPECT_EQ(rec->evidence.integer("num_workers"), 0);
+  EXPECT_EQ(find(r, "slow_dataset_getitem"), nullptr);
+  EXPECT_EQ(find(r, "reduce_num_workers"), nullptr);
+  EXPECT_EQ(find(r, "enable_pin_memory"), nullptr);  // CPU mode: never
+}
+
+// Two saturated workers on a 16-CPU machine with no run-queue pressure: add workers.
+TEST_F(RecommendTest, SaturatedWorkersWithSpareCpusGetMoreWorkers) {
+  SimConfig c;
+  c.num_workers = 2;
+  c.fetch_ns = [](int, int) { return 100 * kMs; };
+  c.compute_ns = 20 * kMs;
+  c.worker_cpu = 1.0;
+  c.worker_runq = 0.02;
+  const Report r = run(c, {{"cpu_count", "16"}});
+  EXPECT_EQ(r.cpu_count, 16);
+  const Recommendation* rec = find(r, "increase_num_workers");
+  ASSERT_NE(rec, nullptr) << ids(r);
+  EXPECT_EQ(rec->evidence.integer("suggested_num_workers"), 8);  // ceil(1.5 * 100 / 20)
+  EXPECT_GE(*rec->evidence.number("workers_busy_fraction"), 0.8);
+  EXPECT_EQ(find(r, "slow_dataset_getitem"), nullptr) << ids(r);
+  EXPECT_EQ(find(r, "reduce_num_workers"), nullptr) << ids(r);
+}
+
+// Eight workers fighting over the CPUs (half their time runnable but not running).
+TEST_F(RecommendTest, OversubscribedWorkersGetReduceNumWorkers) {
+  SimConfig c;
+  c.num_workers = 8;
+  c.fetch_ns = [](int, int) { return 400 * kMs; };
+  c.compute_ns = 20 * kMs;
+  c.worker_cpu = 0.45;
+  c.worker_runq = 0.5;
+  const Report r = run(c);
+  const Recommendation* rec = find(r, "reduce_num_workers");
+  ASSERT_NE(rec, nullptr) << ids(r);
+  EXPECT_EQ(rec->severity, "high");
+  EXPECT_EQ(rec->evidence.integer("suggested_num_workers"), 4);  // round(8 x 0.45 cores they got)
+  EXPECT_NEAR(*rec->evidence.number("runq_delay_fraction"), 0.5, 1e-9);
+  EXPECT_NE(rec->message.find("50.0%"), std::string::npos) << rec->message;
+  EXPECT_EQ(find(r, "increase_num_workers"), nullptr) << ids(r);
+  // The workers are saturated and the CPUs full: the dataset itself is too slow.
+  ASSERT_NE(find(r, "slow_dataset_getitem"), nullptr) << ids(r);
+  EXPECT_NEAR(*find(r, "slow_dataset_getitem")->evidence.number("fetch_speedup_needed"), 400.0 / (8 * 20.0), 1e-6);
+
+  // With the machine's CPU count recorded: one worker per CPU.
+  const Report two = run(c, {{"cpu_count", "2"}});
+  ASSERT_NE(find(two, "reduce_num_workers"), nullptr) << ids(two);
+  EXPECT_EQ(find(two, "reduce_num_workers")->evidence.integer("suggested_num_workers"), 2);
+}
+
+// Saturated workers, no run-queue data, but the recorder says the machine has 4 CPUs.
+TEST_F(RecommendTest, SaturatedWorkersOnFullMachineGetSlowDatasetGetitem) {
+  SimConfig c;
+  c.num_workers = 3;
+  c.fetch_ns = [](int, int) { return 90 * kMs; };
+  c.compute_ns = 10 * kMs;
+  const Report r = run(c, {{"cpu_count", "4"}});
+  ASSERT_NE(find(r, "slow_dataset_getitem"), nullptr) << ids(r);
+  EXPECT_EQ(find(r, "increase_num_workers"), nullptr) << ids(r);
+  EXPECT_EQ(find(r, "reduce_num_workers"), nullptr) << ids(r);
+}
+
+// Workers re-created at every epoch with a 1.5 s start-up.
+TEST_F(RecommendTest, RespawnEachEpochGetsPersistentWorkers) {
+  SimConfig c;
+  c.num_workers = 2;
+  c.epochs = 4;
+  c.batches_per_epoch = 30;
+  c.compute_ns = 50 * kMs;
+  c.fetch_ns = [](int, int) { return 10 * kMs; };
+  c.worker_boot_ns = 1500 * kMs;
+  c.start_method = "spawn";
+  const Report r = run(c);
+  const Recommendation* rec = find(r, "enable_persistent_workers");
+  ASSERT_NE(rec, nullptr) << ids(r);
+  EXPECT_EQ(rec->severity, "high");
+  EXPECT_EQ(rec->evidence.integer("respawned_epochs"), 3);
+  EXPECT_NEAR(*rec->evidence.number("respawn_cost_s"), 3 * 1.5, 1e-9);
+  EXPECT_NE(rec->message.find("spawn"), std::string::npos);
+  EXPECT_EQ(find(r, "increase_num_workers"), nullptr) << ids(r);
+  EXPECT_EQ(find(r, "increase_prefetch_factor"), nullptr) << ids(r);
+
+  // The same run with persistent workers: nothing to say about it.
+  c.persistent_workers = true;
+  const Report p = run(c);
+  EXPECT_EQ(find(p, "enable_persistent_workers"), nullptr) << ids(p);
+}
+
+// Workers have capacity to spare, but one batch in ten takes 400 ms: deeper prefetch.
+TEST_F(RecommendTest, BurstyFetchGetsIncreasePrefetchFactor) {
+  SimConfig c;
+  c.num_workers = 2;
+  c.batches_per_epoch = 200;
+  c.compute_ns = 40 * kMs;
+  c.fetch_ns = [](int, int b) { return (b % 10 == 0 ? 400 : 10) * kMs; };
+  c.worker_cpu = 0.5;
+  c.worker_runq = 0.02;
+  const Report r = run(c);
+  const Recommendation* rec = find(r, "increase_prefetch_factor");
+  ASSERT_NE(rec, nullptr) << ids(r);
+  EXPECT_EQ(rec->evidence.integer("prefetch_factor"), 2);
+  EXPECT_EQ(rec->evidence.integer("suggested_prefetch_factor"), 5);  // ceil(400 / (2 x 40))
+  EXPECT_GE(*rec->evidence.number("fetch_p99_over_p50"), 2.5);
+  EXPECT_EQ(find(r, "increase_num_workers"), nullptr) << ids(r);
+  EXPECT_EQ(find(r, "slow_dataset_getitem"), nullptr) << ids(r);
+
+  // Following the advice removes most of the stall in the same simulation.
+  c.prefetch_factor = 5;
+  const Report after = run(c);
+  EXPECT_LT(after.stall.fraction, r.stall.fraction / 2) << r.stall.fraction << " -> " << after.stall.fraction;
+}
+
+// Copy-on-write growth is reported even when the run is compute-bound.
+TEST_F(RecommendTest, MemoryGrowthIsReportedRegardless) {
+  SimConfig c;
+  c.num_workers = 4;
+  c.fetch_ns = [](int, int) { return 20 * kMs; };
+  c.compute_ns = 100 * kMs;
+  c.worker_private_start = 50 << 20;
+  c.worker_private_growth = 600 << 20;
+  const Report r = run(c);
+  expect_no_speed_recommendation(r);
+  const Recommendation* rec = find(r, "worker_memory_growth");
+  ASSERT_NE(rec, nullptr) << ids(r);
+  EXPECT_EQ(rec->severity, "medium");  // >= 512 MiB per worker, 2.3 GiB together
+  EXPECT_EQ(rec->evidence.integer("max_private_growth_bytes"), int64_t{600} << 20);
+  EXPECT_EQ(rec->evidence.integer("concurrent_private_growth_bytes"), int64_t{2400} << 20);
+  EXPECT_EQ(rec->evidence.integer("concurrent_workers"), 4);
+
+  // Small growth stays quiet.
+  c.worker_private_growth = 20 << 20;
+  EXPECT_EQ(find(run(c), "worker_memory_growth"), nullptr);
+}
+
+TEST_F(RecommendTest, RecommendationsAreOrderedAndWellFormed) {
+  SimConfig c;
+  c.num_workers = 8;
+  c.fetch_ns = [](int, int) { return 400 * kMs; };
+  c.compute_ns = 20 * kMs;
+  c.worker_cpu = 0.45;
+  c.worker_runq = 0.3;
+  c.worker_private_start = 0;
+  c.worker_private_growth = 200 << 20;
+  const Report r = run(c);
+  ASSERT_GE(r.recommendations.size(), 3u) << ids(r);
+  int last = 0;
+  for (const Recommendation& rec : r.recommendations) {
+    const int rank = rec.severity == "high" ? 0 : rec.severity == "medium" ? 1 : rec.severity == "low" ? 2 : -1;
+    ASSERT_GE(rank, 0) << rec.severity;
+    EXPECT_GE(rank, last) << ids(r);
+    last = rank;
+    EXPECT_FALSE(rec.message.empty());
+    EXPECT_FALSE(rec.action.empty());
+    EXPECT_TRUE(rec.evidence.is_object());
+    EXPECT_FALSE(rec.evidence.members().empty());
+  }
+  const std::string summary = short_summary(r);
+  int lines = 0;
+  for (char ch : summary) lines += ch == '\n';
+  EXPECT_GE(lines, 3);
+  EXPECT_LE(lines, 6);
+  EXPECT_NE(summary.find(r.recommendations[0].id), std::string::npos) << summary;
+}
+
+}  // namespace
+}  // namespace stallscope::analysis
