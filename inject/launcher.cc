@@ -16,6 +16,7 @@
 #include <memory>
 #include <random>
 
+#include "analysis/report.h"
 #include "collector/arena.h"
 #include "inject/session_registry.h"
 #include "storage/recorder.h"
@@ -102,6 +103,17 @@ void add_python_hooks(const std::string& python_dir) {
   const int e = errno;
   std::fprintf(stderr, "stallscope: cannot run '%s': %s\n", argv[0], std::strerror(e));
   ::_exit(e == ENOENT ? 127 : 126);
+}
+
+// The short report at the end of a run; analysis problems never change the exit status.
+void print_summary(const std::string& path) {
+  try {
+    auto session = analysis::load_session(path);
+    if (!session.ok()) return;
+    const analysis::Report r = analysis::analyze(*session);
+    std::fputs(analysis::short_summary(r).c_str(), stderr);
+  } catch (...) {
+  }
 }
 
 }  // namespace
@@ -231,6 +243,7 @@ int run_command(const RunOptions& opt) {
       std::fprintf(stderr, "stallscope: recording saved to %s (%llu events, %llu spans, %llu dropped)\n",
                    output.c_str(), static_cast<unsigned long long>(st.events),
                    static_cast<unsigned long long>(st.spans), static_cast<unsigned long long>(st.dropped));
+      print_summary(output);
     }
   }
   if (WIFSIGNALED(status)) {

@@ -183,6 +183,13 @@ void Writer::add_gpu_activity(const GpuActivityRow& r) {
   keep(s.run());
 }
 
-Status Writer::finish() { return db_->exec("PRAGMA wal_checkpoint(TRUNCATE)"); }
+Status Writer::finish() {
+  if (Status s = db_->exec("PRAGMA wal_checkpoint(TRUNCATE)"); !s.ok()) return s;
+  // A finished recording is one self-contained file: readers need no -wal/-shm beside it (and do
+  // not create them). If a reader holds the file open the switch fails and the file stays in WAL
+  // mode, which reads the same.
+  (void)db_->exec("PRAGMA journal_mode = DELETE");
+  return Status::Ok();
+}
 
 }  // namespace stallscope
