@@ -344,6 +344,88 @@ void worker_memory_growth(const Report& r, std::vector<Recommendation>* out) {
   out->push_back(std::move(rec));
 }
 
+// [SECTION] GPU mode (docs/report.md, "GPU mode")
+constexpr double kGpuCauseMin = 0.05;        // share of the window a GPU stall cause must reach
+constexpr double kGpuBusyLow = 0.50;         // GPU idle at least half the time
+constexpr double kWorkerCpuBound = 0.70;     // cores a worker uses while it fetches: CPU-bound
+
+json::Value gpu_evidence(const Report& r) {
+  json::Value e = json::Value::object();
+  e.set("gpu_busy_fraction", r.gpu.busy_fraction);
+  e.set("gpu_stall_fraction", r.stall.fraction);
+  for (const auto& [cause, s] : r.stall.by_cause_s) e.set(cause + "_fraction", r.wall_s > 0 ? s / r.wall_s : 0.0);
+  return e;
+}
+
+void pageable_h2d(const Report& r, std::vector<Recommendation>* out) {
+  const CopyStats& pg = r.gpu.h2d_pageable;
+  const double h2d = r.cause_fraction(kCauseH2d);
+  const double copy_share = r.wall_s > 0 ? pg.seconds / r.wall_s : 0;
+  if (pg.count == 0 || (h2d < kGpuCauseMin && copy_share < kGpuCauseMin)) return;
+  Recommendation rec;
+  rec.id = "pageable_h2d";
+  rec.action = "pin host memory: pin_memory=True and .to(device, non_blocking=True)";
+  rec.severity = h2d >= kStallHigh ? "high" : "medium";
+  rec.expected_speedup = ideal_speedup(h2d);
+  std::string rate = pg.gbps ? " at " + fixed(*pg.gbps, 2) + " GB/s" : "";
+  if (r.gpu.h2d_pinned.gbps) rate += " (pinned copies in this run: " + fixed(*r.gpu.h2d_pinned.gbps, 2) + " GB/s)";
+  rec.message = "Host-to-device copies come from pageable memory: " + bytes(static_cast<double>(pg.bytes)) + " in " +
+                std::to_string(pg.count) + " copies" + rate + ". A pageable copy is staged through a driver buffer "
+                "while the host waits, and it cannot overlap compute; the GPU sat idle in transfers " + percent(h2d) +
+                " of the window. Pin the batches (DataLoader pin_memory=True, or tensor.pin_memory()) and copy with "
+                ".to(device, non_blocking=True). Expected: up to " + speedup(rec.expected_speedup) + ".";
+  rec.evidence = gpu_evidence(r);
+  rec.evidence.set("pageable_h2d_bytes", pg.bytes);
+  rec.evidence.set("pageable_h2d_copies", pg.count);
+  rec.evidence.set("pageable_h2d_gbps", pg.gbps);
+  rec.evidence.set("pinned_h2d_gbps", r.gpu.h2d_pinned.gbps);
+  out->push_back(std::move(rec));
+}
+
+void host_sync(const Report& r, std::vector<Recommendation>* out) {
+  const double sync = r.cause_fraction(kCauseSync);
+  if (sync < kGpuCauseMin) return;
+  Recommendation rec;
+  rec.id = "host_sync";
+  rec.action = "remove per-step synchronisations (.item(), .cpu(), torch.cuda.synchronize())";
+  rec.severity = sync >= kStallHigh ? "high" : "medium";
+  rec.expected_speedup = ideal_speedup(sync);
+  rec.message = "The training loop blocks on the GPU (stream/device synchronisation or a copy back to the host) "
+                "and the GPU then runs dry: " + percent(sync) + " of the window. Typical causes are loss.item() or "
+                "tensor.cpu() every step, and explicit torch.cuda.synchronize(); accumulate on the GPU and read values "
+                "every N steps. Expected: up to " + speedup(rec.expected_speedup) + ".";
+  rec.evidence = gpu_evidence(r);
+  out->push_back(std::move(rec));
+}
+
+void move_transforms_to_gpu(const Report& r, std::vector<Recommendation>* out) {
+  const LoaderStats* l = r.loader();
+  const double data = r.data_wait_fraction();
+  if (l == nullptr || data < kDataBoundFraction || r.gpu.busy_fraction >= kGpuBusyLow) return;
+  // The workers' fetch must be CPU work (transforms), not waiting on storage.
+  double cpu_time = 0, busy_time = 0;
+  for (const WorkerStats& w : r.workers) {
+    if (w.loader != l->id || !w.cpu_util) continue;
+    cpu_time += *w.cpu_util * w.life_s;
+    busy_time += w.busy_s;
+  }
+  if (busy_time <= 0 || cpu_time / busy_time < kWorkerCpuBound) return;
+  const double fetch_cpu = cpu_time / busy_time;
+  Recommendation rec;
+  rec.id = "move_transforms_to_gpu";
+  rec.action = "run decoding/augmentation on the GPU (torchvision.transforms.v2 on CUDA tensors, DALI)";
+  rec.severity = data >= kStallHigh ? "high" : "medium";
+  rec.expected_speedup = ideal_speedup(data);
+  rec.message = "The GPU is busy only " + percent(r.gpu.busy_fraction) + " of the window and waits for data " +
+                percent(data) + " of it, while the workers spend their fetch time computing (" + fixed(fetch_cpu, 2) +
+                " cores per fetching worker): CPU transforms in __getitem__ are the bottleneck. Move the heavy "
+                "transforms to the GPU after the copy, on whole batches. Expected: up to " +
+                speedup(rec.expected_speedup) + ".";
+  rec.evidence = gpu_evidence(r);
+  rec.evidence.set("worker_fetch_cpu_cores", fetch_cpu);
+  out->push_back(std::move(rec));
+}
+
 int severity_rank(const std::string& s) { return s == "high" ? 0 : s == "medium" ? 1 : 2; }
 
 }  // namespace
@@ -354,7 +436,7 @@ std::vector<Recommendation> recommend(const Report& r) {
   if (l != nullptr && r.data_bound && r.steps > 0) {
     Inputs in(r, *l);
     in.n = l->num_workers.value_or(0);
-    in.s = r.stall.fraction;
+    in.s = r.data_wait_fraction();  // GPU mode: only the idle time spent waiting for data
     in.c_ms = r.compute_per_step_ms;
     in.f_ms = l->fetch_mean_ms;
     in.f50 = l->fetch_p50_ms;
@@ -404,6 +486,11 @@ std::vector<Recommendation> recommend(const Report& r) {
     increase_prefetch_factor(in, &out);
     enable_persistent_workers(in, &out);
     enable_pin_memory(in, &out);
+  }
+  if (r.mode == "gpu") {
+    pageable_h2d(r, &out);
+    host_sync(r, &out);
+    move_transforms_to_gpu(r, &out);
   }
   worker_memory_growth(r, &out);
   std::stable_sort(out.begin(), out.end(), [](const Recommendation& a, const Recommendation& b) {

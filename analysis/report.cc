@@ -217,6 +217,12 @@ Report analyze(const Session& s) {
   r.stall.seconds = seconds(stall_ns);
   r.stall.by_cause_s[kCauseDataWait] = r.stall.seconds;
   r.stall.fraction = window.length() > 0 ? static_cast<double>(stall_ns) / static_cast<double>(window.length()) : 0;
+  // GPU mode: the stall is the GPU's idle time in the window, by cause (docs/report.md).
+  r.gpu = gpu_stats(s, m, window);
+  if (r.gpu.present) {
+    r.mode = "gpu";
+    attribute_gpu_stalls(s, m, r.gpu, window, &r.stall);
+  }
 
   std::sort(handoffs.begin(), handoffs.end());
   r.steps = static_cast<int64_t>(handoffs.size());

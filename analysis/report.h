@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "analysis/dataloader.h"
+#include "analysis/gpu.h"
 #include "analysis/json.h"
 #include "analysis/session.h"
 
@@ -127,6 +128,18 @@ struct Report {
   std::vector<Recommendation> recommendations;
   std::vector<std::string> notes;
   std::optional<int64_t> cpu_count;  // meta cpu_count, when the recorder wrote it
+  GpuStats gpu;                      // mode "gpu": the GPU timeline's figures
+
+  // Share of the window the training loop waited in next() while it mattered: in CPU mode the
+  // whole stall; in GPU mode the data_wait part of the GPU's idle time.
+  double data_wait_fraction() const {
+    auto it = stall.by_cause_s.find(kCauseDataWait);
+    return it == stall.by_cause_s.end() || wall_s <= 0 ? 0.0 : it->second / wall_s;
+  }
+  double cause_fraction(const char* cause) const {
+    auto it = stall.by_cause_s.find(cause);
+    return it == stall.by_cause_s.end() || wall_s <= 0 ? 0.0 : it->second / wall_s;
+  }
   // The training process's own /proc counters, mean of the samples inside the window.
   std::optional<double> train_cpu_util, train_runq_delay_fraction;
 

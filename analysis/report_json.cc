@@ -46,6 +46,41 @@ json::Value loader_json(const LoaderStats& l) {
   return v;
 }
 
+json::Value copy_json(const CopyStats& c) {
+  json::Value v = json::Value::object();
+  v.set("count", c.count);
+  v.set("bytes", c.bytes);
+  v.set("seconds", c.seconds);
+  v.set("gbps", c.gbps);
+  return v;
+}
+
+json::Value gpu_json(const GpuStats& g) {
+  json::Value v = json::Value::object();
+  v.set("device", g.device);
+  v.set("busy_fraction", g.busy_fraction);
+  json::Value devices = json::Value::array();
+  for (const GpuDeviceStats& d : g.devices) {
+    json::Value x = json::Value::object();
+    x.set("device", d.device);
+    x.set("busy_fraction", d.busy_fraction);
+    x.set("busy_s", d.busy_s);
+    x.set("kernels", d.kernels);
+    x.set("kernel_s", d.kernel_s);
+    x.set("copies", d.copies);
+    x.set("copy_s", d.copy_s);
+    devices.push(std::move(x));
+  }
+  v.set("devices", std::move(devices));
+  json::Value h2d = json::Value::object();
+  h2d.set("pinned", copy_json(g.h2d_pinned));
+  h2d.set("pageable", copy_json(g.h2d_pageable));
+  h2d.set("other", copy_json(g.h2d_other));
+  v.set("h2d", std::move(h2d));
+  v.set("d2h", copy_json(g.d2h));
+  return v;
+}
+
 }  // namespace
 
 json::Value to_json(const Report& r) {
@@ -103,6 +138,7 @@ json::Value to_json(const Report& r) {
   d.set("stall", std::move(stall));
   d.set("input_wait_fraction", r.input_wait_fraction);
   d.set("data_bound", r.data_bound);
+  d.set("gpu", r.gpu.present ? gpu_json(r.gpu) : json::Value());
 
   const LoaderStats* main = r.loader();
   d.set("loader", main ? loader_json(*main) : json::Value());

@@ -77,8 +77,23 @@ std::string render_text(const Report& r) {
        std::to_string(r.train_pid) + ")\n";
   o += "  Steps            " + grouped(r.steps) + "   samples " + grouped(r.samples) + "   " +
        or_dash(r.samples_per_s, [](double v) { return fixed(v, 1); }) + " samples/s\n";
-  o += "  Data stall       " + percent(r.stall.fraction) + " of the window (" + fixed(r.stall.seconds, 3) +
-       " s waiting in next())" + (r.data_bound ? "" : "  - not data-bound") + "\n";
+  if (r.mode == "gpu") {
+    o += "  GPU busy         " + percent(r.gpu.busy_fraction) + " of the window (device " + std::to_string(r.gpu.device) +
+         ")\n";
+    o += "  GPU stall        " + percent(r.stall.fraction) + " of the window idle (" + fixed(r.stall.seconds, 3) + " s):";
+    for (const auto& [cause, sec] : r.stall.by_cause_s) {
+      if (sec > 0) o += " " + cause + " " + fixed(sec, 3) + " s";
+    }
+    o += std::string(r.data_bound ? "" : "  - not data-bound") + "\n";
+    auto copies = [](const char* what, const CopyStats& c) {
+      return std::string(what) + " " + bytes(static_cast<double>(c.bytes)) + " in " + std::to_string(c.count) +
+             " copies" + (c.gbps ? " at " + fixed(*c.gbps, 2) + " GB/s" : "");
+    };
+    o += "  Host->device     " + copies("pinned", r.gpu.h2d_pinned) + "; " + copies("pageable", r.gpu.h2d_pageable) + "\n";
+  } else {
+    o += "  Data stall       " + percent(r.stall.fraction) + " of the window (" + fixed(r.stall.seconds, 3) +
+         " s waiting in next())" + (r.data_bound ? "" : "  - not data-bound") + "\n";
+  }
   o += "  Step time        p50 " + or_dash(r.step_time.p50_ms, duration_ms) + "   p90 " +
        or_dash(r.step_time.p90_ms, duration_ms) + "   p99 " + or_dash(r.step_time.p99_ms, duration_ms) +
        "   (compute " + duration_ms(r.compute_per_step_ms) + " per step)\n";
@@ -159,15 +174,22 @@ std::string short_summary(const Report& r) {
   } else {
     o += "stallscope: " + fixed(r.wall_s, 1) + " s of training, " + grouped(r.steps) + " steps, " +
          or_dash(r.samples_per_s, [](double v) { return fixed(v, 1); }) + " samples/s\n";
-    o += "  data stall " + percent(r.stall.fraction) + " of the time" +
-         (r.data_bound ? "" : " (not data-bound)") + "; step time p50 " + or_dash(r.step_time.p50_ms, duration_ms) + "\n";
+    if (r.mode == "gpu") {
+      o += "stallscope:   GPU busy " + percent(r.gpu.busy_fraction) + ", idle " + percent(r.stall.fraction) +
+           " (waiting for data " + percent(r.data_wait_fraction()) + ", transfers " +
+           percent(r.cause_fraction(kCauseH2d)) + ", syncs " + percent(r.cause_fraction(kCauseSync)) + ")\n";
+    } else {
+      o += "stallscope:   data stall " + percent(r.stall.fraction) + " of the time" +
+           (r.data_bound ? "" : " (not data-bound)") + "; step time p50 " + or_dash(r.step_time.p50_ms, duration_ms) +
+           "\n";
+    }
   }
   const size_t shown = std::min<size_t>(r.recommendations.size(), 2);
   for (size_t i = 0; i < shown; ++i) {
     const Recommendation& rec = r.recommendations[i];
-    o += "  [" + rec.severity + "] " + rec.id + (rec.action.empty() ? "" : ": " + rec.action) + "\n";
+    o += "stallscope:   [" + rec.severity + "] " + rec.id + (rec.action.empty() ? "" : ": " + rec.action) + "\n";
   }
-  if (!r.source.empty()) o += "  details: stallscope report " + r.source + "\n";
+  if (!r.source.empty()) o += "stallscope:   details: stallscope report " + r.source + "\n";
   return o;
 }
 

@@ -191,11 +191,16 @@ Result<Session> load_session(Reader& reader, const LoadOptions& options) {
     });
   }
 
+  auto gpu = reader.gpu_activities();
+  if (!gpu.ok()) return query_error(db, gpu.status());
+  s.gpu = std::move(*gpu);
+
   // The end of the recording: the latest time any row reaches (spans that never ended reach it).
   int64_t end = 0;
   for (const char* sql : {"SELECT coalesce(max(start_ns + coalesce(dur_ns, 0)), 0) FROM spans",
                           "SELECT coalesce(max(ts_ns), 0) FROM instants", "SELECT coalesce(max(ts_ns), 0) FROM counters",
                           "SELECT coalesce(max(ts_ns), 0) FROM flushes",
+                          "SELECT coalesce(max(start_ns + dur_ns), 0) FROM gpu_activities",
                           "SELECT coalesce(max(max(coalesce(start_ns, 0), coalesce(end_ns, 0))), 0) FROM processes"}) {
     auto v = db.query_int(sql);
     if (!v.ok()) return query_error(db, v.status());

@@ -20,7 +20,7 @@ namespace stallscope::analysis {
 
 struct LoadOptions {
   // Spans and instants whose name starts with one of these are loaded (empty: all of them).
-  std::vector<std::string> name_prefixes = {"dl.", "stallscope."};
+  std::vector<std::string> name_prefixes = {"dl.", "stallscope.", "cuda."};
   // Counter tracks whose name is one of these have their samples loaded (empty: all tracks).
   std::vector<std::string> counter_names = {"proc.cpu", "proc.runq_wait", "proc.private_dirty", "proc.rss", "proc.pss"};
 };
@@ -35,6 +35,7 @@ struct Session {
   std::vector<InstantRow> instants;         // ordered by ts_ns
   std::vector<CounterTrackRow> counter_tracks;
   std::vector<CounterRow> counters;         // ordered by (track_id, ts_ns)
+  std::vector<GpuActivityRow> gpu;          // ordered by start_ns
   int64_t end_ns = 0;                       // the latest time anything in the recording reaches
   bool complete = false;                    // meta.complete == "1": the recorder finished
 

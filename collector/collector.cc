@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 namespace stallscope {
@@ -80,7 +81,22 @@ struct InternCacheEntry {
   uint32_t generation;
 };
 constexpr int kInternCacheSize = 256;
-__thread InternCacheEntry t_intern_cache[kInternCacheSize];
+// The cache lives on the heap: libstallscope.so uses initial-exec TLS (for the hot path), which
+// makes the loader place all of its thread-locals in the static TLS block; a 4 KiB array there
+// would leave no room to dlopen the library into a process that has loaded torch already.
+__thread InternCacheEntry* t_intern_cache = nullptr;
+pthread_key_t g_cache_key;
+pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+void make_cache_key() { pthread_key_create(&g_cache_key, std::free); }
+
+InternCacheEntry* thread_cache() {
+  if (t_intern_cache == nullptr) {
+    pthread_once(&g_cache_once, make_cache_key);
+    t_intern_cache = static_cast<InternCacheEntry*>(std::calloc(kInternCacheSize, sizeof(InternCacheEntry)));
+    if (t_intern_cache != nullptr) pthread_setspecific(g_cache_key, t_intern_cache);
+  }
+  return t_intern_cache;
+}
 }  // namespace
 
 uint32_t intern_cached(const char* text) {
@@ -90,7 +106,9 @@ uint32_t intern_cached(const char* text) {
   if (arena == nullptr || gen == 0) return 0;
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (const char* p = text; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
-  InternCacheEntry& e = t_intern_cache[h % kInternCacheSize];
+  InternCacheEntry* cache = thread_cache();
+  if (cache == nullptr) return arena->intern(text);
+  InternCacheEntry& e = cache[h % kInternCacheSize];
   if (e.generation == gen && e.hash == h) {
     const char* s = arena->string(e.id);  // a reused buffer with new text must miss
     if (s != nullptr && std::strcmp(s, text) == 0) return e.id;
