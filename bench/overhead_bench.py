@@ -1,0 +1,61 @@
+"""Overhead of stallscope on a real PyTorch training loop, beside torch.profiler's.
+
+Runs bench/overhead_train.py in a data-bound and a compute-bound configuration, each as:
+plain, under `stallscope run`, and inside torch.profiler; repetitions are interleaved so that
+machine noise hits all three alike, and the table gives the median samples/s and the cost
+relative to plain.
+    python3 bench/overhead_bench.py [--reps N] [--build DIR]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(cmd, env=None):
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if out.returncode != 0:
+        sys.exit(f"overhead_bench: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            return json.loads(line)["samples_per_s"]
+    sys.exit(f"overhead_bench: no result from {' '.join(cmd)}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    args = ap.parse_args()
+    launcher = os.path.join(args.build, "bin", "stallscope")
+    if not os.access(launcher, os.X_OK):
+        sys.exit(f"overhead_bench: {launcher} not found; build first (scripts/setup.sh)")
+    train = [sys.executable, os.path.join(HERE, "overhead_train.py")]
+    tmp = tempfile.mkdtemp(prefix="stallscope-overhead-")
+    results = {}
+    for mode in ("data", "compute"):
+        rates = {"plain": [], "stallscope": [], "torch.profiler": []}
+        for rep in range(args.reps):
+            rates["plain"].append(run(train + ["--mode", mode]))
+            db = os.path.join(tmp, f"{mode}-{rep}.db")
+            rates["stallscope"].append(run([launcher, "run", "-q", "-o", db, "--"] + train + ["--mode", mode]))
+            rates["torch.profiler"].append(run(train + ["--mode", mode, "--profiler"]))
+        results[mode] = {k: statistics.median(v) for k, v in rates.items()}
+    print(f"Overhead on a CPU training loop ({os.cpu_count()} cores), median of {args.reps} interleaved runs")
+    print("| loop | plain samples/s | stallscope samples/s | stallscope cost | torch.profiler samples/s | torch.profiler cost | goal (stallscope) |")
+    print("|---|---|---|---|---|---|---|")
+    for mode, r in results.items():
+        base = r["plain"]
+        ss = (base - r["stallscope"]) / base * 100
+        tp = (base - r["torch.profiler"]) / base * 100
+        verdict = "met" if ss < 2 else "MISSED"
+        print(f"| {mode}-bound | {base:.0f} | {r['stallscope']:.0f} | {ss:+.1f} % | {r['torch.profiler']:.0f} | {tp:+.1f} % | < 2 % ({verdict}) |")
+
+
+if __name__ == "__main__":
+    main()

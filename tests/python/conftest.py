@@ -1,0 +1,140 @@
+"""Shared set-up for the Python tests: where the build is, how to run a program under
+`stallscope run`, and how to read the recording.
+
+STALLSCOPE_BUILD names the CMake build directory (default <repo>/build); the tests use its
+bin/stallscope and lib/libstallscope.so. Tests that run torch are skipped, with the reason, when
+torch is not installed; every test is skipped when the build is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("STALLSCOPE_BUILD", REPO / "build")).resolve()
+LAUNCHER = BUILD / "bin" / "stallscope"
+LIBRARY = BUILD / "lib" / "libstallscope.so"
+PYTHON_DIR = REPO / "python"
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+LOADER_PROG = PROGRAMS / "loader_prog.py"
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    no_build = pytest.mark.skip(reason=f"stallscope build not found: {LAUNCHER} and {LIBRARY} "
+                                       "(build it, or set STALLSCOPE_BUILD to the build directory)")
+    no_torch = pytest.mark.skip(reason="torch is not installed: these tests run real torch DataLoader loops")
+    for item in items:
+        if not (LAUNCHER.exists() and LIBRARY.exists()):
+            item.add_marker(no_build)
+        elif "torch" in item.keywords and not HAVE_TORCH:
+            item.add_marker(no_torch)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "torch: the test runs torch")
+
+
+def base_env(**extra) -> dict:
+    """The environment for a child program: ours minus anything stallscope left over."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("STALLSCOPE_") and k not in ("LD_PRELOAD", "PYTHONPATH")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update({k: v for k, v in extra.items() if v is not None})
+    return env
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    stderr: str
+    db: Path | None
+
+    @property
+    def result(self) -> dict:
+        for line in self.stdout.splitlines():
+            if line.startswith("RESULT "):
+                return json.loads(line[len("RESULT "):])
+        raise AssertionError(f"no RESULT line; rc={self.rc}\nstdout:\n{self.stdout}\nstderr:\n{self.stderr}")
+
+    def stderr_without_stallscope(self) -> str:
+        """stderr minus the launcher's own `stallscope:` lines."""
+        return "".join(line for line in self.stderr.splitlines(keepends=True) if not line.startswith("stallscope:"))
+
+
+def run_plain(args, *, env=None, timeout=120, cwd=None) -> Run:
+    """Runs `python3 ARGS` without stallscope."""
+    p = subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True,
+                       env=env or base_env(), timeout=timeout, cwd=cwd)
+    return Run(p.returncode, p.stdout, p.stderr, None)
+
+
+def run_recorded(db: Path, args, *, env=None, timeout=120, cwd=None) -> Run:
+    """Runs `stallscope run -o DB -- python3 ARGS`."""
+    p = subprocess.run([str(LAUNCHER), "run", "-o", str(db), "--", sys.executable, *map(str, args)],
+                       capture_output=True, text=True, env=env or base_env(), timeout=timeout, cwd=cwd)
+    return Run(p.returncode, p.stdout, p.stderr, db)
+
+
+class Recording:
+    """Read access to a session database through the views of storage/schema.cc."""
+
+    def __init__(self, path: Path):
+        assert path.exists(), f"no database at {path}"
+        self.con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        self.con.row_factory = sqlite3.Row
+
+    def q(self, sql, *args):
+        return [dict(r) for r in self.con.execute(sql, args)]
+
+    def spans(self, name):
+        return self.q("SELECT * FROM span_view WHERE name = ? ORDER BY start_ns, id", name)
+
+    def instants(self, name):
+        return self.q("SELECT * FROM instant_view WHERE name = ? ORDER BY ts_ns, id", name)
+
+    def string(self, sid):
+        rows = self.q("SELECT value FROM strings WHERE id = ?", sid)
+        return rows[0]["value"] if rows else None
+
+    def configs(self) -> dict:
+        """dl.config documents by loader id."""
+        out = {}
+        for r in self.instants("dl.config"):
+            doc = json.loads(self.string(r["arg1"]))
+            assert doc["loader"] == r["arg0"]
+            out[r["arg0"]] = doc
+        return out
+
+    def thread_names(self) -> dict:
+        """(pid, tid) -> thread name."""
+        return {(r["pid"], r["tid"]): r["name"] for r in self.q(
+            "SELECT p.pid, t.tid, t.name FROM threads t JOIN processes p ON p.id = t.process_id")}
+
+    def names(self) -> set:
+        return {r["name"] for r in self.q("SELECT name FROM span_view UNION SELECT name FROM instant_view")}
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """recorded(args, name=...) runs the loader program (or ARGS) under the launcher and returns
+    (Run, Recording); asserts a zero exit status unless check=False."""
+
+    def go(args, *, name="run", check=True, env=None, timeout=120):
+        db = tmp_path / f"{name}.db"
+        r = run_recorded(db, args, env=env, timeout=timeout)
+        if check:
+            assert r.rc == 0, f"rc={r.rc}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+        return r, Recording(db)
+
+    return go

@@ -1,0 +1,86 @@
+"""`stallscope report` against ground truth: the example scripts run under `stallscope run`, each
+measures its own stall fraction and throughput, and the report must agree — stall fraction within
+3 percentage points, samples/s within 5 % — and recommend what the script's bottleneck calls for
+(nothing for speed on the compute-bound run)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from conftest import LAUNCHER, REPO, run_recorded
+
+pytestmark = pytest.mark.torch
+
+EXAMPLES = REPO / "examples"
+THROUGHPUT = re.compile(r"(?P<samples>\d+) samples in (?P<total>[0-9.]+) s \((?P<rate>\d+) samples/s\)")
+MEASURED = re.compile(r"measured (?P<frac>[0-9.]+) \(wait in next\(\) (?P<wait>[0-9.]+) s")
+SPEED_IDS = {"increase_num_workers", "reduce_num_workers", "enable_persistent_workers", "increase_prefetch_factor",
+             "enable_pin_memory", "slow_dataset_getitem"}
+
+
+def report_for(tmp_path, script, *args):
+    db = tmp_path / "truth.db"
+    r = run_recorded(db, [EXAMPLES / script, *args], timeout=180)
+    assert r.rc == 0, f"{script}: rc={r.rc}\n{r.stdout}\n{r.stderr}"
+    t, m = THROUGHPUT.search(r.stdout), MEASURED.search(r.stdout)
+    assert t and m, r.stdout
+    out = subprocess.run([str(LAUNCHER), "report", "--json", str(db)], capture_output=True, text=True, check=True)
+    rep = json.loads(out.stdout)
+    truth = {"stall": float(m["frac"]), "rate": float(t["samples"]) / float(t["total"]), "samples": int(t["samples"])}
+    # The run's own short summary was printed at the end of `stallscope run`.
+    assert "stallscope: " in r.stderr and "samples/s" in r.stderr, r.stderr
+    return rep, truth, r
+
+
+def check_figures(rep, truth):
+    assert rep["schema"] == "stallscope.report/1" and rep["mode"] == "cpu"
+    assert rep["samples"] == truth["samples"], (rep["samples"], truth)
+    assert abs(rep["stall"]["fraction"] - truth["stall"]) <= 0.03 + 0.005, (rep["stall"], truth)
+    assert abs(rep["samples_per_s"] - truth["rate"]) <= 0.05 * truth["rate"], (rep["samples_per_s"], truth)
+    assert rep["stall"]["by_cause"]["data_wait"] == pytest.approx(rep["stall"]["seconds"])
+
+
+def ids(rep):
+    return {x["id"] for x in rep["recommendations"]}
+
+
+def test_slow_getitem_needs_workers(tmp_path):
+    rep, truth, _ = report_for(tmp_path, "slow_getitem.py", "--epochs", "2", "--batches", "30")
+    check_figures(rep, truth)
+    assert truth["stall"] > 0.6  # by construction 0.80
+    assert "increase_num_workers" in ids(rep)
+    assert rep["loader"]["num_workers"] == 0 and rep["queue"]["mean_ready"] is None
+
+
+def test_compute_bound_gets_no_speed_advice(tmp_path):
+    rep, truth, _ = report_for(tmp_path, "compute_bound.py", "--epochs", "1", "--batches", "40", "--step-ms", "50")
+    check_figures(rep, truth)
+    assert truth["stall"] < 0.10
+    assert not rep["data_bound"]
+    assert not (ids(rep) & SPEED_IDS), rep["recommendations"]
+
+
+def test_respawning_workers_get_persistent_workers(tmp_path):
+    rep, truth, _ = report_for(tmp_path, "respawn_workers.py", "--epochs", "4", "--batches", "6", "--init-ms", "250")
+    check_figures(rep, truth)
+    assert "enable_persistent_workers" in ids(rep)
+    assert rep["loader"]["respawned_epochs"] == 3
+
+
+def test_oversubscribed_workers_get_fewer(tmp_path):
+    rep, truth, _ = report_for(tmp_path, "oversubscribed.py", "--epochs", "1", "--batches", "24")
+    check_figures(rep, truth)
+    assert "reduce_num_workers" in ids(rep), rep["recommendations"]
+    assert all(w["runq_delay_fraction"] is not None for w in rep["workers"])
+    assert max(w["runq_delay_fraction"] for w in rep["workers"]) > 0.2
+
+
+def test_iterable_dataset(tmp_path):
+    rep, truth, _ = report_for(tmp_path, "iterable_dataset.py", "--epochs", "2", "--batches", "16")
+    check_figures(rep, truth)
+    assert rep["loader"]["dataset_type"] == "iterable"
+    assert rep["queue"]["empty_fraction"] is not None
