@@ -4,7 +4,8 @@ Samples are cheap (--sleep-ms per sample, default 0.1 ms) and 2 workers prefetch
 --step-ms (default 50 ms). This is the control case: stallscope must not blame the DataLoader.
 
 What stallscope should find (defaults: 2 epochs x 30 batches, batch 8):
-  - dl.next waits of a few tens of microseconds once the first batch of the epoch is there;
+  - short dl.next waits once the first batch of the epoch is there (taking a ready batch off the
+    result queue: about a millisecond);
   - data stall fraction ~ 0 (only each epoch's first batch is waited for: ~ bs*S + worker start,
     a few ms against 30 x 50 ms of steps -> < 0.02 plus start-up);
   - the result queue full: "ready" batches (put, not yet handed) at prefetch_factor x workers = 4
