@@ -1,0 +1,86 @@
+"""Overhead of stallscope's GPU capture (CUPTI activity + callbacks, NVTX) on a GPU training loop
+with a high kernel rate (a small MLP), beside torch.profiler's (CPU + CUDA activities) on the same
+loop, interleaved in one run. Prints "no GPU" and exits 0 where CUDA is not available.
+    python3 bench/gpu_overhead_bench.py [--reps N] [--build DIR]
+Goal: stallscope costs under 3 % of throughput with CUPTI on.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+TRAIN = r"""
+import json, sys, time, torch
+prof = sys.argv[1] == "profiler"
+dev = torch.device("cuda")
+model = torch.nn.Sequential(*[m for _ in range(6) for m in (torch.nn.Linear(256, 256), torch.nn.ReLU())]).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(64, 256, device=dev)
+def loop(n):
+    for _ in range(n):
+        opt.zero_grad(set_to_none=True)
+        model(x).square().mean().backward()
+        opt.step()
+    torch.cuda.synchronize()
+loop(50)
+def timed():
+    t0 = time.perf_counter(); loop(1500); return 1500 / (time.perf_counter() - t0)
+if prof:
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+        rate = timed()
+else:
+    rate = timed()
+print(json.dumps({"steps_per_s": rate}))
+"""
+
+
+def run(cmd):
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        sys.exit(f"gpu_overhead_bench: {' '.join(cmd[:4])}... failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    return json.loads([l for l in out.stdout.splitlines() if l.startswith("{")][-1])["steps_per_s"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    args = ap.parse_args()
+    try:
+        import torch
+        has_gpu = torch.cuda.is_available()
+    except ImportError:
+        has_gpu = False
+    if not has_gpu:
+        print("gpu_overhead_bench: no GPU (torch.cuda.is_available() is false): skipped")
+        return
+    launcher = os.path.join(args.build, "bin", "stallscope")
+    tmp = tempfile.mkdtemp(prefix="stallscope-gpu-overhead-")
+    script = os.path.join(tmp, "train.py")
+    with open(script, "w") as f:
+        f.write(TRAIN)
+    rates = {"plain": [], "stallscope": [], "torch.profiler": []}
+    for rep in range(args.reps):
+        rates["plain"].append(run([sys.executable, script, "plain"]))
+        rates["stallscope"].append(run([launcher, "run", "-q", "-o", os.path.join(tmp, f"{rep}.db"), "--",
+                                        sys.executable, script, "plain"]))
+        rates["torch.profiler"].append(run([sys.executable, script, "profiler"]))
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    base = med["plain"]
+    print(f"GPU capture overhead: small MLP, {torch.cuda.get_device_name()}, median of {args.reps} interleaved runs")
+    print("| configuration | steps/s | cost | goal |")
+    print("|---|---|---|---|")
+    for k in ("plain", "stallscope", "torch.profiler"):
+        cost = (base - med[k]) / base * 100
+        goal = f"< 3 % ({'met' if cost < 3 else 'MISSED'})" if k == "stallscope" else ""
+        print(f"| {k} | {med[k]:.0f} | {cost:+.1f} % | {goal} |")
+
+
+if __name__ == "__main__":
+    main()
