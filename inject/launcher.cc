@@ -81,11 +81,12 @@ void add_python_hooks(const std::string& python_dir) {
   ::setenv("PYTHONPATH", v.c_str(), 1);
 }
 
-[[noreturn]] void exec_child(const RunOptions& opt, const std::string& preload, const std::string& shm) {
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+// The child starts with the signal mask and dispositions stallscope itself was started with (the
+// forwarding handlers are installed only after the fork), so that e.g. a SIGINT ignored by a
+// background job's shell stays ignored in the program.
+[[noreturn]] void exec_child(const RunOptions& opt, const std::string& preload, const std::string& shm,
+                             const sigset_t& original_mask) {
+  ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
   if (!preload.empty()) {
     const char* old = std::getenv("LD_PRELOAD");
     std::string v = preload;
@@ -212,9 +213,11 @@ int run_command(const RunOptions& opt) {
     if (!shm_name.empty()) Arena::unlink(shm_name);
     return 125;
   }
-  if (child == 0) exec_child(opt, recorder ? preload : std::string(), shm_name);
+  if (child == 0) exec_child(opt, recorder ? preload : std::string(), shm_name, old);
   g_child = child;
   for (int s : forwarded) {
+    struct sigaction cur;
+    if (::sigaction(s, nullptr, &cur) == 0 && cur.sa_handler == SIG_IGN) continue;  // ignored stays ignored
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = forward_signal;

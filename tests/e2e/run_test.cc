@@ -194,6 +194,17 @@ TEST(RunTest, SigtermIsForwardedAndTheRecordingFinished) {
   EXPECT_EQ(*r->db().query_int("SELECT count(*) FROM counter_tracks WHERE name = 'proc.cpu' AND unit = 'cores'"), 1);
 }
 
+TEST(RunTest, IgnoredSignalsStayIgnoredInTheProgram) {
+  // A shell that ignores SIGINT (as for a background job) starts stallscope; the program inherits
+  // the ignored SIGINT exactly as it would without stallscope, and survives one.
+  TempDir dir;
+  ProcResult p = testing::run_process(
+      {"/bin/sh", "-c", "trap '' INT; exec " STALLSCOPE_BIN " run -q -o '" + dir.file("ign.db") +
+                            "' -- /bin/sh -c 'kill -INT $$; echo survived'"});
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.out.find("survived"), std::string::npos) << p.out << p.err;
+}
+
 TEST(RunTest, MissingProgramExits127WithOneLine) {
   TempDir dir;
   ProcResult p = testing::run_process({STALLSCOPE_BIN, "run", "-q", "-o", dir.file("x.db"), "--", "/nonexistent/prog"});
