@@ -43,9 +43,11 @@ class FastDataset(Dataset):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=["data", "compute"], required=True)
-    ap.add_argument("--batches", type=int, default=150)
+    ap.add_argument("--batches", type=int, default=None, help="default: about 2 s of training per mode")
     ap.add_argument("--profiler", action="store_true")
     args = ap.parse_args()
+    if args.batches is None:
+        args.batches = 150 if args.mode == "data" else 400
     torch.manual_seed(0)
     torch.set_num_threads(1)
     bs = 32

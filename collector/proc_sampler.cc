@@ -1,12 +1,15 @@
 // The /proc sampler; see proc_sampler.h.
 #include "collector/proc_sampler.h"
 
+#include "collector/clock.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -68,10 +71,11 @@ bool ProcSampler::parse_smaps_rollup(const std::string& text, uint64_t* pss, uin
   return field_value(text, "Pss", pss) && field_value(text, "Private_Dirty", private_dirty);
 }
 
+bool ProcSampler::parse_status_rss(const std::string& text, uint64_t* rss) { return field_value(text, "VmRSS", rss); }
+
 bool ProcSampler::parse_io_rchar(const std::string& text, uint64_t* rchar) { return field_value(text, "rchar", rchar); }
 
 std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64_t now_ns) {
-  static const long page = ::sysconf(_SC_PAGESIZE);
   std::vector<ProcSample> out;
   std::set<int> wanted(pids.begin(), pids.end());
   for (auto it = prev_.begin(); it != prev_.end();) it = wanted.count(it->first) ? std::next(it) : prev_.erase(it);
@@ -79,7 +83,8 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
   std::string text;
   char path[96];
   for (int pid : pids) {
-    std::snprintf(path, sizeof path, "/proc/%d/statm", pid);
+    // status: the process's liveness, RSS and context switches in one read.
+    std::snprintf(path, sizeof path, "/proc/%d/status", pid);
     if (!slurp(path, &text)) {
       prev_.erase(pid);
       continue;  // gone
@@ -87,46 +92,12 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
     ProcSample s;
     s.pid = pid;
     s.mono_ns = now_ns;
-    unsigned long long size = 0, resident = 0;
-    if (std::sscanf(text.c_str(), "%llu %llu", &size, &resident) == 2) s.rss_bytes = resident * static_cast<uint64_t>(page);
-
+    parse_status_rss(text, &s.rss_bytes);
     Prev& p = prev_[pid];
     const bool first = p.count == 0;
     const double dt = first ? 0.0 : static_cast<double>(now_ns - p.mono_ns) / 1e9;
-
-    // CPU and run-queue wait: per thread, so that threads that come and go do not skew the sum.
-    std::map<int, std::pair<uint64_t, uint64_t>> tasks;
-    uint64_t run_delta = 0, wait_delta = 0;
-    std::snprintf(path, sizeof path, "/proc/%d/task", pid);
-    if (DIR* d = ::opendir(path)) {
-      while (dirent* e = ::readdir(d)) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        const int tid = std::atoi(e->d_name);
-        char tpath[128];
-        std::snprintf(tpath, sizeof tpath, "/proc/%d/task/%d/schedstat", pid, tid);
-        uint64_t run = 0, wait = 0;
-        if (!slurp(tpath, &text) || !parse_schedstat(text, &run, &wait)) continue;
-        tasks[tid] = {run, wait};
-        auto old = p.tasks.find(tid);
-        if (old != p.tasks.end()) {
-          run_delta += run >= old->second.first ? run - old->second.first : 0;
-          wait_delta += wait >= old->second.second ? wait - old->second.second : 0;
-        } else if (!first) {
-          run_delta += run;  // a thread born during the interval
-          wait_delta += wait;
-        }
-      }
-      ::closedir(d);
-    }
-    if (!first && dt > 0) {
-      s.cpu_cores = static_cast<double>(run_delta) / 1e9 / dt;
-      s.runq_wait_ratio = static_cast<double>(wait_delta) / 1e9 / dt;
-    }
-    p.tasks = std::move(tasks);
-
-    std::snprintf(path, sizeof path, "/proc/%d/status", pid);
     uint64_t v = 0, iv = 0;
-    if (slurp(path, &text) && parse_status_ctxsw(text, &v, &iv)) {
+    if (parse_status_ctxsw(text, &v, &iv)) {
       if (p.have_ctx && dt > 0) {
         s.ctxsw_voluntary = static_cast<double>(v - std::min(v, p.vcsw)) / dt;
         s.ctxsw_involuntary = static_cast<double>(iv - std::min(iv, p.ivcsw)) / dt;
@@ -136,6 +107,40 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
       p.have_ctx = true;
     }
 
+    // CPU and run-queue wait: per thread, so that threads that come and go do not skew the sum.
+    if (p.count % kListEvery == 0) {
+      p.tids.clear();
+      std::snprintf(path, sizeof path, "/proc/%d/task", pid);
+      if (DIR* d = ::opendir(path)) {
+        while (dirent* e = ::readdir(d)) {
+          if (e->d_name[0] >= '0' && e->d_name[0] <= '9') p.tids.push_back(std::atoi(e->d_name));
+        }
+        ::closedir(d);
+      }
+    }
+    std::map<int, std::pair<uint64_t, uint64_t>> tasks;
+    uint64_t run_delta = 0, wait_delta = 0;
+    for (int tid : p.tids) {
+      char tpath[128];
+      std::snprintf(tpath, sizeof tpath, "/proc/%d/task/%d/schedstat", pid, tid);
+      uint64_t run = 0, wait = 0;
+      if (!slurp(tpath, &text) || !parse_schedstat(text, &run, &wait)) continue;  // thread ended
+      tasks[tid] = {run, wait};
+      auto old = p.tasks.find(tid);
+      if (old != p.tasks.end()) {
+        run_delta += run >= old->second.first ? run - old->second.first : 0;
+        wait_delta += wait >= old->second.second ? wait - old->second.second : 0;
+      } else if (!first) {
+        run_delta += run;  // a thread born since the last listing
+        wait_delta += wait;
+      }
+    }
+    if (!first && dt > 0) {
+      s.cpu_cores = static_cast<double>(run_delta) / 1e9 / dt;
+      s.runq_wait_ratio = static_cast<double>(wait_delta) / 1e9 / dt;
+    }
+    p.tasks = std::move(tasks);
+
     std::snprintf(path, sizeof path, "/proc/%d/io", pid);
     uint64_t rchar = 0;
     if (slurp(path, &text) && parse_io_rchar(text, &rchar)) {
@@ -144,13 +149,18 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
       p.have_io = true;
     }
 
-    if (p.count % memory_every_ == 0) {
+    if (now_ns >= p.next_memory_ns) {
       std::snprintf(path, sizeof path, "/proc/%d/smaps_rollup", pid);
       uint64_t pss = 0, pd = 0;
+      const uint64_t t0 = monotonic_ns();
       if (slurp(path, &text) && parse_smaps_rollup(text, &pss, &pd)) {
         s.pss_bytes = pss;
         s.private_dirty_bytes = pd;
       }
+      // Every process is read about as often, so the whole set costs n x cost per interval.
+      const double cost = static_cast<double>(monotonic_ns() - t0);
+      const uint64_t interval = static_cast<uint64_t>(cost * static_cast<double>(pids.size()) / memory_budget_);
+      p.next_memory_ns = now_ns + std::max(memory_min_interval_ns_, interval);
     }
     p.mono_ns = now_ns;
     ++p.count;

@@ -21,7 +21,7 @@ namespace stallscope {
 class Recorder {
  public:
   static inline constexpr int kDefaultIntervalMs = 100;
-  static inline constexpr int kSampleIntervalMs = 50;  // /proc sampler, 20 Hz
+  static inline constexpr int kSampleIntervalMs = 100;  // /proc sampler, 10 Hz
 
   // Creates the database at `path` and starts draining `arena` every `interval_ms`.
   static Result<std::unique_ptr<Recorder>> start(Arena* arena, const std::string& path,

@@ -65,7 +65,7 @@ void grow_memory() {
 TEST(ProcSamplerTest, CpuOfABusyAndAnIdleProcess) {
   pid_t busy = spawn_child(spin_forever);
   pid_t idle = spawn_child(sleep_forever);
-  ProcSampler s(1);
+  ProcSampler s(1.0, 0);  // memory at every sample
   s.sample({busy, idle}, monotonic_ns());
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   auto out = s.sample({busy, idle}, monotonic_ns());
@@ -87,7 +87,7 @@ TEST(ProcSamplerTest, CpuOfABusyAndAnIdleProcess) {
 
 TEST(ProcSamplerTest, PrivateDirtyGrowth) {
   pid_t pid = spawn_child(grow_memory);
-  ProcSampler s(1);
+  ProcSampler s(1.0, 0);  // memory at every sample
   auto first = s.sample({pid}, monotonic_ns());
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   auto last = s.sample({pid}, monotonic_ns());
