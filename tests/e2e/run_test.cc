@@ -176,7 +176,9 @@ TEST(RunTest, SigtermIsForwardedAndTheRecordingFinished) {
   pid_t launcher = testing::start_process(
       {STALLSCOPE_BIN, "run", "-o", db, "--", FORK_EMITTER_BIN, "--children", "0", "--spans", "1", "--hang"},
       dir.path());
-  ASSERT_TRUE(eventually([&] { return count_or_zero(db, "SELECT count(*) FROM spans") > 0; }, 20000));
+  // Running long enough for the sampler's first CPU rate (its second sample).
+  ASSERT_TRUE(eventually([&] { return count_or_zero(db, "SELECT count(*) FROM counter_view WHERE name = 'proc.cpu'") > 0; },
+                         20000));
   ::kill(launcher, SIGTERM);
   ProcResult p = testing::wait_process(launcher, 20000);
   EXPECT_FALSE(p.timed_out);
