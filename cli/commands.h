@@ -5,3 +5,5 @@
 
 // `stallscope report [--json] FILE.db`: see cli/report_command.cc and docs/report.md.
 int cmd_report(int argc, char** argv);
+// `stallscope ui [OPTIONS] [FILE.db]`: the dashboard; see cli/ui_command.cc and docs/dashboard.md.
+int cmd_ui(int argc, char** argv);

@@ -20,6 +20,7 @@ constexpr const char* kMainHelp =
     "Commands:\n"
     "  run      run a program with the collector injected and record a session database\n"
     "  report   summarise a recording: stalls, throughput, DataLoader workers, recommendations\n"
+    "  ui       open the dashboard: live sessions, or a recording (FILE.db) to replay\n"
     "\n"
     "Run 'stallscope COMMAND --help' for a command's options.\n";
 
@@ -111,6 +112,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "run") return cmd_run(argc - 2, argv + 2);
   if (cmd == "report") return cmd_report(argc - 2, argv + 2);
+  if (cmd == "ui") return cmd_ui(argc - 2, argv + 2);
   if (!cmd.empty() && cmd[0] == '-') return usage_error("unknown option '" + cmd + "'", "stallscope");
   return usage_error("unknown command '" + cmd + "'", "stallscope");
 }

@@ -1,0 +1,277 @@
+// Dashboard benchmark: a synthetic one-hour recording of ~10 M events (8 persistent DataLoader
+// workers, pin memory, every /proc counter track at 20 Hz), then, headlessly (an ImGui context
+// without a window):
+//   open   the time from opening the file to the first published snapshot (timeline complete),
+//          with the analysis thread running alongside, and the analysis time;
+//   frames the time to build a whole dashboard frame (NewFrame .. Render, CPU side: what the
+//          render thread does before OpenGL) at several zoom levels while panning, mouse over the
+//          timeline; median and p99 over the frames.
+// Prints a table with the goals beside (open < 2 s, frame < 8 ms).
+//
+//   ui_bench [--db PATH] [--events N] [--frames N] [--regen]
+// The recording is generated once and kept (default $TMPDIR/stallscope-ui-bench-<N>.db).
+#include <imgui.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/ui/sim_recording.h"
+#include "ui/analysis_view.h"
+#include "ui/dashboard.h"
+#include "ui/snapshot_source.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using stallscope::testing::kMsNs;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+long rss_mib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6) / 1024;
+  }
+  return -1;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double idx = p / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t i = static_cast<size_t>(idx);
+  const double f = idx - static_cast<double>(i);
+  return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
+}
+
+// A deterministic jitter in [0, 1).
+double jitter(int e, int b) {
+  uint64_t x = static_cast<uint64_t>(e) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(b) * 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 31;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 29;
+  return static_cast<double>(x % 1000000) / 1e6;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t events = 10'000'000;
+  int frames = 200;
+  bool regen = false;
+  std::string db;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--db" && i + 1 < argc) {
+      db = argv[++i];
+    } else if (a == "--events" && i + 1 < argc) {
+      events = std::atoll(argv[++i]);
+    } else if (a == "--frames" && i + 1 < argc) {
+      frames = std::atoi(argv[++i]);
+    } else if (a == "--regen") {
+      regen = true;
+    } else {
+      std::fprintf(stderr, "usage: ui_bench [--db PATH] [--events N] [--frames N] [--regen]\n");
+      return 2;
+    }
+  }
+  if (db.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    db = std::string(tmp && *tmp ? tmp : "/tmp") + "/stallscope-ui-bench-" + std::to_string(events / 1000000) + "M.db";
+  }
+
+  // ~7 rows per batch (sent, fetch, collate, put, pin, recv, next) and 9 processes x 8 counter
+  // tracks at 20 Hz = 1440 samples/s: a batch every ~5.2 ms fills an hour with 10 M events.
+  stallscope::testing::SimOptions o;
+  o.workers = 8;
+  o.persistent = true;
+  o.pin = true;
+  o.batches = 10000;
+  o.step_ns = 4'600'000;
+  o.pin_ns = 300'000;
+  o.all_counter_tracks = true;
+  o.sample_ns = 50 * kMsNs;
+  o.fetch_ns = [](int e, int b) {
+    const int64_t base = 38 * kMsNs + static_cast<int64_t>(jitter(e, b) * 7e6);
+    return b % 997 == 996 ? base + 150 * kMsNs : base;  // now and then a slow sample
+  };
+  o.runq = [](int w) { return w == 5 ? 0.35 : 0.04 + 0.01 * w; };
+  const double per_epoch = 7.0 * o.batches + 1440.0 * (o.batches * 5.25e-3);
+  o.epochs = std::max(1, static_cast<int>(std::llround(static_cast<double>(events) / per_epoch)));
+
+  if (regen && exists(db)) {
+    std::remove(db.c_str());
+    std::remove((db + "-wal").c_str());
+    std::remove((db + "-shm").c_str());
+  }
+  if (!exists(db)) {
+    std::printf("generating %s (%d epochs x %d batches, 8 workers) ...\n", db.c_str(), o.epochs, o.batches);
+    std::fflush(stdout);
+    const auto t0 = Clock::now();
+    const auto truth = stallscope::testing::write_sim_recording(db, o);
+    std::printf("  %lld events, %.0f s of recording, written in %.1f s\n", static_cast<long long>(truth.events),
+                static_cast<double>(truth.end_ns) / 1e9, ms_since(t0) / 1e3);
+  }
+
+  // --- open ---------------------------------------------------------------------------------
+  const auto t_open = Clock::now();
+  stallscope::ui::SnapshotSource src(db);
+  src.wait_until([](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; }, 600000);
+  const double open_ms = ms_since(t_open);
+  const long rss_timeline = rss_mib();
+  src.wait_until(stallscope::ui::SnapshotSource::settled, 600000);
+  const double settled_ms = ms_since(t_open);
+  auto snap = src.current();
+  if (snap->state == stallscope::ui::SourceState::kError) {
+    std::fprintf(stderr, "ui_bench: %s\n", snap->error.c_str());
+    return 1;
+  }
+  const auto& tl = *snap->timeline;
+  int64_t items = 0;
+  for (const auto& l : tl.lanes) items += l.items;
+  const double run_s = static_cast<double>(tl.end_ns - tl.first_ns) / 1e9;
+
+  // Open time alone (no analysis thread competing for the second core).
+  double open_alone_ms = 0;
+  {
+    stallscope::ui::SourceOptions so;
+    so.analysis = false;
+    const auto t0 = Clock::now();
+    stallscope::ui::SnapshotSource alone(db, so);
+    alone.wait_until([](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; },
+                     600000);
+    open_alone_ms = ms_since(t0);
+  }
+
+  // --- frames --------------------------------------------------------------------------------
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;
+  io.DisplaySize = ImVec2(1600, 1000);
+  unsigned char* px = nullptr;
+  int pw = 0, ph = 0;
+  io.Fonts->GetTexDataAsRGBA32(&px, &pw, &ph);
+  io.Fonts->SetTexID(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(1)));
+  stallscope::ui::Dashboard dash;
+  struct Level {
+    const char* name;
+    double width_ns;
+  };
+  const double whole = static_cast<double>(tl.end_ns - tl.first_ns);
+  const Level levels[] = {{"whole run", whole}, {"1 minute", 60e9}, {"1 second", 1e9}, {"one batch (20 ms)", 20e6}};
+  struct Row {
+    std::string name;
+    double median, p99, max;
+    double vertices;
+  };
+  std::vector<Row> rows;
+  for (const Level& lv : levels) {
+    std::vector<double> times;
+    double vtx = 0;
+    stallscope::ui::ViewState& st = dash.state();
+    constexpr int kWarmUp = 10;
+    for (int f = 0; f < frames + kWarmUp; ++f) {
+      // Pan across the recording: each frame moves the window by 0.5% of the run.
+      const double start = static_cast<double>(tl.first_ns) +
+                           std::fmod(static_cast<double>(f) * whole * 0.005 + whole * 0.3, std::max(1.0, whole - lv.width_ns));
+      st.t0 = lv.width_ns >= whole ? static_cast<double>(tl.first_ns) : start;
+      st.t1 = st.t0 + lv.width_ns;
+      st.range_set = true;
+      st.follow = false;
+      io.DeltaTime = 1.0f / 60.0f;
+      io.MousePos = ImVec2(600, 330);  // over the timeline: hit testing and a tooltip every frame
+      const auto t0 = Clock::now();
+      ImGui::NewFrame();
+      dash.draw(*snap);
+      ImGui::Render();
+      const double ms = ms_since(t0);
+      if (f >= kWarmUp) {  // warm-up frames excluded
+        times.push_back(ms);
+        vtx += ImGui::GetDrawData()->TotalVtxCount;
+      }
+    }
+    rows.push_back({lv.name, percentile(times, 50), percentile(times, 99), *std::max_element(times.begin(), times.end()),
+                    vtx / static_cast<double>(times.size())});
+  }
+  // Where a whole-run frame's time goes: each view alone, same layout as the dashboard's.
+  std::vector<std::pair<std::string, double>> per_view;
+  {
+    stallscope::ui::ViewState st;
+    st.t0 = static_cast<double>(tl.first_ns);
+    st.t1 = static_cast<double>(tl.end_ns);
+    st.range_set = true;
+    st.follow = false;
+    stallscope::ui::UiFonts fonts;
+    stallscope::ui::Frame fr;
+    fr.snap = snap.get();
+    fr.tl = snap->timeline.get();
+    fr.an = snap->analysis.get();
+    fr.st = &st;
+    fr.fonts = &fonts;
+    fr.data_t0 = static_cast<double>(tl.first_ns);
+    fr.data_t1 = static_cast<double>(tl.end_ns);
+    fr.now_ns = fr.data_t1;
+    fr.replay = true;
+    using ViewFn = void (*)(stallscope::ui::Frame&, const ImVec2&, const ImVec2&);
+    const std::pair<const char*, ViewFn> views[] = {
+        {"headline", stallscope::ui::draw_headline}, {"timeline", stallscope::ui::draw_timeline},
+        {"queue", stallscope::ui::draw_queue},       {"workers", stallscope::ui::draw_workers},
+        {"recommendations", stallscope::ui::draw_recommendations}};
+    for (const auto& [name, fn] : views) {
+      std::vector<double> times;
+      for (int f = 0; f < 60; ++f) {
+        io.MousePos = ImVec2(600, 330);
+        const auto t0 = Clock::now();
+        ImGui::NewFrame();
+        ImGui::SetNextWindowPos(ImVec2(0, 0));
+        ImGui::SetNextWindowSize(io.DisplaySize);
+        ImGui::Begin("bench", nullptr, ImGuiWindowFlags_NoDecoration);
+        fn(fr, ImVec2(6, 148), ImVec2(1182, 584));
+        ImGui::End();
+        ImGui::Render();
+        if (f >= 5) times.push_back(ms_since(t0));
+      }
+      per_view.push_back({name, percentile(times, 50)});
+    }
+  }
+  ImGui::DestroyContext();
+
+  std::printf("\nstallscope ui_bench: %s\n", db.c_str());
+  std::printf("  recording: %.2f M rows (%lld spans, %lld instants, %lld counter samples), %.0f s, %zu lanes, %.2f M items\n",
+              static_cast<double>(tl.rows_read) / 1e6, static_cast<long long>(tl.spans), static_cast<long long>(tl.instants),
+              static_cast<long long>(tl.counter_samples), run_s, tl.lanes.size(), static_cast<double>(items) / 1e6);
+  std::printf("  memory after the timeline loaded: %ld MiB resident\n\n", rss_timeline);
+  std::printf("  %-44s %12s %12s  %s\n", "measure", "result", "goal", "");
+  std::printf("  %-44s %10.0f ms %9s ms  %s\n", "open: timeline snapshot (analysis alongside)", open_ms, "< 2000",
+              open_ms < 2000 ? "ok" : "MISSED");
+  std::printf("  %-44s %10.0f ms %9s ms  %s\n", "open: timeline snapshot (alone)", open_alone_ms, "< 2000",
+              open_alone_ms < 2000 ? "ok" : "MISSED");
+  std::printf("  %-44s %10.0f ms %12s  %s\n", "analysis ready (asynchronous)", settled_ms, "-",
+              "shown when done");
+  for (const Row& r : rows) {
+    char name[64];
+    std::snprintf(name, sizeof name, "frame, %s: median", r.name.c_str());
+    std::printf("  %-44s %10.2f ms %9s ms  %s\n", name, r.median, "< 8", r.median < 8 ? "ok" : "MISSED");
+    std::snprintf(name, sizeof name, "frame, %s: p99 (max %.1f)", r.name.c_str(), r.max);
+    std::printf("  %-44s %10.2f ms %9s ms  %s   (%.0f vertices)\n", name, r.p99, "< 8", r.p99 < 8 ? "ok" : "MISSED",
+                r.vertices);
+  }
+  std::printf("\n  whole-run frame by view (median, each drawn alone):");
+  for (const auto& [name, ms] : per_view) std::printf("  %s %.2f ms", name.c_str(), ms);
+  std::printf("\n");
+  return 0;
+}

@@ -1,0 +1,65 @@
+// Synthetic recordings for the dashboard's tests and benchmark: a DataLoader training loop
+// simulated the way torch runs it (prefetch of prefetch_factor x num_workers indices, workers
+// fetching their indices in order, a pin-memory thread, next() handing batches in order), written
+// with storage's Writer using the dl.* vocabulary of docs/events.md, plus /proc counters and,
+// optionally, GPU activities. Rows are written epoch by epoch in the order a drainer would write
+// them (by end time), so memory stays bounded for very large recordings.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stallscope::testing {
+
+inline constexpr int64_t kUs = 1000;
+inline constexpr int64_t kMsNs = 1000 * 1000;
+
+struct SimOptions {
+  int64_t main_pid = 1000;
+  int workers = 4;
+  int epochs = 2;
+  int batches = 40;            // per epoch
+  int batch_size = 8;
+  int prefetch = 2;
+  bool pin = true;             // a pin-memory thread pins each batch
+  bool persistent = false;     // false: new worker processes every epoch
+  int64_t start_ns = 100 * kMsNs;  // the first dl.epoch_begin
+  int64_t step_ns = 10 * kMsNs;    // the loop's work after each hand-off
+  int64_t pin_ns = 500 * kUs;
+  int64_t worker_boot_ns = 20 * kMsNs;
+  int64_t epoch_gap_ns = 5 * kMsNs;
+  std::function<int64_t(int epoch, int batch)> fetch_ns = [](int, int) { return 30 * kMsNs; };
+  bool counters = true;
+  bool all_counter_tracks = false;  // also the 5 other proc.* tracks the sampler writes
+  int64_t sample_ns = 50 * kMsNs;
+  std::function<double(int worker)> runq = [](int w) { return 0.05 * w; };
+  bool gpu = false;            // a kernel per step and an HtoD copy per batch on stream 7
+  bool complete = true;        // meta complete = 1
+  bool config = true;          // the dl.config instant
+  int64_t commit_rows = 200000;  // rows per transaction (and flush row)
+};
+
+struct SimBatch {
+  int epoch = 0, batch = 0, worker = 0;
+  int64_t worker_pid = 0;
+  int64_t sent = 0, fetch_start = 0, fetch_end = 0, put = 0, pin_start = 0, pin_end = 0, recv = 0, next_start = 0,
+          handed = 0;
+};
+
+struct SimTruth {
+  std::vector<SimBatch> batches;  // every batch, epoch by epoch
+  std::vector<int64_t> worker_pids;
+  int64_t end_ns = 0;
+  int64_t stall_ns = 0;           // sum of dl.next durations
+  int64_t events = 0;             // spans + instants + counter samples + GPU activities
+  int64_t spans = 0;
+  const SimBatch* find(int epoch, int batch) const;
+};
+
+// Writes the recording at `path` (which must not exist). Aborts the test on a write error.
+SimTruth write_sim_recording(const std::string& path, const SimOptions& o);
+
+}  // namespace stallscope::testing

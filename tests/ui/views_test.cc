@@ -1,0 +1,354 @@
+// The views drawn headlessly (an ImGui context without a window) from simulated recordings, with
+// assertions on the layout dump: panels, lanes, what was drawn at a zoom level, the batch found
+// under a simulated mouse, the recommendations listed and what clicking one does.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/ui/headless.h"
+#include "tests/ui/sim_recording.h"
+#include "tests/unit/test_util.h"
+#include "ui/analysis_view.h"
+#include "ui/dashboard.h"
+#include "ui/draw_util.h"
+
+namespace stallscope {
+namespace {
+
+using namespace ui;
+using testing::kMsNs;
+
+const DumpLane* lane_named(const LayoutDump& d, const std::string& name) {
+  for (const DumpLane& l : d.lanes) {
+    if (l.name == name) return &l;
+  }
+  return nullptr;
+}
+
+class ViewsTest : public ::testing::Test {
+ protected:
+  // 4 workers, pin memory, 2 epochs of 40 batches, workers re-created each epoch; every 7th fetch
+  // is slow, so the loop stalls now and then.
+  void SetUp() override {
+    opt_.workers = 4;
+    opt_.epochs = 2;
+    opt_.batches = 40;
+    opt_.fetch_ns = [](int, int b) { return (b % 7 == 6 ? 90 : 30) * kMsNs; };
+    truth_ = testing::write_sim_recording(dir_.file("run.db"), opt_);
+    snap_ = testing::load_snapshot(dir_.file("run.db"));
+    ASSERT_TRUE(snap_->analysis);
+  }
+  void zoom(Dashboard& d, int64_t t0, int64_t t1) {
+    d.state().t0 = static_cast<double>(t0);
+    d.state().t1 = static_cast<double>(t1);
+    d.state().range_set = true;
+    d.state().follow = false;
+  }
+  testing::TempDir dir_;
+  testing::SimOptions opt_;
+  testing::SimTruth truth_;
+  std::shared_ptr<const Snapshot> snap_;
+};
+
+TEST_F(ViewsTest, PanelsAndLanesAreLaidOut) {
+  testing::Headless h;
+  Dashboard dash;
+  const LayoutDump d = h.dashboard(dash, *snap_);
+  for (const char* p : {"header", "headline", "timeline", "queue", "workers", "recommendations", "batch"}) {
+    const DumpPanel* panel = d.panel(p);
+    ASSERT_NE(panel, nullptr) << p;
+    EXPECT_GT(panel->rect.x1 - panel->rect.x0, 100) << p;
+    EXPECT_GT(panel->rect.y1 - panel->rect.y0, 30) << p;
+  }
+  std::vector<std::string> names;
+  for (const DumpLane& l : d.lanes) names.push_back(l.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"main thread", "pin memory", "worker 0", "worker 1", "worker 2", "worker 3"}));
+  EXPECT_EQ(d.lanes[0].role, "main");
+  EXPECT_EQ(d.lanes[1].role, "pin");
+  EXPECT_EQ(d.lanes[2].role, "worker");
+  EXPECT_EQ(d.lanes[2].rows, 2);
+  // Lanes stack downwards inside the timeline panel.
+  const DumpPanel* tl = d.panel("timeline");
+  for (size_t i = 1; i < d.lanes.size(); ++i) EXPECT_GT(d.lanes[i].rect.y0, d.lanes[i - 1].rect.y0);
+  EXPECT_GE(d.lanes[0].rect.y0, tl->rect.y0);
+  // The whole run is shown at first (a finished recording), with the headline's four cards.
+  EXPECT_EQ(d.state, "finished");
+  EXPECT_LE(d.view_t0, static_cast<double>(truth_.batches.front().sent));
+  EXPECT_GE(d.view_t1, static_cast<double>(truth_.batches.back().handed));
+  ASSERT_EQ(d.headline.size(), 4u);
+  EXPECT_NE(d.headline[0].find("throughput"), std::string::npos);
+  EXPECT_NE(d.headline[1].find("stalled"), std::string::npos);
+  EXPECT_NE(d.headline[2].find("loop computing"), std::string::npos);  // CPU mode: no GPU activity
+  EXPECT_NE(d.headline[3].find("ready"), std::string::npos);
+  // Queue plot, worker heat strip (training process + 4 workers), stall shading.
+  EXPECT_GT(d.queue_columns, 500);
+  EXPECT_GT(d.queue_empty_drawn, 0);
+  EXPECT_EQ(d.heat_rows, 5);
+  EXPECT_GE(d.heat_cells, opt_.epochs * opt_.batches);  // fetch time: a cell wherever a fetch starts
+  EXPECT_GT(d.stall_rects, 0);
+}
+
+TEST_F(ViewsTest, ZoomingOutMergesAndZoomingInDrawsEveryItemWithLabels) {
+  // A longer run: 2 x 1000 batches over ~25 s in ~1000 px, so that fetches are a pixel or two wide.
+  testing::SimOptions o = opt_;
+  o.batches = 1000;
+  o.counters = false;
+  const auto truth = testing::write_sim_recording(dir_.file("long.db"), o);
+  auto snap = testing::load_snapshot(dir_.file("long.db"));
+  testing::Headless h;
+  Dashboard dash;
+  LayoutDump whole = h.dashboard(dash, *snap);
+  const DumpLane* w0 = lane_named(whole, "worker 0");
+  ASSERT_NE(w0, nullptr);
+  const int64_t items_w0 = 2 * (o.epochs * o.batches / o.workers);  // fetch + collate
+  EXPECT_GT(w0->merged_groups, 0);
+  EXPECT_LT(w0->drawn * 4, items_w0);  // far fewer rectangles than items
+  EXPECT_LE(w0->drawn, 2 * 1000 / static_cast<int64_t>(kMinPx));
+  // One batch: the fetch of batch 10 of epoch 1 (worker 2) and a little around it.
+  const testing::SimBatch* b = truth.find(1, 10);
+  ASSERT_NE(b, nullptr);
+  zoom(dash, b->fetch_start - 5 * kMsNs, b->fetch_end + 5 * kMsNs);
+  LayoutDump one = h.dashboard(dash, *snap);
+  const DumpLane* w2 = lane_named(one, "worker 2");
+  ASSERT_NE(w2, nullptr);
+  EXPECT_EQ(w2->merged_groups, 0);
+  EXPECT_LE(w2->drawn, 6);  // this fetch, its collate, and the neighbours' edges
+  bool labelled = false;
+  for (const DumpItem& it : one.items) {
+    if (it.lane == 4 && it.label == "fetch B10") {
+      labelled = true;
+      EXPECT_GT(it.x1 - it.x0, 500);  // 30 ms of a 40 ms window
+    }
+  }
+  EXPECT_TRUE(labelled);
+}
+
+// Where the timeline draws time t (its axis starts kLabelWidth right of the lanes' left edge).
+float x_of(const LayoutDump& d, double t) {
+  const DumpRect& r = d.lanes.at(0).rect;
+  const float x0 = r.x0 + kLabelWidth;
+  return x0 + static_cast<float>((t - d.view_t0) / (d.view_t1 - d.view_t0)) * (r.x1 - x0);
+}
+
+TEST_F(ViewsTest, HoveringAFetchShowsItsBatchsLife) {
+  testing::Headless h;
+  Dashboard dash;
+  const testing::SimBatch* b = truth_.find(1, 10);
+  ASSERT_NE(b, nullptr);
+  zoom(dash, b->sent - 5 * kMsNs, b->handed + 5 * kMsNs);
+  LayoutDump d = h.dashboard(dash, *snap_);
+  // Find where the fetch was drawn, then put the mouse on it.
+  const DumpItem* fetch = nullptr;
+  for (const DumpItem& it : d.items) {
+    if (it.label == "fetch B10") fetch = &it;
+  }
+  ASSERT_NE(fetch, nullptr);
+  const DumpLane& lane = d.lanes[static_cast<size_t>(fetch->lane)];
+  EXPECT_EQ(lane.name, "worker 2");
+  const ImVec2 mouse((fetch->x0 + fetch->x1) / 2, lane.rect.y0 + 8);
+  d = h.dashboard(dash, *snap_, mouse, 3);
+  ASSERT_TRUE(d.hover.has_value());
+  EXPECT_EQ(d.hover->lane, "worker 2");
+  ASSERT_TRUE(d.hover->batch);
+  EXPECT_EQ(d.hover->index, 10);
+  EXPECT_EQ(d.hover->epoch, 1);
+  EXPECT_EQ(d.hover->worker, 2);
+  EXPECT_EQ(d.hover->worker_pid, b->worker_pid);
+  std::string life;
+  for (const std::string& s : d.hover->life) life += s + "\n";
+  for (const char* stage : {"sent", "fetch", "put", "pin", "recv", "handed"}) {
+    EXPECT_NE(life.find(stage), std::string::npos) << stage << " missing from\n" << life;
+  }
+  EXPECT_NE(life.find("pid " + std::to_string(b->worker_pid)), std::string::npos) << life;
+  // The same batch from the main thread's next() span (too short for a label: found by time).
+  const ImVec2 on_next(x_of(d, static_cast<double>(b->next_start + b->handed) / 2), d.lanes[0].rect.y0 + 8);
+  d = h.dashboard(dash, *snap_, on_next, 3);
+  ASSERT_TRUE(d.hover && d.hover->batch);
+  EXPECT_EQ(d.hover->lane, "main thread");
+  EXPECT_EQ(d.hover->index, 10);
+  EXPECT_EQ(d.hover->worker, 2);
+  // A click pins it: the batch panel keeps showing it after the mouse leaves.
+  h.dashboard(dash, *snap_, on_next, 1, true);
+  h.dashboard(dash, *snap_, on_next, 1, false);
+  ASSERT_TRUE(dash.state().pinned.has_value());
+  EXPECT_EQ(dash.state().pinned->batch, 10);
+}
+
+TEST_F(ViewsTest, RecommendationsAreListedAndJumpToTheirEvidence) {
+  testing::Headless h;
+  Dashboard dash;
+  LayoutDump d = h.dashboard(dash, *snap_);
+  const auto& recs = snap_->analysis->report.recommendations;
+  ASSERT_FALSE(recs.empty()) << "the fixture should get at least one recommendation";
+  ASSERT_EQ(d.recommendations.size(), recs.size());
+  for (size_t i = 0; i < recs.size(); ++i) EXPECT_EQ(d.recommendations[i].rfind(recs[i].id, 0), 0u) << d.recommendations[i];
+  // Click the first one: the view jumps to its evidence.
+  const DumpPanel* p = d.panel("recommendations");
+  ASSERT_NE(p, nullptr);
+  const ImVec2 at(p->rect.x0 + 60, p->rect.y0 + 40);
+  h.dashboard(dash, *snap_, at, 2, true);
+  const EvidenceTarget& t = snap_->analysis->targets.at(0);
+  EXPECT_EQ(dash.state().selected_recommendation, 0);
+  EXPECT_NEAR(dash.state().t0, static_cast<double>(t.t0), 1e6);
+  EXPECT_NEAR(dash.state().t1, static_cast<double>(t.t1), 1e6);
+  EXPECT_FALSE(dash.state().evidence_note.empty());
+}
+
+TEST_F(ViewsTest, ReplayPlaysFromTheStartAtTheChosenSpeedAndFollowsThePlayhead) {
+  testing::Headless h;
+  Dashboard dash;
+  h.dashboard(dash, *snap_);  // opens on the whole run, playhead at the end, paused
+  ViewState& st = dash.state();
+  EXPECT_FALSE(st.playing);
+  const double t0 = static_cast<double>(snap_->timeline->first_ns);
+  st.playing = true;
+  st.playhead = t0;
+  st.speed = 0.5f;
+  st.t0 = t0;
+  st.t1 = t0 + 200e6;  // a 200 ms window
+  st.follow = true;
+  h.dashboard(dash, *snap_, ImVec2(-1000, -1000), 60);  // one second of frames at 60 Hz
+  EXPECT_NEAR(st.playhead, t0 + 0.5e9, 0.02e9);
+  EXPECT_LE(st.t0, st.playhead);
+  EXPECT_GE(st.t1, st.playhead);
+  EXPECT_NEAR(st.t1 - st.t0, 200e6, 1e3);  // following keeps the zoom
+  // Played to the end, it stops there.
+  st.speed = 100;
+  h.dashboard(dash, *snap_, ImVec2(-1000, -1000), 120);
+  EXPECT_FALSE(st.playing);
+  EXPECT_DOUBLE_EQ(st.playhead, static_cast<double>(snap_->timeline->end_ns));
+}
+
+TEST(SessionListTest, ListsLiveAndRecentSessionsAndOpensTheClickedOne) {
+  std::vector<SessionEntry> live(1), recent(2);
+  live[0].db_path = "/tmp/live.db";
+  live[0].command = "python train.py";
+  live[0].launcher_pid = 123;
+  recent[0].db_path = "/tmp/a.db";
+  recent[1].db_path = "/tmp/b.db";
+  testing::Headless h;
+  ViewState st;
+  LayoutDump d;
+  UiFonts fonts;
+  auto draw = [&] {
+    d.clear();
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImVec2(1600, 1000));
+    ImGui::Begin("picker", nullptr, ImGuiWindowFlags_NoDecoration);
+    draw_session_list(st, live, recent, "", &d, fonts, ImVec2(10, 10), ImVec2(1580, 980));
+    ImGui::End();
+  };
+  h.frame(draw);
+  EXPECT_EQ(d.sessions, (std::vector<std::string>{"live: /tmp/live.db", "recent: /tmp/a.db", "recent: /tmp/b.db"}));
+  EXPECT_TRUE(st.open_request.empty());
+  // Find the live entry's row: the first selectable under the "Live sessions" heading. Click
+  // down the left column until something opens.
+  for (float y = 20; y < 300 && st.open_request.empty(); y += 4) {
+    h.frame(draw, ImVec2(60, y), true);
+    h.frame(draw, ImVec2(60, y), false);
+  }
+  EXPECT_EQ(st.open_request, "/tmp/live.db");
+}
+
+TEST_F(ViewsTest, LongestStallEvidenceCoversIt) {
+  const auto& an = *snap_->analysis;
+  ASSERT_TRUE(an.longest_stall.has_value());
+  const analysis::StallInterval* longest = nullptr;
+  for (const auto& iv : an.report.stall.intervals) {
+    if (!longest || iv.end_ns - iv.start_ns > longest->end_ns - longest->start_ns) longest = &iv;
+  }
+  EXPECT_LE(an.longest_stall->t0, longest->start_ns);
+  EXPECT_GE(an.longest_stall->t1, longest->end_ns);
+  EXPECT_NE(an.longest_stall->what.find("longest stall"), std::string::npos);
+}
+
+TEST_F(ViewsTest, WithoutTheAnalysisTheTimelineStillDraws) {
+  testing::Headless h;
+  Dashboard dash;
+  auto snap = testing::load_snapshot(dir_.file("run.db"), false);
+  LayoutDump d = h.dashboard(dash, *snap);
+  EXPECT_EQ(d.lanes.size(), 6u);
+  EXPECT_TRUE(d.recommendations.empty());
+  EXPECT_EQ(d.queue_columns, 0);
+  EXPECT_GT(d.heat_cells, 0);  // fetch time comes from the timeline itself
+}
+
+TEST(ViewsGpuTest, GpuLanesComeFirstAndTheHeadlineShowsGpuBusy) {
+  testing::TempDir dir;
+  testing::SimOptions o;
+  o.workers = 2;
+  o.epochs = 1;
+  o.gpu = true;
+  testing::write_sim_recording(dir.file("gpu.db"), o);
+  auto snap = testing::load_snapshot(dir.file("gpu.db"));
+  testing::Headless h;
+  Dashboard dash;
+  LayoutDump d = h.dashboard(dash, *snap);
+  ASSERT_EQ(d.lanes.size(), 5u);  // GPU stream, main, pin, 2 workers
+  EXPECT_EQ(d.lanes[0].name, "GPU 0 stream 7");
+  EXPECT_EQ(d.lanes[0].role, "gpu");
+  EXPECT_GT(d.lanes[0].drawn, 0);
+  ASSERT_EQ(d.headline.size(), 4u);
+  EXPECT_NE(d.headline[2].find("GPU busy"), std::string::npos) << d.headline[2];
+  // Zoomed on one step: a copy and a kernel, labelled by name.
+  const Row& r = snap->timeline->lanes[0].tracks[0].rows[0];
+  ASSERT_GE(r.size(), 20u);
+  dash.state().t0 = static_cast<double>(r[10].start_ns - 200000);
+  dash.state().t1 = static_cast<double>(r[11].end_ns + 200000);
+  dash.state().range_set = true;
+  dash.state().follow = false;
+  d = h.dashboard(dash, *snap);
+  bool kernel = false;
+  for (const DumpItem& it : d.items) kernel |= it.lane == 0 && it.label == "void sgemm_kernel<128>";
+  EXPECT_TRUE(kernel);
+}
+
+TEST(ViewsErrorTest, AnUnreadableFileShowsItsMessage) {
+  testing::TempDir dir;
+  testing::write_file(dir.file("junk.db"), std::string(4096, 'x'));
+  auto snap = testing::load_snapshot(dir.file("junk.db"));
+  ASSERT_EQ(snap->state, SourceState::kError);
+  testing::Headless h;
+  Dashboard dash;
+  LayoutDump d = h.dashboard(dash, *snap);
+  ASSERT_NE(d.panel("message"), nullptr);
+  EXPECT_EQ(d.state, "error");
+  EXPECT_NE(d.message.find("junk.db"), std::string::npos);
+  EXPECT_TRUE(d.lanes.empty());
+}
+
+TEST(DrawRowTest, ManyTinyItemsCostAboutOneRectanglePerFewPixels) {
+  Row r;
+  for (int64_t i = 0; i < 200000; ++i) {
+    Item it;
+    it.start_ns = i * 100;
+    it.end_ns = i * 100 + 60;
+    it.style = Style::kFetch;
+    r.try_append(it);
+  }
+  testing::Headless h;
+  int64_t drawn = 0;
+  DumpLane stats;
+  h.frame([&] {
+    ImGui::Begin("t");
+    TimeAxis ax;
+    ax.t0 = 0;
+    ax.t1 = 200000.0 * 100;
+    ax.x0 = 0;
+    ax.x1 = 1000;
+    RowDraw d;
+    d.dl = ImGui::GetWindowDrawList();
+    d.axis = &ax;
+    d.y0 = 0;
+    d.y1 = 10;
+    d.dump_stats = &stats;
+    drawn = draw_row(r, d);
+    ImGui::End();
+  });
+  EXPECT_LE(drawn, 1000 / static_cast<int64_t>(kMinPx) + 2);  // one merged run: gaps are sub-pixel
+  EXPECT_GE(drawn, 1);
+  EXPECT_EQ(stats.merged_items, 200000);
+}
+
+}  // namespace
+}  // namespace stallscope

@@ -1,0 +1,349 @@
+// The real window: `stallscope ui --screenshot` under Xvfb (started here on a free display; the
+// tests skip with a message when Xvfb is not installed) with Mesa's software OpenGL. Checks the
+// PNG is a real picture with the expected panels where the layout dump says they are; that bad
+// input (corrupt, truncated, foreign, newer schema, missing) renders a message, prints one
+// `stallscope: ` line and exits 1; that a cut-off recording opens; the session picker; and the
+// command line's --help and usage errors.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stb_image.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "analysis/json.h"
+#include "inject/session_registry.h"
+#include "storage/sqlite.h"
+#include "tests/ui/sim_recording.h"
+#include "tests/unit/test_util.h"
+
+namespace stallscope {
+namespace {
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+std::string which(const std::string& prog) {
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= p.size()) {
+    const size_t end = p.find(':', start);
+    const std::string dir = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!dir.empty() && ::access((dir + "/" + prog).c_str(), X_OK) == 0) return dir + "/" + prog;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return "";
+}
+
+// An Xvfb server on a free display number, for the lifetime of the test suite.
+class Xvfb {
+ public:
+  static Xvfb& get() {
+    static Xvfb x;
+    return x;
+  }
+  bool ok() const { return display_ >= 0; }
+  std::string display() const { return ":" + std::to_string(display_); }
+  const std::string& why() const { return why_; }
+  ~Xvfb() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int st;
+      ::waitpid(pid_, &st, 0);
+    }
+  }
+
+ private:
+  Xvfb() {
+    const std::string bin = which("Xvfb");
+    if (bin.empty()) {
+      why_ = "Xvfb is not installed (apt-get install xvfb): the real-window tests need it";
+      return;
+    }
+    for (int n = 90 + static_cast<int>(::getpid() % 50); n < 400; ++n) {
+      if (exists("/tmp/.X" + std::to_string(n) + "-lock") || exists("/tmp/.X11-unix/X" + std::to_string(n))) continue;
+      pid_ = testing::start_process({bin, ":" + std::to_string(n), "-screen", "0", "1600x1000x24", "-nolisten", "tcp"},
+                                    dir_.path());
+      for (int i = 0; i < 100 && !exists("/tmp/.X11-unix/X" + std::to_string(n)); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (exists("/tmp/.X11-unix/X" + std::to_string(n))) {
+        display_ = n;
+        return;
+      }
+      ::kill(pid_, SIGTERM);
+      int st;
+      ::waitpid(pid_, &st, 0);
+      pid_ = -1;
+    }
+    why_ = "could not start Xvfb on a free display";
+  }
+  testing::TempDir dir_;
+  pid_t pid_ = -1;
+  int display_ = -1;
+  std::string why_;
+};
+
+#define NEED_XVFB()                                               \
+  do {                                                            \
+    if (!Xvfb::get().ok()) GTEST_SKIP() << Xvfb::get().why();     \
+  } while (0)
+
+struct Image {
+  int w = 0, h = 0;
+  std::vector<uint8_t> px;  // RGBA
+  uint32_t at(int x, int y) const {
+    const uint8_t* p = &px[(static_cast<size_t>(y) * static_cast<size_t>(w) + static_cast<size_t>(x)) * 4];
+    return (uint32_t{p[0]} << 16) | (uint32_t{p[1]} << 8) | p[2];
+  }
+};
+
+Image load_png(const std::string& path) {
+  Image img;
+  int n = 0;
+  unsigned char* data = stbi_load(path.c_str(), &img.w, &img.h, &n, 4);
+  if (!data) return img;
+  img.px.assign(data, data + static_cast<size_t>(img.w) * static_cast<size_t>(img.h) * 4);
+  stbi_image_free(data);
+  return img;
+}
+
+// Distinct colours and the share of pixels that differ from the most common one inside a rect.
+struct Stats {
+  size_t colours = 0;
+  double non_background = 0;
+};
+Stats stats(const Image& img, int x0, int y0, int x1, int y1) {
+  std::map<uint32_t, size_t> count;
+  x0 = std::max(0, x0);
+  y0 = std::max(0, y0);
+  x1 = std::min(img.w, x1);
+  y1 = std::min(img.h, y1);
+  for (int y = y0; y < y1; ++y) {
+    for (int x = x0; x < x1; ++x) ++count[img.at(x, y)];
+  }
+  Stats s;
+  s.colours = count.size();
+  size_t top = 0, total = 0;
+  for (const auto& [c, n] : count) {
+    top = std::max(top, n);
+    total += n;
+  }
+  s.non_background = total ? 1.0 - static_cast<double>(top) / static_cast<double>(total) : 0;
+  return s;
+}
+
+testing::ProcResult run_ui(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
+  std::vector<std::string> argv = {STALLSCOPE_BIN, "ui"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::map<std::string, std::string> e = env;
+  if (Xvfb::get().ok()) e["DISPLAY"] = Xvfb::get().display();
+  e["LIBGL_ALWAYS_SOFTWARE"] = "1";
+  return testing::run_process(argv, 120000, e);
+}
+
+json::Value load_json(const std::string& path) {
+  auto v = json::parse(testing::read_file(path));
+  EXPECT_TRUE(v.ok()) << v.status().message();
+  return v.ok() ? *v : json::Value();
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  size_t a = 0;
+  while (a < s.size()) {
+    size_t b = s.find('\n', a);
+    if (b == std::string::npos) b = s.size();
+    out.push_back(s.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
+
+TEST(WindowTest, ScreenshotShowsTheDashboard) {
+  NEED_XVFB();
+  testing::TempDir dir;
+  testing::SimOptions o;
+  o.workers = 4;
+  o.epochs = 2;
+  o.fetch_ns = [](int, int b) { return (b % 5 == 4 ? 80 : 30) * testing::kMsNs; };
+  testing::write_sim_recording(dir.file("run.db"), o);
+  const auto r = run_ui({"--screenshot", dir.file("shot.png"), "--layout-dump", dir.file("layout.json"), "--frames", "4",
+                         dir.file("run.db")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Image img = load_png(dir.file("shot.png"));
+  ASSERT_EQ(img.w, 1600);
+  ASSERT_EQ(img.h, 1000);
+  EXPECT_GT(stats(img, 0, 0, img.w, img.h).colours, 40u);
+
+  const json::Value layout = load_json(dir.file("layout.json"));
+  EXPECT_EQ(layout.string("state").value_or(""), "finished");
+  std::set<std::string> panels;
+  const json::Value* ps = layout.find("panels");
+  ASSERT_TRUE(ps && ps->is_array());
+  for (const json::Value& p : ps->items()) {
+    const std::string name = p.string("name").value_or("");
+    panels.insert(name);
+    const auto& r4 = p.find("rect")->items();
+    const int x0 = static_cast<int>(r4[0].as_number()), y0 = static_cast<int>(r4[1].as_number()),
+              x1 = static_cast<int>(r4[2].as_number()), y1 = static_cast<int>(r4[3].as_number());
+    if (name == "scrub") continue;
+    // Each panel holds drawing: not one flat colour.
+    const Stats s = stats(img, x0, y0, x1, y1);
+    EXPECT_GT(s.colours, 3u) << name;
+    EXPECT_GT(s.non_background, 0.01) << name;
+  }
+  for (const char* p : {"header", "headline", "timeline", "queue", "workers", "recommendations", "batch"}) {
+    EXPECT_TRUE(panels.count(p)) << p;
+  }
+  const json::Value* lanes = layout.find("lanes");
+  ASSERT_TRUE(lanes && lanes->is_array());
+  ASSERT_EQ(lanes->items().size(), 6u);
+  EXPECT_EQ(lanes->items()[0].string("name").value_or(""), "main thread");
+  EXPECT_EQ(lanes->items()[5].string("name").value_or(""), "worker 3");
+  // The timeline's lanes area has the colours of dl.next (red) and dl.fetch (blue) somewhere.
+  const auto& lr = lanes->items()[2].find("rect")->items();
+  const Stats ws = stats(img, static_cast<int>(lr[0].as_number()) + 160, static_cast<int>(lr[1].as_number()),
+                         static_cast<int>(lr[2].as_number()), static_cast<int>(lr[3].as_number()));
+  EXPECT_GT(ws.non_background, 0.05);
+}
+
+struct BadFile {
+  const char* name;
+  std::function<void(const std::string& path, const std::string& good)> make;
+  const char* expect;  // in the message
+};
+
+TEST(WindowTest, BadInputShowsAMessageAndExitsNonZero) {
+  NEED_XVFB();
+  testing::TempDir dir;
+  testing::SimOptions o;
+  o.workers = 2;
+  o.epochs = 1;
+  const std::string good = dir.file("good.db");
+  testing::write_sim_recording(good, o);
+  const std::string good_bytes = testing::read_file(good);
+  const std::vector<BadFile> cases = {
+      {"corrupt.db", [](const std::string& p, const std::string&) { testing::write_file(p, std::string(8192, '\x5a')); },
+       "corrupt.db"},
+      {"truncated.db",
+       [&](const std::string& p, const std::string&) { testing::write_file(p, good_bytes.substr(0, good_bytes.size() / 2)); },
+       "truncated"},
+      {"foreign.db",
+       [](const std::string& p, const std::string&) {
+         auto db = Db::open(p, Db::Mode::kCreate);
+         ASSERT_TRUE(db.ok());
+         ASSERT_TRUE((*db)->exec("CREATE TABLE photos (id INTEGER PRIMARY KEY, data BLOB); INSERT INTO photos VALUES (1, x'00');").ok());
+       },
+       "not a stallscope recording"},
+      {"newer.db",
+       [&](const std::string& p, const std::string&) {
+         testing::write_file(p, good_bytes);
+         auto db = Db::open(p, Db::Mode::kReadWrite);
+         ASSERT_TRUE(db.ok());
+         ASSERT_TRUE((*db)->exec("PRAGMA user_version = 99").ok());
+       },
+       "upgrade"},
+      {"empty.db", [](const std::string& p, const std::string&) { testing::write_file(p, ""); }, "empty"},
+      {"missing.db", [](const std::string&, const std::string&) {}, "missing.db"},
+  };
+  for (const BadFile& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir.file(c.name);
+    c.make(path, good);
+    const std::string png = dir.file(std::string(c.name) + ".png"), js = dir.file(std::string(c.name) + ".json");
+    const auto r = run_ui({"--screenshot", png, "--layout-dump", js, path});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    const auto err = lines(r.err);
+    ASSERT_EQ(err.size(), 1u) << r.err;
+    EXPECT_EQ(err[0].rfind("stallscope: ", 0), 0u) << err[0];
+    EXPECT_NE(err[0].find(c.expect), std::string::npos) << err[0];
+    // The window showed it too.
+    const json::Value layout = load_json(js);
+    EXPECT_EQ(layout.string("state").value_or(""), "error");
+    EXPECT_NE(layout.string("message").value_or("").find(c.expect), std::string::npos);
+    const Image img = load_png(png);
+    ASSERT_EQ(img.w, 1600);
+    EXPECT_GT(stats(img, 0, 0, img.w, img.h).colours, 8u);  // the message box and its text
+  }
+}
+
+TEST(WindowTest, ARecordingCutOffMidRunOpens) {
+  NEED_XVFB();
+  testing::TempDir dir;
+  testing::SimOptions o;
+  o.workers = 2;
+  o.epochs = 1;
+  o.complete = false;
+  testing::write_sim_recording(dir.file("killed.db"), o);
+  const auto r = run_ui({"--screenshot", dir.file("k.png"), "--layout-dump", dir.file("k.json"), dir.file("killed.db")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json::Value layout = load_json(dir.file("k.json"));
+  EXPECT_EQ(layout.string("state").value_or(""), "cut off");
+  EXPECT_EQ(layout.find("lanes")->items().size(), 4u);  // main, pin, 2 workers
+}
+
+TEST(WindowTest, WithoutAFileTheSessionPickerListsRecordings) {
+  NEED_XVFB();
+  testing::TempDir dir;
+  testing::SimOptions o;
+  o.workers = 1;
+  o.epochs = 1;
+  testing::write_sim_recording(dir.file("recent.db"), o);
+  const std::string runtime = dir.file("xdg");
+  ::mkdir(runtime.c_str(), 0700);
+  const char* old = std::getenv("XDG_RUNTIME_DIR");
+  const std::string saved = old ? old : "";
+  ::setenv("XDG_RUNTIME_DIR", runtime.c_str(), 1);
+  SessionEntry e;
+  e.launcher_pid = ::getpid();  // alive: listed as live
+  e.db_path = dir.file("recent.db");
+  e.command = "python train.py";
+  e.started_unix = 1700000000;
+  ASSERT_TRUE(register_live_session(e));
+  if (old) {
+    ::setenv("XDG_RUNTIME_DIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("XDG_RUNTIME_DIR");
+  }
+  const auto r = run_ui({"--screenshot", dir.file("p.png"), "--layout-dump", dir.file("p.json")}, {{"XDG_RUNTIME_DIR", runtime}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json::Value layout = load_json(dir.file("p.json"));
+  EXPECT_EQ(layout.string("state").value_or(""), "picker");
+  const json::Value* sessions = layout.find("sessions");
+  ASSERT_TRUE(sessions && sessions->items().size() == 1u);
+  EXPECT_EQ(sessions->items()[0].as_string(), "live: " + dir.file("recent.db"));
+}
+
+TEST(CommandLineTest, HelpAndUsageErrors) {
+  auto r = testing::run_process({STALLSCOPE_BIN, "ui", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("Usage: stallscope ui"), std::string::npos);
+  EXPECT_NE(r.out.find("--screenshot"), std::string::npos);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--bogus"}, {"--frames", "zero"}, {"--size", "12"}, {"a.db", "b.db"}, {"--screenshot"}}) {
+    std::vector<std::string> argv = {STALLSCOPE_BIN, "ui"};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    r = testing::run_process(argv);
+    EXPECT_EQ(r.exit_code, 2) << bad[0];
+    const auto err = lines(r.err);
+    ASSERT_EQ(err.size(), 1u) << r.err;
+    EXPECT_EQ(err[0].rfind("stallscope: ", 0), 0u);
+  }
+  r = testing::run_process({STALLSCOPE_BIN, "--help"});
+  EXPECT_NE(r.out.find("  ui "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stallscope

@@ -1,0 +1,323 @@
+// The analysis as the dashboard draws it; see analysis_view.h.
+#include "ui/analysis_view.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "analysis/session.h"
+#include "ui/format.h"
+
+namespace stallscope::ui {
+
+// ---------------------------------------------------------------------------------------------
+// StepSeries
+// ---------------------------------------------------------------------------------------------
+
+StepSeries::StepSeries(const analysis::StepFunction& f) {
+  ts_.reserve(f.size());
+  v_.reserve(f.size());
+  for (const analysis::StepPoint& p : f) {
+    ts_.push_back(p.ts_ns);
+    v_.push_back(static_cast<int32_t>(std::clamp<int64_t>(p.value, INT32_MIN, INT32_MAX)));
+    max_ = std::max(max_, v_.back());
+  }
+  integral_.resize(ts_.size());
+  for (size_t i = 1; i < ts_.size(); ++i) {
+    integral_[i] = integral_[i - 1] + static_cast<double>(v_[i - 1]) * static_cast<double>(ts_[i] - ts_[i - 1]);
+  }
+  // Min/max pyramid: level 0 summarises blocks of kFan points, level k blocks of kFan^(k+1).
+  std::vector<std::pair<int32_t, int32_t>> prev;
+  for (size_t i = 0; i < v_.size(); ++i) prev.push_back({v_[i], v_[i]});
+  while (prev.size() >= kFan) {
+    std::vector<std::pair<int32_t, int32_t>> next;
+    for (size_t i = 0; i + kFan <= prev.size(); i += kFan) {
+      std::pair<int32_t, int32_t> mm{INT32_MAX, INT32_MIN};
+      for (size_t j = i; j < i + kFan; ++j) {
+        mm.first = std::min(mm.first, prev[j].first);
+        mm.second = std::max(mm.second, prev[j].second);
+      }
+      next.push_back(mm);
+    }
+    levels_.push_back(next);
+    prev = std::move(next);
+  }
+}
+
+size_t StepSeries::lower_bound(int64_t t, size_t lo) const {
+  const size_t n = ts_.size();
+  if (lo >= n || ts_[lo] >= t) return std::min(lo, n);
+  // Gallop from the hint, then search the last step.
+  size_t prev = lo, step = 1, cur = lo + 1;
+  while (cur < n && ts_[cur] < t) {
+    prev = cur;
+    step *= 2;
+    cur = prev + step;
+  }
+  return static_cast<size_t>(std::lower_bound(ts_.begin() + static_cast<ptrdiff_t>(prev + 1),
+                                              ts_.begin() + static_cast<ptrdiff_t>(std::min(cur, n)), t) -
+                             ts_.begin());
+}
+
+int32_t StepSeries::at(int64_t t) const {
+  const size_t i = static_cast<size_t>(std::upper_bound(ts_.begin(), ts_.end(), t) - ts_.begin());
+  return i == 0 ? 0 : v_[i - 1];
+}
+
+std::pair<int32_t, int32_t> StepSeries::minmax(size_t i0, size_t i1) const {
+  std::pair<int32_t, int32_t> mm{INT32_MAX, INT32_MIN};
+  size_t i = i0;
+  while (i < i1) {
+    int k = -1;
+    size_t block = kFan;
+    while (k + 1 < static_cast<int>(levels_.size()) && i % block == 0 && i + block <= i1) {
+      ++k;
+      block *= kFan;
+    }
+    if (k < 0) {
+      mm.first = std::min(mm.first, v_[i]);
+      mm.second = std::max(mm.second, v_[i]);
+      ++i;
+    } else {
+      const size_t bk = block / kFan;  // kFan^(k+1)
+      const auto& b = levels_[static_cast<size_t>(k)][i / bk];
+      mm.first = std::min(mm.first, b.first);
+      mm.second = std::max(mm.second, b.second);
+      i += bk;
+    }
+  }
+  return mm;
+}
+
+double StepSeries::integral_to(int64_t t) const {
+  const size_t i = static_cast<size_t>(std::upper_bound(ts_.begin(), ts_.end(), t) - ts_.begin());
+  if (i == 0) return 0;
+  return integral_[i - 1] + static_cast<double>(v_[i - 1]) * static_cast<double>(t - ts_[i - 1]);
+}
+
+double StepSeries::mean(int64_t t0, int64_t t1) const {
+  if (t1 <= t0 || ts_.empty()) return 0;
+  return (integral_to(t1) - integral_to(t0)) / static_cast<double>(t1 - t0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batch look-ups
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+const analysis::BatchInfo* by_fetch(const AnalysisView& v, int64_t pid, int64_t t) {
+  auto it = v.fetch_by_pid.find(pid);
+  if (it == v.fetch_by_pid.end()) return nullptr;
+  const auto& list = it->second;
+  auto p = std::upper_bound(list.begin(), list.end(), std::make_pair(t, SIZE_MAX));
+  if (p == list.begin()) return nullptr;
+  --p;
+  const analysis::BatchInfo& b = v.model.batches[p->second];
+  if (b.fetch_end_ns && t > *b.fetch_end_ns && (!b.put_ns || t > *b.put_ns)) return nullptr;  // between fetches
+  return &b;
+}
+
+const analysis::BatchInfo* by_key(const AnalysisView& v, int64_t loader, std::optional<int64_t> epoch, int64_t batch,
+                                  int64_t t) {
+  if (loader == Item::kNoArg || batch < 0) return nullptr;
+  const int64_t e = epoch ? *epoch : v.model.epoch_at(loader, t);
+  return v.model.batch(loader, e, batch);
+}
+
+}  // namespace
+
+const analysis::BatchInfo* AnalysisView::batch_of(const Lane& lane, const Track& track, const Item& it) const {
+  switch (it.style) {
+    case Style::kNext:
+      if (it.a1 == Item::kNoArg32 || it.a2 == Item::kNoArg32) return nullptr;
+      return by_key(*this, it.a0, it.a2, it.a1, it.start_ns);
+    case Style::kFetch:
+    case Style::kCollate:
+      if (lane.role == LaneRole::kWorker) return by_fetch(*this, track.pid, it.start_ns);
+      if (it.a1 == Item::kNoArg32) return nullptr;
+      return by_key(*this, it.a0, std::nullopt, it.a1, it.start_ns);
+    case Style::kPin:
+      if (it.a1 == Item::kNoArg32) return nullptr;
+      return by_key(*this, it.a0, std::nullopt, it.a1, it.start_ns);
+    default: return nullptr;
+  }
+}
+
+const analysis::BatchInfo* AnalysisView::batch_of(const Lane& lane, const Track& track, const Marker& m) const {
+  switch (m.kind) {
+    case kMarkSent:
+    case kMarkRecv:
+      if (m.a1 == Item::kNoArg32) return nullptr;
+      return by_key(*this, m.a0, std::nullopt, m.a1, m.ts_ns);
+    case kMarkPut:
+      if (lane.role != LaneRole::kWorker) return nullptr;
+      return by_fetch(*this, track.pid, m.ts_ns);
+    default: return nullptr;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+Style cause_style(const std::string& cause) {
+  if (cause == analysis::kCauseH2d) return Style::kStallTransfer;
+  if (cause == analysis::kCauseSync) return Style::kStallSync;
+  if (cause == analysis::kCauseHostOther) return Style::kStallHost;
+  return Style::kStallData;
+}
+
+EvidenceTarget around(int64_t t0, int64_t t1, double pad_factor, const std::string& what) {
+  const int64_t len = std::max<int64_t>(t1 - t0, 1000);
+  const int64_t pad = static_cast<int64_t>(static_cast<double>(len) * pad_factor);
+  EvidenceTarget e;
+  e.t0 = t0 - pad;
+  e.t1 = t1 + pad;
+  e.what = what;
+  return e;
+}
+
+}  // namespace
+
+std::shared_ptr<const AnalysisView> build_analysis_view(const analysis::Session& s) {
+  auto v = std::make_shared<AnalysisView>();
+  v->model = analysis::build_dataloader_model(s);
+  v->report = analysis::analyze(s);
+  v->data_end_ns = s.end_ns;
+  const analysis::Report& r = v->report;
+
+  for (const analysis::StallInterval& iv : r.stall.intervals) {
+    Item it;
+    it.start_ns = iv.start_ns;
+    it.end_ns = iv.end_ns;
+    it.style = cause_style(iv.cause);
+    it.a0 = iv.loader;
+    it.a1 = static_cast<int32_t>(iv.batch);
+    it.a2 = static_cast<int32_t>(iv.epoch);
+    if (v->stalls.size() > 0 && it.start_ns < v->stalls[v->stalls.size() - 1].end_ns) {
+      it.start_ns = v->stalls[v->stalls.size() - 1].end_ns;  // overlapping causes: the first one keeps the time
+      if (it.end_ns <= it.start_ns) continue;
+    }
+    v->stalls.try_append(it);
+  }
+
+  v->ready = StepSeries(r.queue.ready);
+  v->in_flight = StepSeries(r.queue.in_flight);
+  const analysis::LoaderStats* main = r.loader();
+  if (main && main->config.batch_size) v->batch_size = *main->config.batch_size;
+  const analysis::LoaderInfo* main_info = main ? v->model.loader(main->id) : nullptr;
+  if (main_info && !v->ready.empty()) {
+    std::vector<std::pair<int64_t, int64_t>> active;
+    for (const auto& [e, info] : main_info->epochs) {
+      if (info.first_next_ns && info.last_next_end_ns) active.push_back({*info.first_next_ns, *info.last_next_end_ns});
+    }
+    std::sort(active.begin(), active.end());
+    // Walk the ready function: each zero segment, clipped to the loader's active epochs; adjacent
+    // zero segments (points that kept the value at 0) become one interval.
+    int64_t open0 = -1, open1 = -1;
+    auto flush = [&] {
+      if (open0 >= 0 && open1 > open0) {
+        Item it;
+        it.start_ns = open0;
+        it.end_ns = open1;
+        it.style = Style::kQueueEmpty;
+        v->queue_empty.try_append(it);
+      }
+      open0 = open1 = -1;
+    };
+    for (const auto& [a0, a1] : active) {
+      size_t i = v->ready.lower_bound(a0);
+      int64_t t = a0;
+      int32_t val = v->ready.at(a0);
+      while (t < a1) {
+        const int64_t next = i < v->ready.size() ? std::min(v->ready.ts(i), a1) : a1;
+        if (val == 0 && next > t) {
+          if (open1 != t) flush();
+          if (open0 < 0) open0 = t;
+          open1 = next;
+        }
+        if (i >= v->ready.size() || v->ready.ts(i) >= a1) break;
+        t = v->ready.ts(i);
+        val = v->ready.value(i);
+        ++i;
+      }
+    }
+    flush();
+  }
+
+  for (size_t i = 0; i < v->model.batches.size(); ++i) {
+    const analysis::BatchInfo& b = v->model.batches[i];
+    if (b.fetch_start_ns && b.worker_pid > 0) v->fetch_by_pid[b.worker_pid].push_back({*b.fetch_start_ns, i});
+  }
+  for (auto& [pid, list] : v->fetch_by_pid) std::sort(list.begin(), list.end());
+
+  // Evidence: the longest stall, the worker with the most run-queue delay, the slowest epoch start.
+  const analysis::StallInterval* longest = nullptr;
+  for (const analysis::StallInterval& iv : r.stall.intervals) {
+    if (!longest || iv.end_ns - iv.start_ns > longest->end_ns - longest->start_ns) longest = &iv;
+  }
+  if (longest) {
+    v->longest_stall = around(longest->start_ns, longest->end_ns, 1.5,
+                              "longest stall: " + fmt_duration(static_cast<double>(longest->end_ns - longest->start_ns)) +
+                                  " at " + fmt_time(static_cast<double>(longest->start_ns)) +
+                                  (longest->batch >= 0 ? " (waiting for batch " + std::to_string(longest->batch) + ")" : ""));
+  }
+  const analysis::WorkerStats* most_runq = nullptr;
+  for (const analysis::WorkerStats& w : r.workers) {
+    if (w.runq_delay_fraction && (!most_runq || *w.runq_delay_fraction > *most_runq->runq_delay_fraction)) most_runq = &w;
+  }
+  const int64_t w0 = r.window_end_ns > r.window_start_ns ? r.window_start_ns : 0;
+  const int64_t w1 = r.window_end_ns > r.window_start_ns ? r.window_end_ns : s.end_ns;
+
+  for (const analysis::Recommendation& rec : r.recommendations) {
+    EvidenceTarget t;
+    if (rec.id == "reduce_num_workers" && most_runq) {
+      t = around(w0, w1, 0.02, "");
+      t.pid = most_runq->pid;
+      t.heat_metric = kRunq;
+      t.what = "worker " + std::to_string(most_runq->worker_id) + " (pid " + std::to_string(most_runq->pid) +
+               ") waited for a CPU " + fmt_double(*most_runq->runq_delay_fraction * 100, 0) + "% of its life";
+    } else if (rec.id == "worker_memory_growth") {
+      const int64_t pid = rec.evidence.integer("max_growth_pid").value_or(0);
+      t = around(w0, w1, 0.02, "");
+      t.pid = pid;
+      t.heat_metric = kRss;
+      t.what = "memory of worker pid " + std::to_string(pid) + " over the run";
+    } else if (rec.id == "enable_persistent_workers" && main_info) {
+      int64_t best = -1, b0 = 0, b1 = 0;
+      int64_t best_epoch = 0;
+      for (const auto& [e, info] : main_info->epochs) {
+        if (e == 0 || !info.begin_ns || !info.first_handed_ns) continue;
+        if (*info.first_handed_ns - *info.begin_ns > best) {
+          best = *info.first_handed_ns - *info.begin_ns;
+          b0 = *info.begin_ns;
+          b1 = *info.first_handed_ns;
+          best_epoch = e;
+        }
+      }
+      if (best >= 0) {
+        t = around(b0, b1, 0.3, "epoch " + std::to_string(best_epoch) + " took " + fmt_duration(static_cast<double>(best)) +
+                                    " to hand its first batch (new workers started)");
+      } else if (v->longest_stall) {
+        t = *v->longest_stall;
+      }
+    } else if (v->longest_stall) {
+      t = *v->longest_stall;
+    } else {
+      t = around(w0, w1, 0.02, "the training window");
+    }
+    v->targets.push_back(t);
+  }
+  return v;
+}
+
+Result<std::shared_ptr<const AnalysisView>> run_analysis(const std::string& path) {
+  analysis::LoadOptions opt;
+  auto s = analysis::load_session(path, opt);
+  if (!s.ok()) return s.status();
+  return build_analysis_view(*s);
+}
+
+}  // namespace stallscope::ui

@@ -1,0 +1,216 @@
+// The window loop; see app.h. The only file that talks to GLFW and OpenGL.
+#include "ui/app.h"
+
+#define GL_GLEXT_PROTOTYPES 1
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+
+#include <cfloat>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "inject/session_registry.h"
+#include "ui/dashboard.h"
+#include "ui/fonts.h"
+#include "ui/png_writer.h"
+#include "ui/recording_tail.h"
+#include "ui/snapshot_source.h"
+
+namespace stallscope::ui {
+namespace {
+
+std::string g_glfw_error;
+
+void glfw_error(int code, const char* text) {
+  g_glfw_error = std::string(text ? text : "unknown error") + " (GLFW error " + std::to_string(code) + ")";
+}
+
+void apply_style() {
+  ImGui::StyleColorsDark();
+  ImGuiStyle& s = ImGui::GetStyle();
+  s.WindowRounding = 0;
+  s.ChildRounding = 4;
+  s.FrameRounding = 3;
+  s.GrabRounding = 3;
+  s.ScrollbarSize = 12;
+  s.WindowBorderSize = 0;
+  s.ChildBorderSize = 1;
+  s.ItemSpacing = ImVec2(8, 5);
+  s.Colors[ImGuiCol_Border] = ImVec4(1, 1, 1, 0.08f);
+  s.Colors[ImGuiCol_FrameBg] = ImVec4(0.18f, 0.20f, 0.24f, 1);
+  s.Colors[ImGuiCol_Button] = ImVec4(0.22f, 0.26f, 0.33f, 1);
+  s.Colors[ImGuiCol_ButtonHovered] = ImVec4(0.28f, 0.40f, 0.58f, 1);
+  s.Colors[ImGuiCol_ButtonActive] = ImVec4(0.30f, 0.52f, 0.80f, 1);
+  s.Colors[ImGuiCol_SliderGrab] = ImVec4(0.37f, 0.69f, 1.0f, 1);
+  s.Colors[ImGuiCol_PopupBg] = ImVec4(0.10f, 0.11f, 0.13f, 0.96f);
+}
+
+bool write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  return static_cast<bool>(out);
+}
+
+}  // namespace
+
+int run_app(const AppOptions& opt) {
+  glfwSetErrorCallback(glfw_error);
+  if (!glfwInit()) {
+    // No window: a file that cannot be read is still worth saying first.
+    if (!opt.path.empty()) {
+      auto tail = RecordingTail::open(opt.path);
+      if (!tail.ok()) {
+        std::fprintf(stderr, "stallscope: %s\n", tail.status().message().c_str());
+        return 1;
+      }
+    }
+    std::fprintf(stderr, "stallscope: cannot open a window: %s (is DISPLAY set? `stallscope report` works without one)\n",
+                 g_glfw_error.empty() ? "no display" : g_glfw_error.c_str());
+    return 1;
+  }
+  const bool shot = !opt.screenshot.empty();
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GL_TRUE);
+  if (shot) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
+  std::string title = "stallscope";
+  if (!opt.path.empty()) title += " - " + opt.path;
+  GLFWwindow* window = glfwCreateWindow(opt.width, opt.height, title.c_str(), nullptr, nullptr);
+  if (!window) {
+    std::fprintf(stderr, "stallscope: cannot open a window: %s\n", g_glfw_error.empty() ? "no OpenGL 3.3" : g_glfw_error.c_str());
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(shot ? 0 : 1);
+
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;  // the layout is fixed: nothing to remember
+  apply_style();
+  Dashboard dash(load_fonts());
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330 core");
+
+  ViewState& st = dash.state();
+  if (opt.range_s) {
+    st.t0 = opt.range_s->first * 1e9;
+    st.t1 = opt.range_s->second * 1e9;
+    st.range_set = true;
+    st.follow = false;
+  }
+  if (opt.playhead_s) st.playhead = *opt.playhead_s * 1e9;
+
+  std::unique_ptr<SnapshotSource> source;
+  if (!opt.path.empty()) source = std::make_unique<SnapshotSource>(opt.path);
+  std::vector<SessionEntry> live, recent;
+  auto last_list = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  std::string picker_notice;
+
+  int status = 0;
+  bool reported_error = false;
+  const int frames = shot ? (opt.frames > 0 ? opt.frames : 3) : opt.frames;
+  if (shot && source) {
+    // Render once the data is read and analysed, so that the picture shows them.
+    source->wait_until(SnapshotSource::settled, opt.settle_timeout_s * 1000);
+  }
+  LayoutDump dump;
+  dump.record_items = false;
+  for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
+    if (frames > 0 && frame >= frames) break;
+    glfwPollEvents();
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    // Screenshots show what was asked for, not what the pointer happens to hover.
+    if (opt.mouse) {
+      io.MousePos = ImVec2(opt.mouse->first, opt.mouse->second);
+    } else if (shot) {
+      io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+    }
+    ImGui::NewFrame();
+    const bool last = frames > 0 && frame == frames - 1;
+    LayoutDump* d = (last && !opt.layout_dump.empty()) ? &dump : nullptr;
+    if (d) d->clear();
+
+    if (source) {
+      std::shared_ptr<const Snapshot> snap = source->current();
+      if (snap->state == SourceState::kError && !reported_error) {
+        std::fprintf(stderr, "stallscope: %s\n", snap->error.c_str());
+        reported_error = true;
+        status = 1;
+      }
+      dash.draw(*snap, d);
+    } else {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_list > std::chrono::seconds(1)) {
+        live = list_live_sessions();
+        recent = list_recent_sessions();
+        last_list = now;
+      }
+      ImGui::SetNextWindowPos(ImVec2(0, 0));
+      ImGui::SetNextWindowSize(io.DisplaySize);
+      ImGui::Begin("stallscope", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoSavedSettings);
+      if (dash.fonts().regular) ImGui::PushFont(dash.fonts().regular);
+      if (d) d->state = "picker";
+      draw_session_list(st, live, recent, picker_notice, d, dash.fonts(), ImVec2(10, 10),
+                        ImVec2(io.DisplaySize.x - 20, io.DisplaySize.y - 20));
+      if (dash.fonts().regular) ImGui::PopFont();
+      ImGui::End();
+      if (!st.open_request.empty()) {
+        source = std::make_unique<SnapshotSource>(st.open_request);
+        glfwSetWindowTitle(window, ("stallscope - " + st.open_request).c_str());
+        st.open_request.clear();
+      }
+    }
+
+    ImGui::Render();
+    int fb_w = 0, fb_h = 0;
+    glfwGetFramebufferSize(window, &fb_w, &fb_h);
+    glViewport(0, 0, fb_w, fb_h);
+    glClearColor(0.094f, 0.102f, 0.122f, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    if (last && shot) {
+      std::vector<uint8_t> px(static_cast<size_t>(fb_w) * static_cast<size_t>(fb_h) * 4);
+      glFinish();
+      glReadBuffer(GL_BACK);
+      glPixelStorei(GL_PACK_ALIGNMENT, 1);
+      glReadPixels(0, 0, fb_w, fb_h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+      // OpenGL's rows go bottom up; PNG's top down.
+      std::vector<uint8_t> flipped(px.size());
+      const size_t row = static_cast<size_t>(fb_w) * 4;
+      for (int y = 0; y < fb_h; ++y) {
+        std::copy_n(px.data() + static_cast<size_t>(fb_h - 1 - y) * row, row, flipped.data() + static_cast<size_t>(y) * row);
+      }
+      for (size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;
+      if (Status s = write_png(opt.screenshot, fb_w, fb_h, flipped); !s.ok()) {
+        std::fprintf(stderr, "stallscope: %s\n", s.message().c_str());
+        status = 1;
+      }
+    }
+    if (d && !write_text(opt.layout_dump, d->to_json())) {
+      std::fprintf(stderr, "stallscope: cannot write %s\n", opt.layout_dump.c_str());
+      status = 1;
+    }
+    glfwSwapBuffers(window);
+  }
+
+  // The window goes first: an analysis still running on a large recording finishes (and the
+  // process exits) without keeping a dead window on screen.
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  source.reset();
+  return status;
+}
+
+}  // namespace stallscope::ui

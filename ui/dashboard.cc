@@ -1,0 +1,138 @@
+// Dashboard layout and per-frame logic; see dashboard.h.
+//
+//   +---------------------------------------------------------------------------+
+//   | header: file, LIVE/REPLAY, transport (play, speed, scrub), stats          |
+//   | headline: throughput | stalled on input | GPU busy / computing | ready    |
+//   +-------------------------------------------------------+-------------------+
+//   | timeline (ruler, lanes: GPU, main, pin, workers, ...) | recommendations   |
+//   | queue depth (ready, in flight, none ready)            |                   |
+//   | workers heat strip (CPU, run queue, RSS, fetch time)  | batch life        |
+//   +-------------------------------------------------------+-------------------+
+#include "ui/dashboard.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ui/analysis_view.h"
+#include "ui/draw_util.h"
+
+namespace stallscope::ui {
+
+void Dashboard::update_clock(Frame& f) {
+  ViewState& st = st_;
+  if (f.replay) {
+    if (st.playing) {
+      if (st.playhead < 0) st.playhead = f.data_t0;
+      st.playhead += static_cast<double>(st.dt) * static_cast<double>(st.speed) * 1e9;
+      if (st.playhead >= f.data_t1) {
+        st.playhead = f.data_t1;
+        st.playing = false;
+      }
+    }
+    f.now_ns = st.playhead < 0 ? f.data_t1 : std::clamp(st.playhead, f.data_t0, f.data_t1);
+  } else {
+    f.now_ns = f.data_t1;
+  }
+  if (!st.range_set) {
+    if (f.replay || f.snap->state != SourceState::kLive) {
+      st.t0 = f.data_t0;
+      st.t1 = std::max(f.data_t1, f.data_t0 + 1e6);
+      st.follow = false;
+    } else {
+      st.t0 = std::max(f.now_ns - st.live_span_ns, f.data_t0);
+      st.t1 = f.now_ns;
+    }
+    st.range_set = f.tl != nullptr;
+  }
+  if (st.follow) {
+    if (!f.replay && f.snap->state == SourceState::kLive) {
+      // The newest data at the right edge; a run younger than the window fills it from its start.
+      st.t1 = f.now_ns + st.live_span_ns * 0.02;
+      st.t0 = std::max(st.t1 - st.live_span_ns, f.data_t0 - st.live_span_ns * 0.02);
+    } else if (f.replay) {
+      const double w = st.t1 - st.t0;
+      if (f.now_ns > st.t1 - 0.05 * w || f.now_ns < st.t0) {
+        st.t0 = f.now_ns - 0.8 * w;
+        st.t1 = st.t0 + w;
+      }
+    }
+  }
+  if (st.t1 <= st.t0) st.t1 = st.t0 + 1e6;
+}
+
+void Dashboard::draw(const Snapshot& snap, LayoutDump* dump) {
+  ImGuiIO& io = ImGui::GetIO();
+  st_.dt = io.DeltaTime;
+  st_.wall_s += static_cast<double>(io.DeltaTime);
+  const ImVec2 display = io.DisplaySize;
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(display);
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(0, 0));
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowRounding, 0.0f);
+  ImGui::PushStyleColor(ImGuiCol_WindowBg, kBackground);
+  ImGui::Begin("stallscope", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize |
+                   ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBringToFrontOnFocus |
+                   ImGuiWindowFlags_NoScrollWithMouse);
+  ImGui::PopStyleVar(2);
+  if (fonts_.regular) ImGui::PushFont(fonts_.regular);
+  if (dump) dump->state = state_name(snap.state);
+
+  if (!snap.timeline && snap.state == SourceState::kError) {
+    draw_message("Cannot open this recording", snap.error, dump, fonts_, ImVec2(0, 0), display);
+  } else {
+    Frame f;
+    f.snap = &snap;
+    f.tl = snap.timeline.get();
+    f.an = snap.analysis.get();
+    f.st = &st_;
+    f.dump = dump;
+    f.fonts = &fonts_;
+    f.replay = snap.state == SourceState::kFinished || snap.state == SourceState::kCutOff;
+    if (f.tl) {
+      f.data_t0 = static_cast<double>(std::min<int64_t>(f.tl->first_ns, f.tl->end_ns));
+      f.data_t1 = static_cast<double>(std::max<int64_t>(f.tl->end_ns, f.tl->first_ns + 1000));
+    }
+    update_clock(f);
+    if (dump) {
+      dump->view_t0 = st_.t0;
+      dump->view_t1 = st_.t1;
+      if (snap.state == SourceState::kError) dump->message = snap.error;
+    }
+
+    const float pad = 6;
+    const float W = display.x, H = display.y;
+    const float header_h = 40, headline_h = 96;
+    const float right_w = std::clamp(W * 0.25f, 300.0f, 440.0f);
+    const float left_w = W - right_w - 3 * pad;
+    int strips = 0;
+    if (f.tl) {
+      for (const Lane& l : f.tl->lanes) strips += l.role == LaneRole::kWorker || l.role == LaneRole::kMain;
+    }
+    const float workers_h = std::clamp(24.0f + 16.0f * static_cast<float>(std::max(strips, 2)) + 22.0f, 80.0f, 240.0f);
+    const float queue_h = 124;
+    const float top = header_h + headline_h + 2 * pad;
+    const float timeline_h = std::max(120.0f, H - top - queue_h - workers_h - 3 * pad);
+
+    draw_header(f, ImVec2(0, 0), ImVec2(W, header_h));
+    draw_headline(f, ImVec2(pad, header_h + pad), ImVec2(W - 2 * pad, headline_h));
+    draw_timeline(f, ImVec2(pad, top), ImVec2(left_w, timeline_h));
+    draw_queue(f, ImVec2(pad, top + timeline_h + pad), ImVec2(left_w, queue_h));
+    draw_workers(f, ImVec2(pad, top + timeline_h + queue_h + 2 * pad), ImVec2(left_w, workers_h));
+    const float right_x = pad * 2 + left_w;
+    const float right_h = H - top - pad;
+    const float rec_h = std::floor(right_h * 0.56f);
+    draw_recommendations(f, ImVec2(right_x, top), ImVec2(right_w, rec_h));
+    draw_batch(f, ImVec2(right_x, top + rec_h + pad), ImVec2(right_w, right_h - rec_h - pad));
+    if (snap.state == SourceState::kError) {
+      // Read before, failed since: keep what was read, say why.
+      ImGui::GetForegroundDrawList()->AddRectFilled(ImVec2(W * 0.25f, H - 34), ImVec2(W * 0.75f, H - 8), kBad, 4.0f);
+      ImGui::GetForegroundDrawList()->AddText(ImVec2(W * 0.25f + 10, H - 29), IM_COL32(255, 255, 255, 255), snap.error.c_str());
+    }
+  }
+  if (fonts_.regular) ImGui::PopFont();
+  ImGui::End();
+  ImGui::PopStyleColor();
+}
+
+}  // namespace stallscope::ui

@@ -1,0 +1,74 @@
+// Text for times, durations, sizes and rates as the dashboard shows them.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace stallscope::ui {
+
+// "412 ms", "3.25 s", "18.0 us", "950 ns": three significant digits.
+inline std::string fmt_duration(double ns) {
+  char b[32];
+  const double a = std::fabs(ns);
+  auto three = [&](double v, const char* unit) {
+    if (std::fabs(v) >= 100) {
+      std::snprintf(b, sizeof b, "%.0f %s", v, unit);
+    } else if (std::fabs(v) >= 10) {
+      std::snprintf(b, sizeof b, "%.1f %s", v, unit);
+    } else {
+      std::snprintf(b, sizeof b, "%.2f %s", v, unit);
+    }
+  };
+  if (a >= 60e9) {
+    const double m = std::floor(ns / 60e9);
+    std::snprintf(b, sizeof b, "%.0f min %.0f s", m, (ns - m * 60e9) / 1e9);
+  } else if (a >= 1e9) {
+    three(ns / 1e9, "s");
+  } else if (a >= 1e6) {
+    three(ns / 1e6, "ms");
+  } else if (a >= 1e3) {
+    three(ns / 1e3, "us");
+  } else {
+    std::snprintf(b, sizeof b, "%.0f ns", ns);
+  }
+  return b;
+}
+
+// A time since the session start: "12.345 s", "1:02.345" past a minute, "1:02:03.4" past an hour.
+inline std::string fmt_time(double ns, int decimals = 3) {
+  char b[40];
+  const double s = ns / 1e9;
+  if (std::fabs(s) < 60) {
+    std::snprintf(b, sizeof b, "%.*f s", decimals, s);
+  } else if (std::fabs(s) < 3600) {
+    const int m = static_cast<int>(s / 60);
+    std::snprintf(b, sizeof b, "%d:%0*.*f", m, decimals > 0 ? decimals + 3 : 2, decimals, s - m * 60.0);
+  } else {
+    const int h = static_cast<int>(s / 3600);
+    const int m = static_cast<int>((s - h * 3600.0) / 60);
+    std::snprintf(b, sizeof b, "%d:%02d:%0*.*f", h, m, decimals > 0 ? decimals + 3 : 2, decimals, s - h * 3600.0 - m * 60.0);
+  }
+  return b;
+}
+
+inline std::string fmt_bytes(double v) {
+  char b[32];
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::fabs(v) >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  std::snprintf(b, sizeof b, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return b;
+}
+
+inline std::string fmt_double(double v, int decimals) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*f", decimals, v);
+  return b;
+}
+
+}  // namespace stallscope::ui

@@ -1,0 +1,165 @@
+// Headline: four cards with the figures that say whether the input pipeline holds the job back,
+// each "now" (the last kNowNs before the live edge or the playhead), over the whole run (from the
+// analysis), and as a sparkline over the last minutes: samples/s, stall %, GPU busy % (or, on a
+// CPU-only run, the share of time the loop computes), and batches ready in the queue.
+#include <algorithm>
+#include <cmath>
+
+#include "ui/draw_util.h"
+#include "ui/format.h"
+#include "ui/views.h"
+
+namespace stallscope::ui {
+namespace {
+
+constexpr int64_t kNowNs = 2'000'000'000;       // "now" = the last 2 s
+constexpr int64_t kSparkNs = 120'000'000'000;   // sparklines: the last 2 minutes
+constexpr int kSparkPoints = 120;
+
+struct Card {
+  std::string label, now, whole, unit;
+  std::vector<float> spark;
+  float spark_max = 1;
+  ImU32 color = kAccent;
+};
+
+// Sums a Bin field over [t0, t1) (whole bins).
+template <typename F>
+double bin_sum(const std::vector<Bin>& bins, int64_t t0, int64_t t1, F field) {
+  double s = 0;
+  const int64_t b0 = std::max<int64_t>(0, t0 / kBinNs), b1 = std::min<int64_t>(static_cast<int64_t>(bins.size()), (t1 + kBinNs - 1) / kBinNs);
+  for (int64_t b = b0; b < b1; ++b) s += field(bins[static_cast<size_t>(b)]);
+  return s;
+}
+
+void draw_card(ImDrawList* dl, const UiFonts& fonts, const Card& c, ImVec2 p0, ImVec2 p1) {
+  dl->AddRectFilled(p0, p1, kPanelBg, 4.0f);
+  dl->AddRectFilled(p0, ImVec2(p0.x + 3, p1.y), c.color, 2.0f);
+  dl->AddText(ImVec2(p0.x + 12, p0.y + 6), kTextDim, c.label.c_str());
+  ImFont* big = fonts.big ? fonts.big : ImGui::GetFont();
+  const float big_size = fonts.big ? fonts.big->FontSize : ImGui::GetFontSize() * 2.0f;
+  dl->AddText(big, big_size, ImVec2(p0.x + 12, p0.y + 24), kText, c.now.c_str());
+  const float vw = big->CalcTextSizeA(big_size, FLT_MAX, 0.0f, c.now.c_str()).x;
+  dl->AddText(ImVec2(p0.x + 16 + vw, p0.y + 24 + big_size - ImGui::GetFontSize() - 4), kTextDim, c.unit.c_str());
+  dl->AddText(ImVec2(p0.x + 12, p1.y - ImGui::GetFontSize() - 6), kTextDim, c.whole.c_str());
+  const float sx0 = p0.x + (p1.x - p0.x) * 0.52f;
+  draw_sparkline(dl, c.spark, c.spark_max, ImVec2(sx0, p0.y + 14), ImVec2(p1.x - 10, p1.y - 10), c.color);
+}
+
+}  // namespace
+
+void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
+  ImGui::SetCursorScreenPos(pos);
+  ImGui::BeginChild("headline", size, false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  if (f.dump) f.dump->panels.push_back({"headline", {pos.x, pos.y, pos.x + size.x, pos.y + size.y}});
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  std::vector<Card> cards(4);
+  const AnalysisView* an = f.an;
+  const analysis::Report* rep = an ? &an->report : nullptr;
+
+  // "Now" is the live edge or the playhead; a replay parked at the end of the recording shows the
+  // end of the training loop rather than the idle tail after it.
+  int64_t now = static_cast<int64_t>(f.now_ns);
+  if (f.replay && rep && rep->window_end_ns > rep->window_start_ns && now > rep->window_end_ns) now = rep->window_end_ns;
+  const int64_t start = static_cast<int64_t>(f.data_t0);
+  const int64_t w_end = std::max<int64_t>(now, start + 1);
+  const int64_t w_begin = std::max<int64_t>(start, w_end - kNowNs);
+  const double w = static_cast<double>(w_end - w_begin);
+  const int64_t s_begin = std::max<int64_t>(start, w_end - kSparkNs);
+  const int64_t step = std::max<int64_t>(kBinNs, (w_end - s_begin) / kSparkPoints / kBinNs * kBinNs);
+  const std::vector<Bin> empty_bins;
+  const std::vector<Bin>& bins = f.tl && f.tl->bins ? *f.tl->bins : empty_bins;
+  const double bs = an && an->batch_size > 0 ? static_cast<double>(an->batch_size) : 0;
+  const bool gpu = f.tl && f.tl->gpu_mode;
+
+  // Sparkline points: one per `step` from s_begin to w_end.
+  auto series = [&](auto value) {
+    std::vector<float> v;
+    for (int64_t t = s_begin; t + step <= w_end + step / 2 && v.size() < 400; t += step) v.push_back(static_cast<float>(value(t, t + step)));
+    return v;
+  };
+  auto vmax = [](const std::vector<float>& v, float floor) {
+    float m = floor;
+    for (float x : v) m = std::max(m, x);
+    return m;
+  };
+
+  // Samples per second (batches per second until the batch size is known).
+  {
+    Card& c = cards[0];
+    const double handed = bin_sum(bins, w_begin, w_end, [](const Bin& b) { return b.handed; });
+    c.label = bs > 0 ? "throughput" : "throughput (batches)";
+    c.unit = bs > 0 ? "samples/s" : "batches/s";
+    c.now = w > 0 ? fmt_double(handed * (bs > 0 ? bs : 1) / (w / 1e9), 0) : "-";
+    c.whole = rep && rep->samples_per_s ? "run: " + fmt_double(*rep->samples_per_s, 0) + " samples/s, " + std::to_string(rep->steps) + " steps"
+                                        : "run: -";
+    c.spark = series([&](int64_t a, int64_t b) {
+      return bin_sum(bins, a, b, [](const Bin& x) { return x.handed; }) * (bs > 0 ? bs : 1) / (static_cast<double>(b - a) / 1e9);
+    });
+    c.spark_max = vmax(c.spark, 1);
+    c.color = kAccent;
+  }
+  // Stall share.
+  {
+    Card& c = cards[1];
+    const double st = bin_sum(bins, w_begin, w_end, [](const Bin& b) { return static_cast<double>(b.stall_ns); });
+    c.label = "stalled on input";
+    c.unit = "%";
+    c.now = w > 0 ? fmt_double(std::min(100.0, 100 * st / w), 0) : "-";
+    c.whole = rep ? "run: " + fmt_double(rep->stall.fraction * 100, 1) + "% (" + fmt_duration(rep->stall.seconds * 1e9) + ")" : "run: -";
+    c.spark = series([&](int64_t a, int64_t b) {
+      return std::min(100.0, 100 * bin_sum(bins, a, b, [](const Bin& x) { return static_cast<double>(x.stall_ns); }) / static_cast<double>(b - a));
+    });
+    c.spark_max = 100;
+    c.color = kBad;
+  }
+  // GPU busy, or the loop's compute share on a CPU-only run.
+  {
+    Card& c = cards[2];
+    auto field = [gpu](const Bin& x) { return static_cast<double>(gpu ? x.gpu_ns : x.step_ns); };
+    const double busy = bin_sum(bins, w_begin, w_end, field);
+    c.label = gpu ? "GPU busy" : "loop computing (CPU mode)";
+    c.unit = "%";
+    c.now = w > 0 ? fmt_double(std::min(100.0, 100 * busy / w), 0) : "-";
+    if (rep && rep->window_end_ns > rep->window_start_ns) {
+      const double whole = bin_sum(bins, rep->window_start_ns, rep->window_end_ns, field) /
+                           static_cast<double>(rep->window_end_ns - rep->window_start_ns);
+      c.whole = "run: " + fmt_double(std::min(100.0, whole * 100), 1) + "%" +
+                (gpu ? std::string() : ", " + fmt_double(rep->compute_per_step_ms, 1) + " ms/step");
+    } else {
+      c.whole = "run: -";
+    }
+    c.spark = series([&](int64_t a, int64_t b) { return std::min(100.0, 100 * bin_sum(bins, a, b, field) / static_cast<double>(b - a)); });
+    c.spark_max = 100;
+    c.color = kGood;
+  }
+  // Batches ready.
+  {
+    Card& c = cards[3];
+    c.label = "batches ready";
+    c.unit = "in queue";
+    if (an && !an->ready.empty()) {
+      c.now = fmt_double(an->ready.mean(w_begin, w_end), 1);
+      c.whole = an->report.queue.mean_ready ? "run: " + fmt_double(*an->report.queue.mean_ready, 1) + " mean, empty " +
+                                                  fmt_double(an->report.queue.empty_fraction.value_or(0) * 100, 0) + "%"
+                                            : "run: -";
+      c.spark = series([&](int64_t a, int64_t b) { return an->ready.mean(a, b); });
+      c.spark_max = vmax(c.spark, 1);
+    } else {
+      c.now = "-";
+      c.whole = an ? (an->report.queue.note.empty() ? "no queue events" : "no queue (num_workers=0)") : "analysis running...";
+    }
+    c.color = IM_COL32(104, 200, 120, 255);
+  }
+
+  const float gap = 8;
+  const float cw = (size.x - gap * 3) / 4;
+  for (size_t i = 0; i < cards.size(); ++i) {
+    const ImVec2 p0(pos.x + static_cast<float>(i) * (cw + gap), pos.y);
+    draw_card(dl, *f.fonts, cards[i], p0, ImVec2(p0.x + cw, pos.y + size.y));
+    if (f.dump) f.dump->headline.push_back(cards[i].label + ": " + cards[i].now + " " + cards[i].unit);
+  }
+  ImGui::EndChild();
+}
+
+}  // namespace stallscope::ui

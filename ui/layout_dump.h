@@ -1,0 +1,77 @@
+// LayoutDump: what the views laid out in one frame (panels, lanes, drawn rectangles, labels, the
+// hovered batch, recommendations), filled while drawing when asked for. Tests assert on it, and
+// `stallscope ui --layout-dump FILE` writes it as JSON beside a screenshot.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stallscope::ui {
+
+struct DumpRect {
+  float x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+};
+
+struct DumpPanel {
+  std::string name;  // header, headline, timeline, queue, workers, recommendations, batch, sessions, message
+  DumpRect rect;
+};
+
+struct DumpLane {
+  std::string name;
+  std::string role;  // gpu, main, pin, worker, other
+  DumpRect rect;     // label column + time area (in screen coordinates, before clipping)
+  int rows = 0;
+  int64_t pid = 0;
+  int worker = -1;
+  int64_t drawn = 0;         // rectangles submitted for this lane's items
+  int64_t merged_groups = 0; // of which: merged runs of sub-pixel items
+  int64_t merged_items = 0;  // items folded into those runs
+  int64_t markers = 0;       // marker glyphs submitted
+};
+
+struct DumpItem {
+  int lane = -1;     // index into lanes; -1 for stall shading
+  int row = 0;
+  float x0 = 0, x1 = 0;
+  int64_t count = 1;  // > 1: a merged run
+  std::string label;  // text drawn inside (empty when too narrow)
+  std::string style;
+};
+
+struct DumpHover {
+  std::string lane;
+  std::string item;         // what the tooltip's first line says
+  bool batch = false;       // a batch was identified
+  int64_t loader = 0, epoch = 0, index = -1;
+  int worker = -2;
+  int64_t worker_pid = 0;
+  std::vector<std::string> life;  // the batch's life, one stage per line
+};
+
+struct LayoutDump {
+  bool record_items = true;  // also record every rectangle (tests); lanes and panels always
+  std::string state;         // snapshot state name
+  std::string message;       // error or notice shown in the window
+  double view_t0 = 0, view_t1 = 0;
+  std::vector<DumpPanel> panels;
+  std::vector<DumpLane> lanes;
+  std::vector<DumpItem> items;
+  std::vector<std::string> headline;         // "label: value"
+  std::vector<std::string> recommendations;  // as listed
+  std::vector<std::string> sessions;         // the session picker's entries
+  std::optional<DumpHover> hover;
+  int queue_columns = 0;      // pixel columns drawn in the queue plot
+  int queue_empty_drawn = 0;  // empty-queue rectangles
+  int heat_rows = 0, heat_cells = 0;
+  std::string heat_metric;
+  int stall_rects = 0;
+
+  void clear();
+  const DumpPanel* panel(const std::string& name) const;
+  std::string to_json() const;
+};
+
+}  // namespace stallscope::ui

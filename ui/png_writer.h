@@ -1,0 +1,15 @@
+// Writes RGBA pixels as a PNG (stb_image_write from libstb).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "storage/status.h"
+
+namespace stallscope::ui {
+
+// `rgba` is width*height*4 bytes, top row first.
+Status write_png(const std::string& path, int width, int height, const std::vector<uint8_t>& rgba);
+
+}  // namespace stallscope::ui

@@ -1,0 +1,140 @@
+// Queue depth of the main DataLoader over time, on the timeline's time axis: batches in flight
+// (sent to a worker, not yet put) and ready (put, not yet handed to the loop), the analysis's
+// exact step functions. Periods when nothing was ready while the loop iterated are marked red:
+// that is when next() has to wait. One pixel column costs two lower_bounds and a min/max pyramid
+// query, whatever the zoom.
+#include <algorithm>
+#include <cmath>
+
+#include "ui/draw_util.h"
+#include "ui/format.h"
+#include "ui/views.h"
+
+namespace stallscope::ui {
+namespace {
+
+constexpr ImU32 kReady = IM_COL32(104, 200, 120, 255);
+constexpr ImU32 kFlight = IM_COL32(90, 150, 235, 255);
+
+// Draws one series as a min/max band per pixel column; returns the columns drawn.
+int draw_series(ImDrawList* dl, const StepSeries& s, const TimeAxis& ax, float ytop, float ybot, float vmax, ImU32 col) {
+  if (s.empty()) return 0;
+  int cols = 0;
+  const float h = ybot - ytop;
+  auto y = [&](double v) { return ybot - h * static_cast<float>(std::clamp(v / vmax, 0.0, 1.0)); };
+  float prev_y = -1;
+  size_t hint = 0;
+  for (float x = std::floor(ax.x0); x < ax.x1; x += 1.0f) {
+    const double ta = ax.t(x), tb = ax.t(x + 1.0f);
+    if (tb < static_cast<double>(s.ts(0))) continue;
+    const int64_t ia = static_cast<int64_t>(ta), ib = static_cast<int64_t>(tb);
+    // Columns go left to right: every search starts from the previous one.
+    const size_t i0 = s.lower_bound(ia + 1, hint);  // first point after the column's start
+    const size_t i1 = s.lower_bound(ib, i0);
+    const size_t i2 = s.lower_bound(ib + 1, i1);    // first point after the column's end
+    hint = i1;
+    int32_t lo = i0 == 0 ? 0 : s.value(i0 - 1), hi = lo;
+    if (i1 > i0) {
+      const auto mm = s.minmax(i0, i1);
+      lo = std::min(lo, mm.first);
+      hi = std::max(hi, mm.second);
+    }
+    float y0 = y(hi), y1 = y(lo);
+    // Join to the previous column so that a step reads as a line.
+    if (prev_y >= 0) {
+      y0 = std::min(y0, prev_y);
+      y1 = std::max(y1, prev_y);
+    }
+    dl->AddRectFilled(ImVec2(x, y0 - 1), ImVec2(x + 1, y1 + 1), col);
+    prev_y = y(i2 == 0 ? 0 : s.value(i2 - 1));
+    ++cols;
+  }
+  return cols;
+}
+
+}  // namespace
+
+void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
+  ImGui::SetCursorScreenPos(pos);
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, kBackground);
+  ImGui::BeginChild("queue", size, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  if (f.dump) f.dump->panels.push_back({"queue", {pos.x, pos.y, pos.x + size.x, pos.y + size.y}});
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 wp = ImGui::GetWindowPos(), ws = ImGui::GetWindowSize();
+  TimeAxis ax;
+  ax.t0 = f.st->t0;
+  ax.t1 = f.st->t1;
+  ax.x0 = wp.x + kLabelWidth;
+  ax.x1 = wp.x + ws.x - ImGui::GetStyle().ScrollbarSize - 2;
+  const float ytop = wp.y + 8, ybot = wp.y + ws.y - 8;
+
+  dl->AddRectFilled(wp, ImVec2(ax.x0 - 1, wp.y + ws.y), kPanelBg);
+  dl->AddText(ImVec2(wp.x + 8, wp.y + 6), kText, "queue depth");
+  dl->AddRectFilled(ImVec2(wp.x + 10, wp.y + 30), ImVec2(wp.x + 20, wp.y + 38), kReady);
+  dl->AddText(ImVec2(wp.x + 26, wp.y + 26), kTextDim, "ready");
+  dl->AddRectFilled(ImVec2(wp.x + 10, wp.y + 48), ImVec2(wp.x + 20, wp.y + 56), kFlight);
+  dl->AddText(ImVec2(wp.x + 26, wp.y + 44), kTextDim, "in flight");
+  dl->AddRectFilled(ImVec2(wp.x + 10, wp.y + 66), ImVec2(wp.x + 20, wp.y + 74), with_alpha(kBad, 0.6f));
+  dl->AddText(ImVec2(wp.x + 26, wp.y + 62), kTextDim, "none ready");
+
+  const AnalysisView* an = f.an;
+  if (!an || !an->report.queue.available || an->ready.empty()) {
+    std::string note = !an ? "waiting for the analysis..."
+                           : (an->report.queue.note.empty() ? "no queue events in this recording" : an->report.queue.note);
+    dl->AddText(ImVec2(ax.x0 + 10, wp.y + ws.y * 0.5f - 8), kTextDim, note.c_str());
+    ImGui::EndChild();
+    ImGui::PopStyleColor();
+    return;
+  }
+  const float vmax = static_cast<float>(std::max({an->ready.max_value(), an->in_flight.max_value(), 1}));
+  dl->PushClipRect(ImVec2(ax.x0, wp.y), ImVec2(ax.x1, wp.y + ws.y), true);
+  // Grid: a line per batch of depth (or a few lines when deep).
+  const int step = vmax <= 8 ? 1 : static_cast<int>(std::ceil(vmax / 8));
+  for (int v = 0; v <= static_cast<int>(vmax); v += step) {
+    const float yy = ybot - (ybot - ytop) * static_cast<float>(v) / vmax;
+    dl->AddLine(ImVec2(ax.x0, yy), ImVec2(ax.x1, yy), kGrid);
+  }
+  // Empty periods: the band behind the plot.
+  RowDraw d;
+  d.dl = dl;
+  d.axis = &ax;
+  d.y0 = ytop;
+  d.y1 = ybot;
+  d.labels = false;
+  d.alpha = 0.28f;
+  const int64_t empty = draw_row(an->queue_empty, d);
+  const int cols = draw_series(dl, an->in_flight, ax, ytop, ybot, vmax, kFlight) +
+                   draw_series(dl, an->ready, ax, ytop, ybot, vmax, kReady);
+  if (f.now_ns >= ax.t0 && f.now_ns <= ax.t1) {
+    const float x = ax.x(f.now_ns);
+    dl->AddLine(ImVec2(x, wp.y), ImVec2(x, wp.y + ws.y), f.replay ? IM_COL32(255, 255, 255, 200) : kGood, 1.5f);
+  }
+  dl->PopClipRect();
+  char scale[32];
+  std::snprintf(scale, sizeof scale, "%d", static_cast<int>(vmax));
+  dl->AddText(ImVec2(ax.x0 - 8 - ImGui::CalcTextSize(scale).x, ytop - 6), kTextDim, scale);
+  dl->AddText(ImVec2(ax.x0 - 16, ybot - 10), kTextDim, "0");
+  if (f.dump) {
+    f.dump->queue_columns = cols;
+    f.dump->queue_empty_drawn = static_cast<int>(empty);
+  }
+
+  handle_time_navigation(f, ax, ImVec2(ax.x0, wp.y), ImVec2(ax.x1, wp.y + ws.y));
+  const ImVec2 m = ImGui::GetIO().MousePos;
+  if (ImGui::IsWindowHovered() && m.x >= ax.x0 && m.x <= ax.x1 && m.y >= wp.y && m.y <= wp.y + ws.y) {
+    const int64_t t = static_cast<int64_t>(ax.t(m.x));
+    dl->AddLine(ImVec2(m.x, wp.y), ImVec2(m.x, wp.y + ws.y), IM_COL32(255, 255, 255, 60));
+    ImGui::BeginTooltip();
+    ImGui::Text("at %s", fmt_time(static_cast<double>(t), 4).c_str());
+    ImGui::TextColored(ImColor(kReady), "ready      %d", an->ready.at(t));
+    ImGui::TextColored(ImColor(kFlight), "in flight  %d", an->in_flight.at(t));
+    if (an->report.queue.empty_fraction) {
+      ImGui::TextDisabled("nothing ready %.0f%% of the loop's time", *an->report.queue.empty_fraction * 100);
+    }
+    ImGui::EndTooltip();
+  }
+  ImGui::EndChild();
+  ImGui::PopStyleColor();
+}
+
+}  // namespace stallscope::ui

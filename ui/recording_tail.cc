@@ -1,0 +1,309 @@
+// Incremental reads of a session database; see recording_tail.h.
+#include "ui/recording_tail.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace stallscope::ui {
+namespace {
+
+std::optional<int64_t> opt(const Stmt& s, int c) {
+  if (s.is_null(c)) return std::nullopt;
+  return s.int64(c);
+}
+
+Status error_in(const std::string& path, const Status& s) {
+  std::string m = s.message();
+  std::replace(m.begin(), m.end(), '\n', ' ');
+  if (m.rfind(path, 0) == 0) return Status::Error(m);
+  return Status::Error(path + ": " + m);
+}
+
+// One read transaction around a poll: every query sees the same committed flushes.
+class ReadTransaction {
+ public:
+  explicit ReadTransaction(Db& db) : db_(db), open_(db.exec("BEGIN").ok()) {}
+  ~ReadTransaction() {
+    if (open_) db_.exec("COMMIT");
+  }
+
+ private:
+  Db& db_;
+  bool open_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RecordingTail>> RecordingTail::open(const std::string& path) {
+  auto r = Reader::open(path);
+  if (!r.ok()) return r.status();
+  // Reads are large sequential scans: map the file rather than copy pages through the cache.
+  (*r)->db().exec("PRAGMA mmap_size = 4294967296; PRAGMA cache_size = -65536;");
+  return std::unique_ptr<RecordingTail>(new RecordingTail(std::move(*r), path));
+}
+
+Result<PollStats> RecordingTail::poll(RowSink& sink) {
+  PollStats st;
+  Db& db = reader_->db();
+  Status s;
+  {
+    ReadTransaction txn(db);
+    s = poll_locked(sink, &st);
+  }
+  if (!s.ok()) return error_in(path_, s);
+  return st;
+}
+
+namespace {
+
+// An instant as the second thread buffers it (InstantRow's optionals double its size).
+struct PackedInstant {
+  int64_t id, thread_id, ts_ns, a0, a1, a2;
+  uint32_t name_id;
+  uint8_t present;  // bit i: arg i is not NULL
+};
+
+InstantRow unpack(const PackedInstant& p) {
+  InstantRow r;
+  r.id = p.id;
+  r.thread_id = p.thread_id;
+  r.ts_ns = p.ts_ns;
+  r.name_id = p.name_id;
+  if (p.present & 1) r.arg0 = p.a0;
+  if (p.present & 2) r.arg1 = p.a1;
+  if (p.present & 4) r.arg2 = p.a2;
+  return r;
+}
+
+constexpr const char* kInstantsSql =
+    "SELECT id, thread_id, ts_ns, name_id, arg0, arg1, arg2 FROM instants WHERE id > ?1 AND id <= ?2 ORDER BY id";
+
+}  // namespace
+
+Status RecordingTail::read_counters(RowSink& sink, int64_t from, int64_t to, int64_t* count) {
+  Db& db = *counters_db_;
+  *count = 0;
+  if (counters_sql_.empty()) return Status::Ok();
+  auto q = db.prepare(counters_sql_);
+  if (!q.ok()) return q.status();
+  Stmt& s = **q;
+  s.bind(1, from).bind(2, to);
+  int64_t n = 0;
+  while (s.step()) {
+    sink.on_counter(CounterRow{s.int64(0), s.int64(1), s.real(2)});
+    ++n;
+  }
+  *count = n;
+  return s.status();
+}
+
+Status RecordingTail::poll_locked(RowSink& sink, PollStats* st) {
+  Db& db = reader_->db();
+  auto meta = reader_->meta();
+  if (!meta.ok()) return meta.status();
+  sink.on_meta(*meta);
+
+  // Strings: new ids only; a full re-read if the count says some arrived below the last id.
+  auto count = db.query_int("SELECT count(*) FROM strings");
+  if (!count.ok()) return count.status();
+  if (*count != strings_seen_) {
+    for (int pass = 0; pass < 2; ++pass) {
+      auto q = db.prepare(pass == 0 ? "SELECT id, value FROM strings WHERE id > ?1 ORDER BY id"
+                                    : "SELECT id, value FROM strings ORDER BY id");
+      if (!q.ok()) return q.status();
+      Stmt& sq = **q;
+      if (pass == 0) sq.bind(1, last_string_);
+      if (pass == 1) strings_seen_ = 0;
+      while (sq.step()) {
+        const int64_t id = sq.int64(0);
+        sink.on_string(static_cast<uint32_t>(id), sq.text(1));
+        last_string_ = std::max(last_string_, id);
+        ++strings_seen_;
+      }
+      if (!sq.status().ok()) return sq.status();
+      if (strings_seen_ == *count) break;
+    }
+  }
+
+  auto procs = reader_->processes();
+  if (!procs.ok()) return procs.status();
+  sink.on_processes(*procs);
+  auto threads = reader_->threads();
+  if (!threads.ok()) return threads.status();
+  sink.on_threads(*threads);
+  auto tracks = reader_->counter_tracks();
+  if (!tracks.ok()) return tracks.status();
+  sink.on_counter_tracks(*tracks);
+  std::string wanted;
+  for (const CounterTrackRow& t : *tracks) {
+    if (!sink.wants_counter_track(t)) continue;
+    wanted += (wanted.empty() ? "" : ",") + std::to_string(t.id);
+  }
+  counters_sql_ = wanted.empty() ? std::string()
+                                 : "SELECT track_id, ts_ns, value FROM counters WHERE rowid > ?1 AND rowid <= ?2 AND "
+                                   "track_id IN (" + wanted + ")";
+
+  // What this transaction sees: every read stops there, whichever connection does it.
+  auto max_counter = db.query_int("SELECT coalesce(max(rowid), 0) FROM counters");
+  if (!max_counter.ok()) return max_counter.status();
+  auto max_instant = db.query_int("SELECT coalesce(max(id), 0) FROM instants");
+  if (!max_instant.ok()) return max_instant.status();
+
+  // Many new rows (the first read of a large recording): a second connection reads the counters
+  // (straight into the sink) and the instants (into a buffer, replayed below) while this one reads
+  // the spans. The order rows reach the sink in does not matter: lanes are grouped at publish.
+  constexpr int64_t kParallelRows = 200000;
+  const bool parallel = (*max_counter - last_counter_) + (*max_instant - last_instant_) > kParallelRows;
+  Status side_status;
+  int64_t side_counters = 0;
+  std::vector<PackedInstant> side_instants;
+  std::thread side;
+  if (parallel) {
+    if (!counters_db_) {
+      auto second = Db::open(path_, Db::Mode::kReadOnly);
+      if (!second.ok()) return second.status();
+      (*second)->exec("PRAGMA mmap_size = 4294967296; PRAGMA cache_size = -65536;");
+      counters_db_ = std::move(*second);
+    }
+    const int64_t c0 = last_counter_, c1 = *max_counter, i0 = last_instant_, i1 = *max_instant;
+    side = std::thread([&, c0, c1, i0, i1] {
+      ReadTransaction txn(*counters_db_);
+      side_status = read_counters(sink, c0, c1, &side_counters);
+      if (!side_status.ok()) return;
+      auto q = counters_db_->prepare(kInstantsSql);
+      if (!q.ok()) {
+        side_status = q.status();
+        return;
+      }
+      Stmt& s = **q;
+      s.bind(1, i0).bind(2, i1);
+      side_instants.reserve(static_cast<size_t>(std::max<int64_t>(0, i1 - i0)));
+      while (s.step()) {
+        PackedInstant p{s.int64(0), s.int64(1), s.int64(2), 0, 0, 0, static_cast<uint32_t>(s.int64(3)), 0};
+        for (int k = 0; k < 3; ++k) {
+          if (!s.is_null(4 + k)) {
+            (&p.a0)[k] = s.int64(4 + k);
+            p.present |= static_cast<uint8_t>(1 << k);
+          }
+        }
+        side_instants.push_back(p);
+      }
+      side_status = s.status();
+    });
+  }
+  struct Joiner {
+    std::thread& t;
+    ~Joiner() {
+      if (t.joinable()) t.join();
+    }
+  } joiner{side};
+
+  {  // Bounded like the others; the id itself is not needed per row.
+    auto max_span = db.query_int("SELECT coalesce(max(id), 0) FROM spans");
+    if (!max_span.ok()) return max_span.status();
+    auto q = db.prepare(
+        "SELECT thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1, arg2 FROM spans WHERE id > ?1 AND id <= ?2");
+    if (!q.ok()) return q.status();
+    Stmt& s = **q;
+    s.bind(1, last_span_).bind(2, *max_span);
+    SpanRow r;
+    while (s.step()) {
+      r.thread_id = s.int64(0);
+      r.start_ns = s.int64(1);
+      r.dur_ns = opt(s, 2);
+      r.name_id = static_cast<uint32_t>(s.int64(3));
+      r.depth = static_cast<int32_t>(s.int64(4));
+      r.arg0 = opt(s, 5);
+      r.arg1 = opt(s, 6);
+      r.arg2 = opt(s, 7);
+      sink.on_span(r);
+      ++st->spans;
+    }
+    if (!s.status().ok()) return s.status();
+    last_span_ = *max_span;
+  }
+
+  if (parallel) {
+    side.join();
+    if (!side_status.ok()) return side_status;
+    for (const PackedInstant& p : side_instants) sink.on_instant(unpack(p));
+    st->instants = static_cast<int64_t>(side_instants.size());
+    st->counters = side_counters;
+  } else {
+    auto q = db.prepare(kInstantsSql);
+    if (!q.ok()) return q.status();
+    Stmt& s = **q;
+    s.bind(1, last_instant_).bind(2, *max_instant);
+    InstantRow r;
+    while (s.step()) {
+      r.id = s.int64(0);
+      r.thread_id = s.int64(1);
+      r.ts_ns = s.int64(2);
+      r.name_id = static_cast<uint32_t>(s.int64(3));
+      r.arg0 = opt(s, 4);
+      r.arg1 = opt(s, 5);
+      r.arg2 = opt(s, 6);
+      sink.on_instant(r);
+      ++st->instants;
+    }
+    if (!s.status().ok()) return s.status();
+    if (!counters_sql_.empty()) {
+      auto c = db.prepare(counters_sql_);
+      if (!c.ok()) return c.status();
+      Stmt& sc = **c;
+      sc.bind(1, last_counter_).bind(2, *max_counter);
+      while (sc.step()) {
+        sink.on_counter(CounterRow{sc.int64(0), sc.int64(1), sc.real(2)});
+        ++st->counters;
+      }
+      if (!sc.status().ok()) return sc.status();
+    }
+  }
+  last_instant_ = *max_instant;
+  last_counter_ = *max_counter;
+
+  {
+    auto q = db.prepare(
+        "SELECT id, process_id, device, stream, context, kind, start_ns, dur_ns, name_id, bytes, copy_kind, src_kind, "
+        "dst_kind, correlation_id FROM gpu_activities WHERE id > ?1 ORDER BY id");
+    if (!q.ok()) return q.status();
+    Stmt& s = **q;
+    s.bind(1, last_gpu_);
+    GpuActivityRow r;
+    while (s.step()) {
+      r.id = s.int64(0);
+      r.process_id = s.int64(1);
+      r.device = s.int64(2);
+      r.stream = s.int64(3);
+      r.context = s.int64(4);
+      r.kind = s.text(5);
+      r.start_ns = s.int64(6);
+      r.dur_ns = s.int64(7);
+      r.name_id = static_cast<uint32_t>(s.int64(8));
+      r.bytes = s.is_null(9) ? 0 : s.int64(9);
+      r.copy_kind = s.is_null(10) ? std::string() : s.text(10);
+      r.src_kind = s.is_null(11) ? std::string() : s.text(11);
+      r.dst_kind = s.is_null(12) ? std::string() : s.text(12);
+      r.correlation_id = s.int64(13);
+      sink.on_gpu(r);
+      last_gpu_ = r.id;
+      ++st->gpu;
+    }
+    if (!s.status().ok()) return s.status();
+  }
+  {
+    auto q = db.prepare("SELECT id, ts_ns FROM flushes WHERE id > ?1 ORDER BY id");
+    if (!q.ok()) return q.status();
+    Stmt& s = **q;
+    s.bind(1, last_flush_);
+    while (s.step()) {
+      last_flush_ = s.int64(0);
+      sink.on_flush(s.int64(1));
+    }
+    if (!s.status().ok()) return s.status();
+  }
+  st->rows = st->spans + st->instants + st->counters + st->gpu;
+  return Status::Ok();
+}
+
+}  // namespace stallscope::ui

@@ -1,0 +1,69 @@
+// RecordingTail: reads a session database incrementally for the dashboard. Each poll() opens one
+// read transaction (a consistent view of every committed flush, WAL lets the recorder go on),
+// reads the rows added since the previous poll (by id: spans, instants, counters and GPU
+// activities are append-only) and streams them to a RowSink. Small tables (meta, processes,
+// threads, counter tracks) are read whole each time. Only the snapshot thread uses it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "storage/reader.h"
+#include "storage/rows.h"
+#include "storage/status.h"
+
+namespace stallscope::ui {
+
+// Receives the rows of a poll. on_counter may be called from a second thread while the other
+// callbacks run (large reads split the counters table off): it must touch only counter state.
+// Rows of different tables may arrive in any order relative to each other.
+class RowSink {
+ public:
+  virtual ~RowSink() = default;
+  virtual void on_meta(const std::map<std::string, std::string>& meta) = 0;
+  virtual void on_string(uint32_t id, std::string value) = 0;
+  virtual void on_processes(const std::vector<ProcessRow>& all) = 0;
+  virtual void on_threads(const std::vector<ThreadRow>& all) = 0;
+  virtual void on_counter_tracks(const std::vector<CounterTrackRow>& all) = 0;
+  // Whether the samples of a counter track are wanted at all (the others are not read).
+  virtual bool wants_counter_track(const CounterTrackRow&) const { return true; }
+  virtual void on_instant(const InstantRow& r) = 0;
+  virtual void on_span(const SpanRow& r) = 0;
+  virtual void on_counter(const CounterRow& r) = 0;
+  virtual void on_gpu(const GpuActivityRow& r) = 0;
+  virtual void on_flush(int64_t ts_ns) = 0;
+};
+
+struct PollStats {
+  int64_t rows = 0;  // rows of the append-only tables read by this poll
+  int64_t spans = 0, instants = 0, counters = 0, gpu = 0;
+};
+
+class RecordingTail {
+ public:
+  // Opens `path` read-only (Reader::open's checks and one-line errors).
+  static Result<std::unique_ptr<RecordingTail>> open(const std::string& path);
+
+  // Reads what was committed since the last poll into `sink`. When many counter samples are new
+  // (opening a large recording), they are read on a second connection in parallel.
+  Result<PollStats> poll(RowSink& sink);
+  const std::string& path() const { return path_; }
+
+ private:
+  RecordingTail(std::unique_ptr<Reader> r, std::string path) : reader_(std::move(r)), path_(std::move(path)) {}
+  Status poll_locked(RowSink& sink, PollStats* st);
+
+  // Reads counters with rowid in (from, to] on the second connection (large reads).
+  Status read_counters(RowSink& sink, int64_t from, int64_t to, int64_t* count);
+  std::string counters_sql_;  // the counters query for the wanted tracks (empty: none wanted)
+
+  std::unique_ptr<Reader> reader_;
+  std::unique_ptr<Db> counters_db_;  // the second connection (large reads), opened when first needed
+  std::string path_;
+  int64_t last_span_ = 0, last_instant_ = 0, last_counter_ = 0, last_gpu_ = 0, last_flush_ = 0;
+  int64_t last_string_ = 0, strings_seen_ = 0;
+};
+
+}  // namespace stallscope::ui

@@ -1,0 +1,95 @@
+// Names and small queries of the snapshot model; see snapshot.h.
+#include "ui/snapshot.h"
+
+#include <algorithm>
+
+namespace stallscope::ui {
+
+const char* style_name(Style s) {
+  switch (s) {
+    case Style::kOther: return "other";
+    case Style::kNext: return "dl.next";
+    case Style::kStep: return "step";
+    case Style::kFetch: return "dl.fetch";
+    case Style::kCollate: return "dl.collate";
+    case Style::kPin: return "dl.pin";
+    case Style::kCudaSync: return "cuda sync";
+    case Style::kNvtx: return "range";
+    case Style::kKernel: return "kernel";
+    case Style::kCopyPinned: return "memcpy";
+    case Style::kCopyPageable: return "memcpy (pageable)";
+    case Style::kMemset: return "memset";
+    case Style::kGpuSync: return "GPU sync";
+    case Style::kStallData: return "data stall";
+    case Style::kStallTransfer: return "transfer stall";
+    case Style::kStallSync: return "sync stall";
+    case Style::kStallHost: return "host stall";
+    case Style::kQueueEmpty: return "queue empty";
+    case Style::kCount: break;
+  }
+  return "?";
+}
+
+const char* role_name(LaneRole r) {
+  switch (r) {
+    case LaneRole::kGpu: return "gpu";
+    case LaneRole::kMain: return "main";
+    case LaneRole::kPin: return "pin";
+    case LaneRole::kWorker: return "worker";
+    case LaneRole::kOther: return "other";
+  }
+  return "?";
+}
+
+const char* state_name(SourceState s) {
+  switch (s) {
+    case SourceState::kLoading: return "loading";
+    case SourceState::kLive: return "live";
+    case SourceState::kFinished: return "finished";
+    case SourceState::kCutOff: return "cut off";
+    case SourceState::kError: return "error";
+  }
+  return "?";
+}
+
+const char* copy_kind_name(uint8_t i) {
+  static const char* const k[] = {"", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
+  return i < 6 ? k[i] : "";
+}
+
+const char* mem_kind_name(uint8_t i) {
+  static const char* const k[] = {"", "pageable", "pinned", "device", "array", "managed"};
+  return i < 6 ? k[i] : "";
+}
+
+const std::string& Timeline::str(uint32_t id) const {
+  static const std::string kEmpty;
+  if (!strings || id >= strings->size()) return kEmpty;
+  return (*strings)[id];
+}
+
+bool CounterSeries::mean(int64_t t0, int64_t t1, double* out, int64_t* covered, size_t* hint) const {
+  const size_t n = samples.size();
+  if (n < 2) return false;
+  t0 = std::max(t0, samples[0].ts_ns);
+  t1 = std::min(t1, samples[n - 1].ts_ns);
+  if (t1 <= t0) return false;
+  // F(t): the integral from the first sample to t; the value of sample i holds over
+  // (ts[i-1], ts[i]].
+  size_t lo = std::max<size_t>(1, hint ? *hint : 1);
+  auto F = [&](int64_t t) {
+    const size_t i = samples.lower_bound(t, lo);
+    lo = std::max<size_t>(1, i);
+    if (i >= n) return samples[n - 1].integral;
+    const CounterSample& prev = samples[i - 1];
+    return prev.integral + samples[i].value * static_cast<double>(t - prev.ts_ns);
+  };
+  const double f0 = F(t0);
+  if (hint) *hint = lo;
+  const double f1 = F(t1);
+  *out = (f1 - f0) / static_cast<double>(t1 - t0);
+  if (covered) *covered = t1 - t0;
+  return true;
+}
+
+}  // namespace stallscope::ui

@@ -1,0 +1,494 @@
+// Database rows -> timeline model; see snapshot_builder.h.
+#include "ui/snapshot_builder.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+namespace stallscope::ui {
+namespace {
+
+int32_t arg32(const std::optional<int64_t>& v) {
+  if (!v) return Item::kNoArg32;
+  return static_cast<int32_t>(std::clamp<int64_t>(*v, INT32_MIN + 1, INT32_MAX));
+}
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+}  // namespace
+
+SnapshotBuilder::SnapshotBuilder() : strings_(std::make_shared<std::vector<std::string>>()) {}
+
+void SnapshotBuilder::on_meta(const std::map<std::string, std::string>& meta) {
+  if (meta != meta_) {
+    meta_ = meta;
+    dirty_ = true;
+  }
+}
+
+void SnapshotBuilder::on_string(uint32_t id, std::string value) {
+  if (strings_published_) {  // the published vector is immutable: copy on write
+    strings_ = std::make_shared<std::vector<std::string>>(*strings_);
+    strings_published_ = false;
+  }
+  if (id >= strings_->size()) strings_->resize(static_cast<size_t>(id) + 1);
+  if (id >= classes_.size()) classes_.resize(static_cast<size_t>(id) + 1, NameClass::kOther);
+  NameClass c = NameClass::kOther;
+  static const std::pair<const char*, NameClass> kNames[] = {
+      {"dl.next", NameClass::kNext},           {"dl.fetch", NameClass::kFetch},
+      {"dl.collate", NameClass::kCollate},     {"dl.pin", NameClass::kPin},
+      {"dl.sent", NameClass::kSent},           {"dl.recv", NameClass::kRecv},
+      {"dl.put", NameClass::kPut},             {"dl.worker_start", NameClass::kWorkerStart},
+      {"dl.worker_stop", NameClass::kWorkerStop}, {"dl.worker_ready", NameClass::kWorkerReady},
+      {"dl.epoch_begin", NameClass::kEpochBegin}, {"dl.epoch_end", NameClass::kEpochEnd},
+      {"dl.config", NameClass::kConfig}};
+  for (const auto& [n, k] : kNames) {
+    if (value == n) c = k;
+  }
+  if (c == NameClass::kOther && starts_with(value, "cuda.")) c = NameClass::kCuda;
+  classes_[id] = c;
+  (*strings_)[id] = std::move(value);
+  dirty_ = true;
+}
+
+void SnapshotBuilder::on_processes(const std::vector<ProcessRow>& all) {
+  for (const ProcessRow& p : all) {
+    auto it = processes_.find(p.id);
+    if (it == processes_.end() || it->second.end_ns != p.end_ns || it->second.cmdline != p.cmdline) {
+      processes_[p.id] = p;
+      dirty_ = true;
+    }
+    if (p.start_ns) see(*p.start_ns);
+    if (p.end_ns) see(*p.end_ns);
+  }
+}
+
+void SnapshotBuilder::on_threads(const std::vector<ThreadRow>& all) {
+  for (const ThreadRow& t : all) {
+    auto it = threads_.find(t.id);
+    if (it == threads_.end() || it->second.name != t.name) {
+      threads_[t.id] = t;
+      dirty_ = true;
+    }
+  }
+}
+
+void SnapshotBuilder::on_counter_tracks(const std::vector<CounterTrackRow>& all) {
+  for (const CounterTrackRow& t : all) {
+    if (counter_tracks_.count(t.id)) continue;
+    int metric = -1;
+    if (t.name == "proc.cpu") metric = kCpu;
+    if (t.name == "proc.runq_wait") metric = kRunq;
+    if (t.name == "proc.rss") metric = kRss;
+    counter_tracks_[t.id] = {t.pid, metric};
+    // A direct index for on_counter (track ids are small and dense); std::map nodes do not move.
+    if (metric >= 0 && t.id >= 0 && t.id < (1 << 20)) {
+      if (static_cast<size_t>(t.id) >= series_by_track_.size()) series_by_track_.resize(static_cast<size_t>(t.id) + 1, nullptr);
+      series_by_track_[static_cast<size_t>(t.id)] = &counters_[t.pid].series[metric];
+    }
+  }
+}
+
+bool SnapshotBuilder::wants_counter_track(const CounterTrackRow& t) const {
+  return t.name == "proc.cpu" || t.name == "proc.runq_wait" || t.name == "proc.rss";
+}
+
+SnapshotBuilder::TrackState& SnapshotBuilder::thread_track(int64_t thread_id) {
+  auto& slot = thread_tracks_[thread_id];
+  if (!slot) {
+    slot = std::make_unique<TrackState>();
+    slot->track.thread_id = thread_id;
+    auto th = threads_.find(thread_id);
+    if (th != threads_.end()) {
+      slot->process_row = th->second.process_id;
+      slot->track.tid = th->second.tid;
+      auto p = processes_.find(th->second.process_id);
+      if (p != processes_.end()) slot->track.pid = p->second.pid;
+    }
+  }
+  return *slot;
+}
+
+SnapshotBuilder::TrackState& SnapshotBuilder::gpu_track(int64_t process_id, int64_t device, int64_t stream) {
+  auto& slot = gpu_tracks_[{process_id, device, stream}];
+  if (!slot) {
+    slot = std::make_unique<TrackState>();
+    slot->is_gpu = true;
+    slot->device = device;
+    slot->stream = stream;
+    slot->gpu_process = process_id;
+    auto p = processes_.find(process_id);
+    if (p != processes_.end()) slot->track.pid = p->second.pid;
+  }
+  return *slot;
+}
+
+void SnapshotBuilder::append(TrackState& t, Item it, int32_t depth) {
+  depth = std::clamp(depth, 0, 63);
+  if (static_cast<size_t>(depth) >= t.depth_rows.size()) t.depth_rows.resize(static_cast<size_t>(depth) + 1);
+  for (size_t idx : t.depth_rows[depth]) {
+    if (t.rows[idx].try_append(it)) {
+      ++t.items;
+      return;
+    }
+  }
+  // Overlaps the row of its depth (or arrived out of order): a new overflow row keeps every row
+  // sorted and non-overlapping.
+  t.rows.emplace_back();
+  t.rows.back().depth = depth;
+  t.rows.back().try_append(it);
+  t.depth_rows[depth].push_back(t.rows.size() - 1);
+  ++t.items;
+}
+
+Bin& SnapshotBuilder::bin(int64_t t) {
+  const size_t i = static_cast<size_t>(std::max<int64_t>(0, t) / kBinNs);
+  if (i >= bins_.size()) bins_.resize(i + 1);
+  bins_changed_ = true;
+  return bins_[i];
+}
+
+void SnapshotBuilder::add_to_bins(int64_t Bin::*field, int64_t start, int64_t end) {
+  start = std::max<int64_t>(0, start);
+  if (end <= start) return;
+  for (int64_t b = start / kBinNs; b * kBinNs < end; ++b) {
+    const int64_t lo = std::max(start, b * kBinNs), hi = std::min(end, (b + 1) * kBinNs);
+    bin(b * kBinNs).*field += hi - lo;
+  }
+}
+
+void SnapshotBuilder::see(int64_t t) {
+  if (t > end_ns_) end_ns_ = t;
+}
+
+void SnapshotBuilder::on_instant(const InstantRow& r) {
+  ++instants_;
+  dirty_ = true;
+  const NameClass c = name_class(r.name_id);
+  TrackState& t = thread_track(r.thread_id);
+  Marker m;
+  m.ts_ns = r.ts_ns;
+  m.a0 = r.arg0.value_or(Item::kNoArg);
+  m.a1 = arg32(r.arg1);
+  m.a2 = arg32(r.arg2);
+  m.name_id = r.name_id;
+  switch (c) {
+    case NameClass::kSent: m.kind = kMarkSent; break;
+    case NameClass::kRecv: m.kind = kMarkRecv; break;
+    case NameClass::kPut: m.kind = kMarkPut; break;
+    case NameClass::kEpochBegin:
+    case NameClass::kEpochEnd: m.kind = kMarkEpoch; break;
+    case NameClass::kWorkerStart:
+    case NameClass::kWorkerStop:
+    case NameClass::kWorkerReady: m.kind = kMarkWorker; break;
+    default: m.kind = kMarkOther; break;
+  }
+  if (c == NameClass::kWorkerStart && r.arg0 && r.arg1 && r.arg2) {
+    if (!workers_.count(*r.arg2)) worker_pids_[*r.arg0].push_back(*r.arg2);
+    workers_[*r.arg2] = {*r.arg0, static_cast<int32_t>(*r.arg1)};
+  }
+  if (c == NameClass::kWorkerReady && r.arg0) t.worker_hint = static_cast<int32_t>(*r.arg0);
+  if (t.track.markers.empty() || t.track.markers.back().ts_ns <= m.ts_ns) t.track.markers.push_back(m);
+  see(r.ts_ns);
+  first_ns_ = std::min(first_ns_, r.ts_ns);
+}
+
+void SnapshotBuilder::on_span(const SpanRow& r) {
+  ++spans_;
+  dirty_ = true;
+  const NameClass c = name_class(r.name_id);
+  TrackState& t = thread_track(r.thread_id);
+  Item it;
+  it.start_ns = r.start_ns;
+  if (r.dur_ns) {
+    it.end_ns = r.start_ns + std::max<int64_t>(0, *r.dur_ns);
+  } else {
+    it.end_ns = std::max(end_ns_, r.start_ns);
+    it.flags |= kItemUnended;
+  }
+  it.name_id = r.name_id;
+  it.a0 = r.arg0.value_or(Item::kNoArg);
+  it.a1 = arg32(r.arg1);
+  it.a2 = arg32(r.arg2);
+  switch (c) {
+    case NameClass::kNext: it.style = Style::kNext; break;
+    case NameClass::kFetch: it.style = Style::kFetch; break;
+    case NameClass::kCollate: it.style = Style::kCollate; break;
+    case NameClass::kPin: it.style = Style::kPin; break;
+    case NameClass::kCuda: it.style = Style::kCudaSync; break;
+    default: it.style = Style::kNvtx; break;
+  }
+  if (c == NameClass::kNext) {
+    t.has_next = true;
+    if (t.next_depth < 0) t.next_depth = std::clamp(r.depth, 0, 63);
+    if (t.last_handed_end >= 0 && r.start_ns >= t.last_handed_end) {
+      Item step;
+      step.start_ns = t.last_handed_end;
+      step.end_ns = r.start_ns;
+      step.style = Style::kStep;
+      if (t.track.steps.try_append(step)) add_to_bins(&Bin::step_ns, step.start_ns, step.end_ns);
+    }
+    const bool handed = r.dur_ns.has_value() && r.arg1 && *r.arg1 >= 0;
+    t.last_handed_end = handed ? it.end_ns : -1;
+    if (handed) ++bin(it.end_ns).handed;
+    add_to_bins(&Bin::stall_ns, it.start_ns, it.end_ns);
+  }
+  if (c == NameClass::kPin) t.has_pin = true;
+  if (c == NameClass::kFetch && r.arg2 && *r.arg2 >= 0 && r.arg1) t.worker_hint = static_cast<int32_t>(*r.arg1);
+  append(t, it, r.depth);
+  see(it.end_ns);
+  first_ns_ = std::min(first_ns_, it.start_ns);
+}
+
+void SnapshotBuilder::on_counter(const CounterRow& r) {
+  // May run on the tail's second thread: counter state only (see RowSink).
+  ++counter_samples_;
+  counters_dirty_ = true;
+  counter_end_ns_ = std::max(counter_end_ns_, r.ts_ns);
+  if (r.track_id < 0 || static_cast<size_t>(r.track_id) >= series_by_track_.size()) return;
+  CounterSeries* s = series_by_track_[static_cast<size_t>(r.track_id)];
+  if (!s) return;
+  s->append(r.ts_ns, r.value);
+  s->max_value = std::max(s->max_value, r.value);
+}
+
+void SnapshotBuilder::on_gpu(const GpuActivityRow& r) {
+  ++gpu_;
+  dirty_ = true;
+  TrackState& t = gpu_track(r.process_id, r.device, r.stream);
+  static const char* const kCopyKinds[] = {"", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
+  static const char* const kMemKinds[] = {"", "pageable", "pinned", "device", "array", "managed"};
+  auto index_of = [](const std::string& s, const char* const* list, size_t n) -> uint8_t {
+    for (size_t i = 1; i < n; ++i) {
+      if (s == list[i]) return static_cast<uint8_t>(i);
+    }
+    return 0;
+  };
+  GpuDetail d;
+  d.bytes = r.bytes;
+  d.correlation_id = r.correlation_id;
+  d.copy_kind = index_of(r.copy_kind, kCopyKinds, 6);
+  d.src_kind = index_of(r.src_kind, kMemKinds, 6);
+  d.dst_kind = index_of(r.dst_kind, kMemKinds, 6);
+  Item it;
+  it.start_ns = r.start_ns;
+  it.end_ns = r.start_ns + std::max<int64_t>(0, r.dur_ns);
+  it.name_id = r.name_id;
+  it.a0 = r.bytes;
+  it.a1 = static_cast<int32_t>(t.track.gpu.size());
+  if (r.kind == "kernel") {
+    it.style = Style::kKernel;
+  } else if (r.kind == "memcpy") {
+    it.style = (r.src_kind == "pageable" || r.dst_kind == "pageable") ? Style::kCopyPageable : Style::kCopyPinned;
+  } else if (r.kind == "memset") {
+    it.style = Style::kMemset;
+  } else {
+    it.style = Style::kGpuSync;
+  }
+  t.track.gpu.push_back(d);
+  append(t, it, 0);
+  add_to_bins(&Bin::gpu_ns, it.start_ns, it.end_ns);
+  see(it.end_ns);
+  first_ns_ = std::min(first_ns_, it.start_ns);
+}
+
+void SnapshotBuilder::on_flush(int64_t ts_ns) {
+  last_flush_ns_ = std::max(last_flush_ns_, ts_ns);
+  see(ts_ns);
+  dirty_ = true;
+}
+
+std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
+  auto tl = std::make_shared<Timeline>();
+  tl->meta = meta_;
+  tl->strings = strings_;
+  strings_published_ = true;
+  if (bins_changed_ || !published_bins_) {
+    // Cap each bin's GPU time at the bin: streams may overlap.
+    auto bins = std::make_shared<std::vector<Bin>>(bins_);
+    for (Bin& b : *bins) b.gpu_ns = std::min(b.gpu_ns, kBinNs);
+    published_bins_ = std::move(bins);
+    bins_changed_ = false;
+  }
+  tl->bins = published_bins_;
+  tl->counters = counters_;
+  end_ns_ = std::max(end_ns_, counter_end_ns_);
+  tl->end_ns = end_ns_;
+  tl->first_ns = first_ns_ == INT64_MAX ? 0 : first_ns_;
+  tl->spans = spans_;
+  tl->instants = instants_;
+  tl->counter_samples = counter_samples_;
+  tl->gpu_activities = gpu_;
+  tl->rows_read = spans_ + instants_ + counter_samples_ + gpu_;
+  tl->last_flush_ns = last_flush_ns_;
+  tl->gpu_mode = gpu_ > 0;
+  auto c = meta_.find("complete");
+  tl->complete = c != meta_.end() && c->second == "1";
+
+  // Published copy of a track: rows in display order (by depth, overflow after).
+  auto publish_track = [&](const TrackState& t) {
+    Track out = t.track;
+    std::vector<size_t> order(t.rows.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.rows[a].depth < t.rows[b].depth; });
+    for (size_t i : order) out.rows.push_back(t.rows[i]);
+    auto th = threads_.find(t.track.thread_id);
+    if (th != threads_.end()) out.thread_name = th->second.name;
+    if (out.pid == 0 && th != threads_.end()) {
+      auto p = processes_.find(th->second.process_id);
+      if (p != processes_.end()) out.pid = p->second.pid;
+    }
+    return out;
+  };
+  auto cmdline = [&](int64_t pid) -> std::string {
+    for (const auto& [id, p] : processes_) {
+      if (p.pid == pid) return p.cmdline;
+    }
+    return "";
+  };
+  auto track_line = [&](const Track& t) {
+    std::string s = "pid " + std::to_string(t.pid);
+    if (t.tid) s += "  tid " + std::to_string(t.tid);
+    if (!t.thread_name.empty()) s += "  " + t.thread_name;
+    return s;
+  };
+
+  // Group tracks into lanes.
+  std::vector<Lane> lanes;
+  std::map<std::pair<int64_t, int32_t>, size_t> worker_lane;  // (loader, W) -> index
+  std::set<int64_t> loaders_with_workers;
+  for (const auto& [id, ts] : thread_tracks_) {
+    const TrackState& t = *ts;
+    if (t.items == 0 && t.track.markers.empty() && t.track.steps.size() == 0) continue;
+    Track tr = publish_track(t);
+    const int64_t pid = tr.pid;
+    auto w = workers_.find(pid);
+    const bool in_worker = w != workers_.end() && (tr.tid == pid || t.worker_hint >= 0);
+    if (in_worker || (w == workers_.end() && t.worker_hint >= 0)) {
+      const std::pair<int64_t, int32_t> key = in_worker ? w->second : std::pair<int64_t, int32_t>(-1, t.worker_hint);
+      auto [it, fresh] = worker_lane.emplace(key, lanes.size());
+      if (fresh) {
+        Lane l;
+        l.role = LaneRole::kWorker;
+        l.loader = key.first;
+        l.worker = key.second;
+        l.pid = pid;
+        lanes.push_back(std::move(l));
+      }
+      if (key.first >= 0) loaders_with_workers.insert(key.first);
+      Lane& l = lanes[it->second];
+      l.pids.push_back(pid);
+      l.tracks.push_back(std::move(tr));
+      continue;
+    }
+    Lane l;
+    l.role = t.has_next ? LaneRole::kMain : t.has_pin ? LaneRole::kPin : LaneRole::kOther;
+    l.pid = pid;
+    l.pids.push_back(pid);
+    l.tracks.push_back(std::move(tr));
+    lanes.push_back(std::move(l));
+  }
+  for (const auto& [key, ts] : gpu_tracks_) {
+    Lane l;
+    l.role = LaneRole::kGpu;
+    l.device = ts->device;
+    l.stream = ts->stream;
+    l.pid = ts->track.pid;
+    l.pids.push_back(l.pid);
+    l.tracks.push_back(publish_track(*ts));
+    lanes.push_back(std::move(l));
+  }
+
+  // A worker lane's tracks in time order (respawned workers: one process per epoch).
+  auto first_time = [](const Track& t) {
+    int64_t f = INT64_MAX;
+    for (const Row& r : t.rows) {
+      if (r.size() > 0) f = std::min(f, r[0].start_ns);
+    }
+    if (t.markers.size() > 0) f = std::min(f, t.markers[0].ts_ns);
+    return f;
+  };
+  for (Lane& l : lanes) {
+    if (l.role != LaneRole::kWorker || l.tracks.size() < 2) continue;
+    std::stable_sort(l.tracks.begin(), l.tracks.end(),
+                     [&](const Track& a, const Track& b) { return first_time(a) < first_time(b); });
+    l.pids.clear();
+    for (const Track& t : l.tracks) l.pids.push_back(t.pid);
+    l.pid = l.pids.front();
+  }
+
+  // Names, order, visual rows.
+  int mains = 0, pins = 0;
+  std::set<int64_t> gpu_pids;
+  for (const Lane& l : lanes) {
+    mains += l.role == LaneRole::kMain;
+    pins += l.role == LaneRole::kPin;
+    if (l.role == LaneRole::kGpu) gpu_pids.insert(l.pid);
+  }
+  for (Lane& l : lanes) {
+    const Track& t0 = l.tracks.front();
+    switch (l.role) {
+      case LaneRole::kGpu:
+        l.name = "GPU " + std::to_string(l.device) + " stream " + std::to_string(l.stream);
+        if (gpu_pids.size() > 1) l.name += " (pid " + std::to_string(l.pid) + ")";
+        l.sort_key_tuple = {0, l.pid, l.device, l.stream};
+        break;
+      case LaneRole::kMain:
+        l.name = mains > 1 ? "main thread (pid " + std::to_string(l.pid) + ")" : "main thread";
+        l.sort_key_tuple = {1, l.pid, t0.tid, 0};
+        break;
+      case LaneRole::kPin:
+        l.name = pins > 1 ? "pin memory (pid " + std::to_string(l.pid) + ")" : "pin memory";
+        l.sort_key_tuple = {2, l.pid, t0.tid, 0};
+        break;
+      case LaneRole::kWorker:
+        l.name = (loaders_with_workers.size() > 1 && l.loader >= 0 ? "L" + std::to_string(l.loader) + " " : std::string()) +
+                 "worker " + std::to_string(l.worker);
+        l.sort_key_tuple = {3, l.loader, l.worker, 0};
+        break;
+      case LaneRole::kOther:
+        l.name = "pid " + std::to_string(l.pid) + " " + (t0.thread_name.empty() ? "tid " + std::to_string(t0.tid) : t0.thread_name);
+        l.sort_key_tuple = {4, l.pid, t0.tid, 0};
+        break;
+    }
+    for (const Track& t : l.tracks) {
+      if (!l.detail.empty()) l.detail += "\n";
+      l.detail += track_line(t);
+    }
+    const std::string cmd = cmdline(l.pid);
+    if (!cmd.empty()) l.detail += "\n" + cmd;
+
+    // Visual rows: the union over tracks of (depth, overflow index).
+    std::set<std::pair<int32_t, int32_t>> keys;
+    for (const Track& t : l.tracks) {
+      std::map<int32_t, int32_t> seen;
+      for (const Row& r : t.rows) keys.insert({r.depth, seen[r.depth]++});
+    }
+    if (keys.empty()) keys.insert({0, 0});
+    std::vector<std::pair<int32_t, int32_t>> vk(keys.begin(), keys.end());
+    l.row_count = static_cast<int32_t>(vk.size());
+    for (const auto& k : vk) l.row_depth.push_back(k.first);
+    for (Track& t : l.tracks) {
+      std::map<int32_t, int32_t> seen;
+      for (const Row& r : t.rows) {
+        const auto key = std::make_pair(r.depth, seen[r.depth]++);
+        t.visual.push_back(static_cast<int32_t>(std::lower_bound(vk.begin(), vk.end(), key) - vk.begin()));
+        l.items += static_cast<int64_t>(r.size());
+      }
+      auto ts = thread_tracks_.find(t.thread_id);
+      const int32_t nd = (l.role != LaneRole::kGpu && ts != thread_tracks_.end()) ? ts->second->next_depth : -1;
+      t.steps_visual = static_cast<int32_t>(
+          std::lower_bound(vk.begin(), vk.end(), std::make_pair(std::max(nd, 0), 0)) - vk.begin());
+      if (t.steps_visual >= l.row_count) t.steps_visual = 0;
+      t.marker_visual = 0;
+      l.items += static_cast<int64_t>(t.steps.size());
+    }
+  }
+  std::sort(lanes.begin(), lanes.end(), [](const Lane& a, const Lane& b) { return a.sort_key_tuple < b.sort_key_tuple; });
+  tl->lanes = std::move(lanes);
+  dirty_ = false;
+  counters_dirty_ = false;
+  return tl;
+}
+
+}  // namespace stallscope::ui

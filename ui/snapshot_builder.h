@@ -1,0 +1,91 @@
+// SnapshotBuilder: turns database rows (as RecordingTail streams them) into the timeline model,
+// incrementally: one track per thread and per GPU stream, rows by span depth, derived steps,
+// headline bins, per-process counters. publish() groups tracks into lanes (main thread, pin
+// memory, one lane per DataLoader worker, GPU streams, other threads) and returns an immutable
+// Timeline that shares the item storage with the builder (see append_log.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ui/recording_tail.h"
+#include "ui/snapshot.h"
+
+namespace stallscope::ui {
+
+class SnapshotBuilder : public RowSink {
+ public:
+  SnapshotBuilder();
+
+  // RowSink.
+  void on_meta(const std::map<std::string, std::string>& meta) override;
+  void on_string(uint32_t id, std::string value) override;
+  void on_processes(const std::vector<ProcessRow>& all) override;
+  void on_threads(const std::vector<ThreadRow>& all) override;
+  void on_counter_tracks(const std::vector<CounterTrackRow>& all) override;
+  bool wants_counter_track(const CounterTrackRow& t) const override;
+  void on_instant(const InstantRow& r) override;
+  void on_span(const SpanRow& r) override;
+  void on_counter(const CounterRow& r) override;
+  void on_gpu(const GpuActivityRow& r) override;
+  void on_flush(int64_t ts_ns) override;
+
+  // True when something arrived since the last publish().
+  bool dirty() const { return dirty_ || counters_dirty_; }
+  std::shared_ptr<const Timeline> publish();
+
+ private:
+  enum class NameClass : uint8_t {
+    kOther, kNext, kFetch, kCollate, kPin, kCuda, kSent, kRecv, kPut, kWorkerStart, kWorkerStop,
+    kWorkerReady, kEpochBegin, kEpochEnd, kConfig
+  };
+  struct TrackState {
+    Track track;
+    std::vector<std::vector<size_t>> depth_rows;  // depth -> indices into rows_
+    std::vector<Row> rows;                        // creation order
+    int64_t process_row = 0;
+    bool is_gpu = false;
+    int64_t device = -1, stream = -1, gpu_process = 0;
+    bool has_next = false, has_pin = false;
+    int32_t worker_hint = -1;                     // W from dl.worker_ready / worker dl.fetch
+    int32_t next_depth = -1;
+    int64_t last_handed_end = -1;                 // for derived steps
+    int64_t items = 0;
+  };
+
+  NameClass name_class(uint32_t id) const { return id < classes_.size() ? classes_[id] : NameClass::kOther; }
+  TrackState& thread_track(int64_t thread_id);
+  TrackState& gpu_track(int64_t process_id, int64_t device, int64_t stream);
+  void append(TrackState& t, Item it, int32_t depth);
+  void add_to_bins(int64_t Bin::*field, int64_t start, int64_t end);
+  Bin& bin(int64_t t);
+  void see(int64_t t);
+
+  bool dirty_ = true;
+  bool counters_dirty_ = false;   // written by on_counter (possibly on the tail's second thread)
+  int64_t counter_end_ns_ = 0;    // likewise
+  std::map<std::string, std::string> meta_;
+  std::shared_ptr<std::vector<std::string>> strings_;  // copied on write once published
+  bool strings_published_ = false;
+  std::vector<NameClass> classes_;
+  std::unordered_map<int64_t, ProcessRow> processes_;  // by row id
+  std::unordered_map<int64_t, ThreadRow> threads_;     // by row id
+  std::unordered_map<int64_t, std::pair<int64_t, int32_t>> workers_;  // pid -> (loader, W)
+  std::map<int64_t, std::vector<int64_t>> worker_pids_;  // order of appearance, for lane details
+  std::unordered_map<int64_t, std::unique_ptr<TrackState>> thread_tracks_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::unique_ptr<TrackState>> gpu_tracks_;
+  std::unordered_map<int64_t, std::pair<int64_t, int>> counter_tracks_;  // track id -> (pid, metric); -1 ignored
+  std::map<int64_t, ProcCounters> counters_;
+  std::vector<CounterSeries*> series_by_track_;  // track id -> series in counters_ (null: not shown)
+  std::vector<Bin> bins_;
+  bool bins_changed_ = true;
+  std::shared_ptr<const std::vector<Bin>> published_bins_;
+  int64_t end_ns_ = 0, first_ns_ = INT64_MAX, last_flush_ns_ = 0;
+  int64_t spans_ = 0, instants_ = 0, counter_samples_ = 0, gpu_ = 0;
+};
+
+}  // namespace stallscope::ui

@@ -1,0 +1,78 @@
+// SnapshotSource: one recording, followed by two background threads, published as immutable
+// snapshots. The render thread calls current() and never touches SQLite.
+//
+//   reader thread:   RecordingTail::poll (new rows since the last poll) -> SnapshotBuilder ->
+//                    publish. Live recordings are polled every poll_ms; a finished one is read
+//                    once. This is what makes new data visible within a quarter of a second.
+//   analysis thread: load_session + analyze on its own read-only connection whenever the data
+//                    changed (at most every analysis_interval_ms) -> publish. Large recordings
+//                    show their timeline first and the analysis when it is ready.
+//
+// Live and replay are one code path: a recording whose meta says complete=1 is simply not polled
+// again. complete=0 with the recorder process gone is a recording that was cut off: what was
+// flushed is shown (and polled slowly, in case it was only paused).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "ui/snapshot.h"
+
+namespace stallscope::ui {
+
+struct SourceOptions {
+  int poll_ms = 50;                 // live polling period
+  int cut_off_poll_ms = 500;        // polling period of a recording whose recorder is gone
+  int analysis_interval_ms = 250;   // the analysis reruns at most this often while live, and never
+                                    // more than a fifth of the time: a pass that took 2 s waits 8 s
+  bool analysis = true;             // run the analysis thread at all
+};
+
+class SnapshotSource {
+ public:
+  explicit SnapshotSource(std::string path, SourceOptions opt = {});
+  ~SnapshotSource();
+  SnapshotSource(const SnapshotSource&) = delete;
+  SnapshotSource& operator=(const SnapshotSource&) = delete;
+
+  // The latest snapshot (never null).
+  std::shared_ptr<const Snapshot> current() const { return current_.load(std::memory_order_acquire); }
+  // Waits until `pred` holds for the current snapshot or `timeout_ms` passed; true if it held.
+  bool wait_until(const std::function<bool(const Snapshot&)>& pred, int timeout_ms);
+  // Settled: first read done (or failed) and, unless disabled, the analysis ran on the latest data.
+  static bool settled(const Snapshot& s);
+  const std::string& path() const { return path_; }
+
+ private:
+  void reader_loop();
+  void analysis_loop();
+  // Builds and stores a new snapshot from the latest parts; callers hold parts_mu_.
+  void publish_locked();
+
+  std::string path_;
+  SourceOptions opt_;
+  std::atomic<std::shared_ptr<const Snapshot>> current_;
+
+  std::mutex parts_mu_;  // guards the parts below and the condition variable
+  std::condition_variable cv_;
+  std::shared_ptr<const Timeline> timeline_;
+  std::shared_ptr<const AnalysisView> analysis_;
+  SourceState state_ = SourceState::kLoading;
+  std::string error_;
+  std::string analysis_error_;
+  double open_seconds_ = 0, analysis_seconds_ = 0;  // analysis_seconds_ < 0: a pass is running
+  double last_analysis_seconds_ = 0;               // the last finished pass
+  uint64_t generation_ = 0;
+  uint64_t data_version_ = 0;      // bumped by the reader when the data changed
+  uint64_t analyzed_version_ = 0;  // the data version the analysis last started on
+  bool stop_ = false;
+
+  std::thread reader_, analyzer_;
+};
+
+}  // namespace stallscope::ui

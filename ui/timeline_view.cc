@@ -1,0 +1,416 @@
+// The timeline: a ruler, then one lane per GPU stream, the training loop's main thread, the
+// pin-memory thread, each DataLoader worker and any other thread that recorded spans. Stall
+// intervals are shaded behind every lane by cause. Wheel zooms around the mouse, drag pans,
+// double-click fits the whole run. Hovering an item shows what it is and, for a batch, its whole
+// life (sent -> fetch -> put -> pin -> recv -> handed) drawn across the lanes; a click pins it.
+//
+// Cost per frame: for each visible row, a lower_bound to the first visible item, then one
+// rectangle per item wider than kMinPx or per run of narrower ones (draw_util.cc).
+#include <algorithm>
+#include <cmath>
+
+#include "ui/draw_util.h"
+#include "ui/format.h"
+#include "ui/views.h"
+
+namespace stallscope::ui {
+namespace {
+
+constexpr float kRulerH = 22.0f;
+constexpr float kRowH = 18.0f;
+constexpr float kLanePad = 5.0f;
+
+struct LaneLayout {
+  float y0 = 0, y1 = 0;  // in content coordinates (before scrolling)
+};
+
+float lane_height(const Lane& l) { return static_cast<float>(l.row_count) * kRowH + kLanePad; }
+
+struct Hit {
+  int lane = -1;
+  const Track* track = nullptr;
+  const Item* item = nullptr;
+  const Marker* marker = nullptr;
+  bool step = false;
+};
+
+// The item under time t (within tol ns) in visual row `vrow` of lane `l`.
+Hit hit_test(const Lane& l, int lane_index, int vrow, double t, double tol) {
+  Hit h;
+  h.lane = lane_index;
+  const int64_t lo = static_cast<int64_t>(t - tol), hi = static_cast<int64_t>(t + tol);
+  for (const Track& tr : l.tracks) {
+    for (size_t r = 0; r < tr.rows.size(); ++r) {
+      if (tr.visual[r] != vrow) continue;
+      const Row& row = tr.rows[r];
+      size_t i = row.first_ending_at_or_after(lo);
+      // Prefer the item that contains t exactly, else the nearest within tolerance.
+      for (size_t k = 0; k < 3 && i < row.size() && row[i].start_ns <= hi; ++k, ++i) {
+        if (!h.item || (row[i].start_ns <= static_cast<int64_t>(t) && row[i].end_ns >= static_cast<int64_t>(t))) {
+          h.item = &row[i];
+          h.track = &tr;
+        }
+      }
+    }
+  }
+  if (h.item) return h;
+  for (const Track& tr : l.tracks) {
+    if (tr.marker_visual == vrow && tr.markers.size() > 0) {
+      const size_t i = tr.markers.lower_bound(lo);
+      if (i < tr.markers.size() && tr.markers[i].ts_ns <= hi) {
+        h.marker = &tr.markers[i];
+        h.track = &tr;
+        return h;
+      }
+    }
+    if (tr.steps_visual == vrow && tr.steps.size() > 0) {
+      const size_t i = tr.steps.first_ending_at_or_after(lo);
+      if (i < tr.steps.size() && tr.steps[i].start_ns <= hi) {
+        h.item = &tr.steps[i];
+        h.track = &tr;
+        h.step = true;
+        return h;
+      }
+    }
+  }
+  return h;
+}
+
+std::string arg_text(int64_t v) { return v == Item::kNoArg || v == Item::kNoArg32 ? "-" : std::to_string(v); }
+
+// The first tooltip line and details of an item.
+std::vector<std::string> describe(const Frame& f, const Lane& l, const Track& tr, const Item& it) {
+  std::vector<std::string> out;
+  const double dur = static_cast<double>(it.end_ns - it.start_ns);
+  std::string name = item_label(*f.tl, it);
+  if (it.style == Style::kStep) name = "step (the loop's own work between two next() calls)";
+  out.push_back(name + "   " + fmt_duration(dur) + ((it.flags & kItemUnended) ? " (never ended)" : ""));
+  out.push_back("at " + fmt_time(static_cast<double>(it.start_ns), 6) + "  on " + l.name + "  (pid " +
+                std::to_string(tr.pid) + (tr.tid ? ", tid " + std::to_string(tr.tid) : std::string()) + ")");
+  switch (it.style) {
+    case Style::kNext:
+      out.push_back("waiting for data: loader " + arg_text(it.a0) + ", epoch " + arg_text(it.a2) +
+                    (it.a1 >= 0 ? ", handed batch " + arg_text(it.a1) : ", StopIteration"));
+      break;
+    case Style::kFetch:
+    case Style::kCollate:
+      if (l.role == LaneRole::kWorker) {
+        out.push_back("batch " + arg_text(it.a0) + ", worker " + arg_text(it.a1) + ", generation " + arg_text(it.a2));
+      } else {
+        out.push_back("loader " + arg_text(it.a0) + ", batch " + arg_text(it.a1) + " (fetched in the main process)");
+      }
+      break;
+    case Style::kPin: out.push_back("loader " + arg_text(it.a0) + ", batch " + arg_text(it.a1)); break;
+    case Style::kKernel:
+    case Style::kCopyPinned:
+    case Style::kCopyPageable:
+    case Style::kMemset:
+    case Style::kGpuSync: {
+      std::string s = std::string(style_name(it.style));
+      if (it.a1 >= 0 && static_cast<size_t>(it.a1) < tr.gpu.size()) {
+        const GpuDetail& g = tr.gpu[static_cast<size_t>(it.a1)];
+        if (g.bytes > 0) s += ", " + fmt_bytes(static_cast<double>(g.bytes));
+        if (g.copy_kind) s += std::string(", ") + copy_kind_name(g.copy_kind);
+        if (g.src_kind || g.dst_kind) s += std::string(" ") + mem_kind_name(g.src_kind) + " -> " + mem_kind_name(g.dst_kind);
+        if (g.bytes > 0 && dur > 0) s += ", " + fmt_double(static_cast<double>(g.bytes) / dur, 2) + " GB/s";
+        s += ", correlation " + std::to_string(g.correlation_id);
+      }
+      out.push_back(s);
+      break;
+    }
+    case Style::kCudaSync:
+    case Style::kNvtx:
+      if (it.a0 != Item::kNoArg || it.a1 != Item::kNoArg32) {
+        out.push_back("args " + arg_text(it.a0) + ", " + arg_text(it.a1) + ", " + arg_text(it.a2));
+      }
+      break;
+    default: break;
+  }
+  return out;
+}
+
+std::string marker_text(const Timeline& tl, const Marker& m) {
+  std::string s = tl.str(m.name_id);
+  if (s.empty()) s = "instant";
+  s += "  at " + fmt_time(static_cast<double>(m.ts_ns), 6) + "  (" + arg_text(m.a0) + ", " + arg_text(m.a1) + ", " +
+       arg_text(m.a2) + ")";
+  return s;
+}
+
+// Lines across lanes that follow one batch: sent (main) -> fetch (worker) -> put -> pin -> recv
+// and handed (main).
+void draw_batch_path(const Frame& f, const analysis::BatchInfo& b, const std::vector<LaneLayout>& lay, float scroll_top,
+                     const TimeAxis& ax, ImDrawList* dl) {
+  int main_lane = -1, worker_lane = -1, pin_lane = -1;
+  for (size_t i = 0; i < f.tl->lanes.size(); ++i) {
+    const Lane& l = f.tl->lanes[i];
+    if (l.role == LaneRole::kMain && (main_lane < 0 || l.pid == f.an->model.train_pid)) main_lane = static_cast<int>(i);
+    if (l.role == LaneRole::kPin && pin_lane < 0) pin_lane = static_cast<int>(i);
+    if (l.role == LaneRole::kWorker && std::find(l.pids.begin(), l.pids.end(), b.worker_pid) != l.pids.end()) {
+      worker_lane = static_cast<int>(i);
+    }
+  }
+  auto ymid = [&](int lane) { return scroll_top + (lay[static_cast<size_t>(lane)].y0 + kRowH * 0.5f); };
+  std::vector<ImVec2> pts;
+  const ImU32 col = IM_COL32(255, 235, 120, 255);
+  auto point = [&](std::optional<int64_t> t, int lane) {
+    if (!t || lane < 0) return;
+    pts.push_back(ImVec2(ax.x(static_cast<double>(*t)), ymid(lane)));
+  };
+  point(b.sent_ns, main_lane);
+  point(b.fetch_start_ns, worker_lane >= 0 ? worker_lane : main_lane);
+  point(b.fetch_end_ns, worker_lane >= 0 ? worker_lane : main_lane);
+  point(b.put_ns, worker_lane);
+  point(b.recv_ns, main_lane);
+  point(b.handed_ns, main_lane);
+  if (b.fetch_start_ns && b.fetch_end_ns) {
+    const int lane = worker_lane >= 0 ? worker_lane : main_lane;
+    if (lane >= 0) {
+      const float y = scroll_top + lay[static_cast<size_t>(lane)].y0;
+      dl->AddRect(ImVec2(ax.x(static_cast<double>(*b.fetch_start_ns)) - 1, y - 1),
+                  ImVec2(ax.x(static_cast<double>(*b.fetch_end_ns)) + 1, y + kRowH + 1), col, 0, 0, 2.0f);
+    }
+  }
+  for (size_t i = 1; i < pts.size(); ++i) dl->AddLine(pts[i - 1], pts[i], col, 1.5f);
+  for (const ImVec2& p : pts) dl->AddCircleFilled(p, 3.5f, col);
+}
+
+}  // namespace
+
+void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size) {
+  ImGui::SetCursorScreenPos(pos);
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, kBackground);
+  ImGui::BeginChild("timeline", size, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  if (f.dump) f.dump->panels.push_back({"timeline", {pos.x, pos.y, pos.x + size.x, pos.y + size.y}});
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 wp = ImGui::GetWindowPos();
+  const ImVec2 ws = ImGui::GetWindowSize();
+  const float sb = ImGui::GetStyle().ScrollbarSize;
+
+  TimeAxis ax;
+  ax.t0 = f.st->t0;
+  ax.t1 = f.st->t1;
+  ax.x0 = wp.x + kLabelWidth;
+  ax.x1 = wp.x + ws.x - sb - 2;
+
+  if (!f.tl) {
+    dl->AddText(ImVec2(wp.x + 12, wp.y + 30), kTextDim, "reading the recording...");
+    ImGui::EndChild();
+    ImGui::PopStyleColor();
+    return;
+  }
+
+  // Ruler (not scrolled).
+  draw_ruler(dl, ax, wp.y + 1, wp.y + kRulerH, wp.y + kRulerH);
+  dl->AddText(ImVec2(wp.x + 8, wp.y + 3), kTextDim, "timeline");
+  handle_time_navigation(f, ax, ImVec2(ax.x0, wp.y), ImVec2(ax.x1, wp.y + kRulerH));
+
+  // Lanes (scrolled vertically; the wheel zooms, so scrolling is by the scrollbar or dragging).
+  const std::vector<Lane>& lanes = f.tl->lanes;
+  std::vector<LaneLayout> lay(lanes.size());
+  float y = 0;
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    lay[i].y0 = y + 2;
+    y += lane_height(lanes[i]);
+    lay[i].y1 = y;
+  }
+  const float content_h = y + 4;
+  ImGui::SetCursorScreenPos(ImVec2(wp.x, wp.y + kRulerH));
+  ImGui::BeginChild("lanes", ImVec2(ws.x, ws.y - kRulerH), false, ImGuiWindowFlags_NoScrollWithMouse);
+  if (f.st->scroll_to_pid) {
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      if (std::find(lanes[i].pids.begin(), lanes[i].pids.end(), f.st->scroll_to_pid) != lanes[i].pids.end()) {
+        ImGui::SetScrollY(std::max(0.0f, lay[i].y0 - 30));
+        break;
+      }
+    }
+    f.st->scroll_to_pid = 0;
+  }
+  ImGui::Dummy(ImVec2(ws.x - sb, content_h));
+  const ImVec2 cp = ImGui::GetWindowPos();
+  const ImVec2 cs = ImGui::GetWindowSize();
+  const float scroll = ImGui::GetScrollY();
+  const float top = cp.y - scroll;  // screen y of content y = 0
+  ImDrawList* ldl = ImGui::GetWindowDrawList();
+  const float vis0 = cp.y, vis1 = cp.y + cs.y;
+
+  // Lane backgrounds and label column.
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    const float y0 = top + lay[i].y0 - 2, y1 = top + lay[i].y1;
+    if (y1 < vis0 || y0 > vis1) continue;
+    if (i % 2 == 1) ldl->AddRectFilled(ImVec2(cp.x, y0), ImVec2(cp.x + cs.x, y1), IM_COL32(255, 255, 255, 6));
+    ldl->AddLine(ImVec2(cp.x, y1), ImVec2(cp.x + cs.x, y1), kGrid);
+  }
+
+  // Stall shading behind the items, full height.
+  if (f.an && f.an->stalls.size() > 0) {
+    RowDraw d;
+    d.dl = ldl;
+    d.axis = &ax;
+    d.y0 = std::max(vis0, top);
+    d.y1 = std::min(vis1, top + content_h);
+    d.labels = false;
+    d.alpha = 0.16f;
+    const int64_t n = draw_row(f.an->stalls, d);
+    if (f.dump) f.dump->stall_rects += static_cast<int>(n);
+  }
+
+  const double dim_after = f.replay && f.now_ns < f.data_t1 ? f.now_ns : -1;
+  const bool highlight = f.st->highlight_pid != 0 && f.st->wall_s < f.st->highlight_until;
+  ldl->PushClipRect(ImVec2(ax.x0, vis0), ImVec2(ax.x1, vis1), true);
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    const Lane& l = lanes[i];
+    const float ly0 = top + lay[i].y0;
+    DumpLane* dstat = nullptr;
+    if (f.dump) {
+      DumpLane dlane;
+      dlane.name = l.name;
+      dlane.role = role_name(l.role);
+      dlane.rect = {cp.x, ly0, ax.x1, top + lay[i].y1};
+      dlane.rows = l.row_count;
+      dlane.pid = l.pid;
+      dlane.worker = l.worker;
+      f.dump->lanes.push_back(dlane);
+      dstat = &f.dump->lanes.back();
+    }
+    if (top + lay[i].y1 < vis0 || ly0 > vis1) continue;  // scrolled out: nothing submitted
+    RowDraw d;
+    d.dl = ldl;
+    d.axis = &ax;
+    d.tl = f.tl;
+    d.dim_after_ns = dim_after;
+    d.dump = f.dump;
+    d.dump_lane = static_cast<int>(i);
+    d.dump_stats = dstat;
+    for (const Track& tr : l.tracks) {
+      if (tr.steps.size() > 0) {
+        d.y0 = ly0 + static_cast<float>(tr.steps_visual) * kRowH + 1;
+        d.y1 = d.y0 + kRowH - 2;
+        d.dump_row = tr.steps_visual;
+        draw_row(tr.steps, d);
+      }
+      for (size_t r = 0; r < tr.rows.size(); ++r) {
+        d.y0 = ly0 + static_cast<float>(tr.visual[r]) * kRowH + 1;
+        d.y1 = d.y0 + kRowH - 2;
+        d.dump_row = tr.visual[r];
+        draw_row(tr.rows[r], d);
+      }
+      if (tr.markers.size() > 0) {
+        d.y0 = ly0 + static_cast<float>(tr.marker_visual) * kRowH;
+        d.y1 = d.y0 + kRowH;
+        draw_markers(tr.markers, d);
+      }
+    }
+    if (highlight && std::find(l.pids.begin(), l.pids.end(), f.st->highlight_pid) != l.pids.end()) {
+      ldl->AddRect(ImVec2(ax.x0 + 1, ly0 - 2), ImVec2(ax.x1 - 1, top + lay[i].y1 - 1), kAccent, 0, 0, 2.0f);
+    }
+  }
+  // Playhead (replay) or the newest data (live).
+  if (f.now_ns >= ax.t0 && f.now_ns <= ax.t1) {
+    const float x = ax.x(f.now_ns);
+    ldl->AddLine(ImVec2(x, vis0), ImVec2(x, vis1), f.replay ? IM_COL32(255, 255, 255, 200) : kGood, 1.5f);
+  }
+  ldl->PopClipRect();
+
+  // Label column, drawn over anything that spilled left.
+  ldl->AddRectFilled(ImVec2(cp.x, vis0), ImVec2(ax.x0 - 1, vis1), kPanelBg);
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    const Lane& l = lanes[i];
+    const float y0 = top + lay[i].y0, y1 = top + lay[i].y1;
+    if (y1 < vis0 || y0 > vis1) continue;
+    ldl->AddRectFilled(ImVec2(cp.x + 2, y0), ImVec2(cp.x + 6, y1 - 3), role_color(l.role));
+    const ImVec4 clip(cp.x, y0, ax.x0 - 4, y1);
+    ldl->AddText(nullptr, 0.0f, ImVec2(cp.x + 12, y0 + 1), kText, l.name.c_str(), nullptr, 0.0f, &clip);
+    // A second line where the lane has room: a worker's (latest) pid, or how much the lane holds.
+    if (y1 - y0 > kRowH * 1.5f) {
+      std::string sub = std::to_string(l.items) + " items";
+      if (l.role == LaneRole::kWorker && !l.pids.empty()) {
+        sub = "pid " + std::to_string(l.pids.back()) + (l.pids.size() > 1 ? " +" + std::to_string(l.pids.size() - 1) : "");
+      }
+      ldl->AddText(nullptr, 0.0f, ImVec2(cp.x + 12, y0 + kRowH), kTextDim, sub.c_str(), nullptr, 0.0f, &clip);
+    }
+    if (ImGui::IsMouseHoveringRect(ImVec2(cp.x, std::max(y0, vis0)), ImVec2(ax.x0, std::min(y1, vis1))) &&
+        ImGui::IsWindowHovered()) {
+      ImGui::BeginTooltip();
+      ImGui::TextUnformatted(l.name.c_str());
+      ImGui::TextDisabled("%s", l.detail.c_str());
+      ImGui::TextDisabled("%lld items", static_cast<long long>(l.items));
+      ImGui::EndTooltip();
+    }
+  }
+  ldl->AddLine(ImVec2(ax.x0 - 1, vis0), ImVec2(ax.x0 - 1, vis1), kGrid);
+
+  // Hover and click.
+  handle_time_navigation(f, ax, ImVec2(ax.x0, vis0), ImVec2(ax.x1, vis1));
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  f.st->hovered.reset();
+  const analysis::BatchInfo* shown = nullptr;
+  if (ImGui::IsWindowHovered() && mouse.x >= ax.x0 && mouse.x <= ax.x1 && mouse.y >= vis0 && mouse.y <= vis1) {
+    const float cy = mouse.y - top;
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      if (cy < lay[i].y0 || cy >= lay[i].y1) continue;
+      const int vrow = std::clamp(static_cast<int>((cy - lay[i].y0) / kRowH), 0, lanes[i].row_count - 1);
+      const double t = ax.t(mouse.x);
+      const Hit h = hit_test(lanes[i], static_cast<int>(i), vrow, t, 3 * ax.ns_per_px());
+      if (!h.item && !h.marker) break;
+      std::vector<std::string> lines;
+      const analysis::BatchInfo* b = nullptr;
+      if (h.item) {
+        lines = describe(f, lanes[i], *h.track, *h.item);
+        if (f.an && !h.step) b = f.an->batch_of(lanes[i], *h.track, *h.item);
+      } else {
+        lines.push_back(marker_text(*f.tl, *h.marker));
+        if (f.an) b = f.an->batch_of(lanes[i], *h.track, *h.marker);
+      }
+      DumpHover dh;
+      dh.lane = lanes[i].name;
+      dh.item = lines.front();
+      ImGui::BeginTooltip();
+      for (size_t k = 0; k < lines.size(); ++k) {
+        if (k == 0) {
+          ImGui::TextUnformatted(lines[k].c_str());
+        } else {
+          ImGui::TextDisabled("%s", lines[k].c_str());
+        }
+      }
+      if (b) {
+        shown = b;
+        f.st->hovered = BatchKey{b->loader, b->epoch, b->batch};
+        dh.batch = true;
+        dh.loader = b->loader;
+        dh.epoch = b->epoch;
+        dh.index = b->batch;
+        dh.worker = b->worker;
+        dh.worker_pid = b->worker_pid;
+        dh.life = batch_life(f, *b);
+        ImGui::Separator();
+        ImGui::TextColored(ImColor(kAccent), "%s", batch_title(*b).c_str());
+        if (f.fonts && f.fonts->mono) ImGui::PushFont(f.fonts->mono);
+        for (const std::string& s : dh.life) ImGui::TextUnformatted(s.c_str());
+        if (f.fonts && f.fonts->mono) ImGui::PopFont();
+        ImGui::TextDisabled("click to pin this batch");
+      } else if (!f.an && (h.item && (h.item->style == Style::kNext || h.item->style == Style::kFetch))) {
+        ImGui::TextDisabled("batch life: analysis still running");
+      }
+      ImGui::EndTooltip();
+      if (f.dump) f.dump->hover = dh;
+      if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && ImGui::GetMouseDragDelta(ImGuiMouseButton_Left).x == 0 && b) {
+        f.st->pinned = BatchKey{b->loader, b->epoch, b->batch};
+      }
+      break;
+    }
+  }
+  // The pinned batch (or the hovered one) drawn across lanes.
+  if (!shown && f.st->pinned) shown = find_batch(f, *f.st->pinned);
+  if (shown && f.an) {
+    ldl->PushClipRect(ImVec2(ax.x0, vis0), ImVec2(ax.x1, vis1), true);
+    draw_batch_path(f, *shown, lay, top, ax, ldl);
+    ldl->PopClipRect();
+  }
+
+  ImGui::EndChild();
+  ImGui::EndChild();
+  ImGui::PopStyleColor();
+}
+
+}  // namespace stallscope::ui

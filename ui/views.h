@@ -1,0 +1,101 @@
+// The dashboard's views: one function per view, one view per file (header_view.cc,
+// headline_view.cc, timeline_view.cc, queue_view.cc, workers_view.cc, recommendations_view.cc,
+// batch_view.cc, session_list_view.cc, message_view.cc). Each draws one panel in immediate mode
+// from the current snapshot; the only state they edit is ViewState, which the caller owns.
+#pragma once
+
+#include <imgui.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inject/session_registry.h"
+#include "ui/analysis_view.h"
+#include "ui/layout_dump.h"
+#include "ui/snapshot.h"
+
+namespace stallscope::ui {
+
+// Fonts from assets/ (null: ImGui's built-in font at that size).
+struct UiFonts {
+  ImFont* regular = nullptr;  // ~15 px
+  ImFont* mono = nullptr;     // ~13 px
+  ImFont* big = nullptr;      // ~26 px, headline figures
+  bool unicode = false;       // the fonts have the symbols (triangles, micro sign)
+};
+
+// Visible time range and pixels: a small POD passed to everything that draws against time.
+struct TimeAxis {
+  double t0 = 0, t1 = 1;  // ns since the session start
+  float x0 = 0, x1 = 1;   // pixels
+  double ns_per_px() const { return (t1 - t0) / static_cast<double>(x1 - x0 > 1 ? x1 - x0 : 1); }
+  float x(double t) const { return x0 + static_cast<float>((t - t0) / ns_per_px()); }
+  double t(float px) const { return t0 + static_cast<double>(px - x0) * ns_per_px(); }
+};
+
+struct BatchKey {
+  int64_t loader = 0, epoch = 0, batch = -1;
+  bool operator==(const BatchKey&) const = default;
+};
+
+// Everything the user changes, owned by the caller (the app or a test) across frames.
+struct ViewState {
+  // The time range shown by the timeline, queue and worker views (shared x axis).
+  double t0 = 0, t1 = 0;
+  bool range_set = false;
+  bool follow = true;             // live: keep the newest data in view; replay: keep the playhead
+  double live_span_ns = 10e9;     // width of the followed window while live
+  // Replay.
+  double playhead = -1;           // ns; -1: at the end
+  bool playing = false;
+  float speed = 1.0f;
+  // Selection and highlights.
+  int heat_metric = 1;            // 0 cpu, 1 run queue (contention), 2 rss, 3 fetch time
+  int64_t highlight_pid = 0;      // lane pointed at by a recommendation
+  int64_t scroll_to_pid = 0;      // the timeline scrolls this lane into view once
+  double highlight_until = 0;     // wall seconds
+  std::optional<BatchKey> pinned; // clicked batch
+  std::optional<BatchKey> hovered;  // this frame's hovered batch (set by the timeline)
+  int selected_recommendation = -1;
+  std::string evidence_note;      // what the last clicked recommendation points at
+  // Session picker: a path chosen this frame (the app opens it).
+  std::string open_request;
+  // Frame time.
+  double wall_s = 0;
+  float dt = 1.0f / 60;
+};
+
+// Per-frame context handed to every view.
+struct Frame {
+  const Snapshot* snap = nullptr;
+  const Timeline* tl = nullptr;        // null until the first read
+  const AnalysisView* an = nullptr;    // null until the analysis ran
+  ViewState* st = nullptr;
+  LayoutDump* dump = nullptr;          // null unless a layout dump was asked for
+  const UiFonts* fonts = nullptr;
+  double now_ns = 0;                   // live: the newest data; replay: the playhead
+  double data_t0 = 0, data_t1 = 1;     // the whole recording
+  bool replay = false;
+};
+
+// Width of the label column of the time-based views, so their time axes line up.
+inline constexpr float kLabelWidth = 150.0f;
+
+void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size);
+void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size);
+void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size);
+void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size);
+void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size);
+void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size);
+void draw_batch(Frame& f, const ImVec2& pos, const ImVec2& size);
+// The session picker (`stallscope ui` with no file); sets st->open_request on a click.
+void draw_session_list(ViewState& st, const std::vector<SessionEntry>& live, const std::vector<SessionEntry>& recent,
+                       const std::string& notice, LayoutDump* dump, const UiFonts& fonts, const ImVec2& pos,
+                       const ImVec2& size);
+// A full-window message (a file that could not be opened, or loading).
+void draw_message(const std::string& title, const std::string& message, LayoutDump* dump, const UiFonts& fonts,
+                  const ImVec2& pos, const ImVec2& size);
+
+}  // namespace stallscope::ui
