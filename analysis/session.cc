@@ -3,13 +3,10 @@
 
 #include <algorithm>
 
+#include "storage/row_decode.h"
+
 namespace stallscope::analysis {
 namespace {
-
-std::optional<int64_t> opt(const Stmt& s, int c) {
-  if (s.is_null(c)) return std::nullopt;
-  return s.int64(c);
-}
 
 bool wanted(const std::string& name, const std::vector<std::string>& prefixes) {
   if (prefixes.empty()) return true;
@@ -30,25 +27,7 @@ std::string id_list(const std::vector<T>& ids) {
   return out;
 }
 
-// A read transaction over the whole load: every query sees the same snapshot of a live recording.
-class ReadTransaction {
- public:
-  explicit ReadTransaction(Db& db) : db_(db), open_(db.exec("BEGIN").ok()) {}
-  ~ReadTransaction() {
-    if (open_) db_.exec("COMMIT");
-  }
-
- private:
-  Db& db_;
-  bool open_;
-};
-
-Status query_error(Db& db, const Status& s) {
-  std::string m = s.message();
-  std::replace(m.begin(), m.end(), '\n', ' ');
-  if (m.rfind(db.path(), 0) == 0) return Status::Error(m);
-  return Status::Error(db.path() + ": " + m);
-}
+Status query_error(Db& db, const Status& s) { return in_file(db.path(), s); }
 
 }  // namespace
 
@@ -127,38 +106,16 @@ Result<Session> load_session(Reader& reader, const LoadOptions& options) {
   const std::string name_filter =
       options.name_prefixes.empty() ? "" : " WHERE name_id IN (" + id_list(name_ids) + ")";
   if (options.name_prefixes.empty() || !name_ids.empty()) {
-    auto st = db.prepare("SELECT id, thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1, arg2 FROM spans" + name_filter);
+    auto st = db.prepare(std::string("SELECT ") + kSpanColumns + " FROM spans" + name_filter);
     if (!st.ok()) return query_error(db, st.status());
     Stmt& q = **st;
-    while (q.step()) {
-      SpanRow r;
-      r.id = q.int64(0);
-      r.thread_id = q.int64(1);
-      r.start_ns = q.int64(2);
-      r.dur_ns = opt(q, 3);
-      r.name_id = static_cast<uint32_t>(q.int64(4));
-      r.depth = static_cast<int32_t>(q.int64(5));
-      r.arg0 = opt(q, 6);
-      r.arg1 = opt(q, 7);
-      r.arg2 = opt(q, 8);
-      s.spans.push_back(r);
-    }
+    while (q.step()) s.spans.push_back(decode_span(q));
     if (!q.status().ok()) return query_error(db, q.status());
 
-    auto it = db.prepare("SELECT id, thread_id, ts_ns, name_id, arg0, arg1, arg2 FROM instants" + name_filter);
+    auto it = db.prepare(std::string("SELECT ") + kInstantColumns + " FROM instants" + name_filter);
     if (!it.ok()) return query_error(db, it.status());
     Stmt& qi = **it;
-    while (qi.step()) {
-      InstantRow r;
-      r.id = qi.int64(0);
-      r.thread_id = qi.int64(1);
-      r.ts_ns = qi.int64(2);
-      r.name_id = static_cast<uint32_t>(qi.int64(3));
-      r.arg0 = opt(qi, 4);
-      r.arg1 = opt(qi, 5);
-      r.arg2 = opt(qi, 6);
-      s.instants.push_back(r);
-    }
+    while (qi.step()) s.instants.push_back(decode_instant(qi));
     if (!qi.status().ok()) return query_error(db, qi.status());
   }
   std::sort(s.spans.begin(), s.spans.end(), [](const SpanRow& a, const SpanRow& b) {

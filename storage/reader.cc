@@ -3,15 +3,11 @@
 
 #include <sys/stat.h>
 
+#include "storage/row_decode.h"
 #include "storage/schema.h"
 
 namespace stallscope {
 namespace {
-
-std::optional<int64_t> opt(const Stmt& s, int c) {
-  if (s.is_null(c)) return std::nullopt;
-  return s.int64(c);
-}
 
 template <typename T, typename F>
 Result<std::vector<T>> collect(Db& db, const std::string& sql, F row) {
@@ -72,12 +68,12 @@ Result<std::vector<ProcessRow>> Reader::processes() {
         ProcessRow r;
         r.id = s.int64(0);
         r.pid = s.int64(1);
-        r.ppid = opt(s, 2);
+        r.ppid = column_opt(s, 2);
         r.cmdline = s.text(3);
-        r.start_ns = opt(s, 4);
-        r.end_ns = opt(s, 5);
-        r.exit_code = opt(s, 6);
-        r.exit_signal = opt(s, 7);
+        r.start_ns = column_opt(s, 4);
+        r.end_ns = column_opt(s, 5);
+        r.exit_code = column_opt(s, 6);
+        r.exit_signal = column_opt(s, 7);
         return r;
       });
 }
@@ -89,25 +85,12 @@ Result<std::vector<ThreadRow>> Reader::threads() {
 }
 
 Result<std::vector<SpanRow>> Reader::span_query(const std::string& where, int64_t a, int64_t b) {
-  auto st = db_->prepare("SELECT id, thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1, arg2 FROM spans " + where +
-                         " ORDER BY start_ns, depth");
+  auto st = db_->prepare(std::string("SELECT ") + kSpanColumns + " FROM spans " + where + " ORDER BY start_ns, depth");
   if (!st.ok()) return Status::Error(db_->path() + ": " + st.status().message());
   Stmt& s = **st;
   if (where.find('?') != std::string::npos) s.bind(1, a).bind(2, b);
   std::vector<SpanRow> out;
-  while (s.step()) {
-    SpanRow r;
-    r.id = s.int64(0);
-    r.thread_id = s.int64(1);
-    r.start_ns = s.int64(2);
-    r.dur_ns = opt(s, 3);
-    r.name_id = static_cast<uint32_t>(s.int64(4));
-    r.depth = static_cast<int32_t>(s.int64(5));
-    r.arg0 = opt(s, 6);
-    r.arg1 = opt(s, 7);
-    r.arg2 = opt(s, 8);
-    out.push_back(r);
-  }
+  while (s.step()) out.push_back(decode_span(s));
   if (!s.status().ok()) return Status::Error(db_->path() + ": " + s.status().message());
   return out;
 }
@@ -129,18 +112,8 @@ Result<std::vector<SpanRow>> Reader::spans(int64_t t0, int64_t t1) {
 Result<std::vector<SpanRow>> Reader::all_spans() { return span_query("", 0, 0); }
 
 Result<std::vector<InstantRow>> Reader::instants() {
-  return collect<InstantRow>(*db_, "SELECT id, thread_id, ts_ns, name_id, arg0, arg1, arg2 FROM instants ORDER BY ts_ns",
-                             [](const Stmt& s) {
-                               InstantRow r;
-                               r.id = s.int64(0);
-                               r.thread_id = s.int64(1);
-                               r.ts_ns = s.int64(2);
-                               r.name_id = static_cast<uint32_t>(s.int64(3));
-                               r.arg0 = opt(s, 4);
-                               r.arg1 = opt(s, 5);
-                               r.arg2 = opt(s, 6);
-                               return r;
-                             });
+  return collect<InstantRow>(*db_, std::string("SELECT ") + kInstantColumns + " FROM instants ORDER BY ts_ns",
+                             decode_instant);
 }
 
 Result<std::vector<CounterTrackRow>> Reader::counter_tracks() {
@@ -163,37 +136,17 @@ Result<std::vector<FlushRow>> Reader::flushes() {
                              r.ts_ns = s.int64(0);
                              r.events = s.int64(1);
                              r.dropped_total = s.int64(2);
-                             r.first_span_id = opt(s, 3);
-                             r.last_span_id = opt(s, 4);
-                             r.min_start_ns = opt(s, 5);
-                             r.max_end_ns = opt(s, 6);
+                             r.first_span_id = column_opt(s, 3);
+                             r.last_span_id = column_opt(s, 4);
+                             r.min_start_ns = column_opt(s, 5);
+                             r.max_end_ns = column_opt(s, 6);
                              return r;
                            });
 }
 
 Result<std::vector<GpuActivityRow>> Reader::gpu_activities() {
   return collect<GpuActivityRow>(
-      *db_,
-      "SELECT id, process_id, device, stream, context, kind, start_ns, dur_ns, name_id, bytes, copy_kind, src_kind, "
-      "dst_kind, correlation_id FROM gpu_activities ORDER BY start_ns",
-      [](const Stmt& s) {
-        GpuActivityRow r;
-        r.id = s.int64(0);
-        r.process_id = s.int64(1);
-        r.device = s.int64(2);
-        r.stream = s.int64(3);
-        r.context = s.int64(4);
-        r.kind = s.text(5);
-        r.start_ns = s.int64(6);
-        r.dur_ns = s.int64(7);
-        r.name_id = static_cast<uint32_t>(s.int64(8));
-        r.bytes = s.is_null(9) ? 0 : s.int64(9);
-        r.copy_kind = s.text(10);
-        r.src_kind = s.text(11);
-        r.dst_kind = s.text(12);
-        r.correlation_id = s.int64(13);
-        return r;
-      });
+      *db_, std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities ORDER BY start_ns", decode_gpu_activity);
 }
 
 Result<int64_t> Reader::count(const std::string& table) {

@@ -40,6 +40,25 @@ class Db {
   std::string path_;
 };
 
+// One read transaction around a group of queries: on a recording still being written, every
+// query sees the same committed flushes.
+class ReadTransaction {
+ public:
+  explicit ReadTransaction(Db& db) : db_(db), open_(db.exec("BEGIN").ok()) {}
+  ~ReadTransaction() {
+    if (open_) db_.exec("COMMIT");
+  }
+  ReadTransaction(const ReadTransaction&) = delete;
+  ReadTransaction& operator=(const ReadTransaction&) = delete;
+
+ private:
+  Db& db_;
+  bool open_;
+};
+
+// `s` as one line that starts with `path` (SQLite messages may hold newlines and lack the file).
+Status in_file(const std::string& path, const Status& s);
+
 class Stmt {
  public:
   ~Stmt();

@@ -4,35 +4,9 @@
 #include <algorithm>
 #include <thread>
 
+#include "storage/row_decode.h"
+
 namespace stallscope::ui {
-namespace {
-
-std::optional<int64_t> opt(const Stmt& s, int c) {
-  if (s.is_null(c)) return std::nullopt;
-  return s.int64(c);
-}
-
-Status error_in(const std::string& path, const Status& s) {
-  std::string m = s.message();
-  std::replace(m.begin(), m.end(), '\n', ' ');
-  if (m.rfind(path, 0) == 0) return Status::Error(m);
-  return Status::Error(path + ": " + m);
-}
-
-// One read transaction around a poll: every query sees the same committed flushes.
-class ReadTransaction {
- public:
-  explicit ReadTransaction(Db& db) : db_(db), open_(db.exec("BEGIN").ok()) {}
-  ~ReadTransaction() {
-    if (open_) db_.exec("COMMIT");
-  }
-
- private:
-  Db& db_;
-  bool open_;
-};
-
-}  // namespace
 
 Result<std::unique_ptr<RecordingTail>> RecordingTail::open(const std::string& path) {
   auto r = Reader::open(path);
@@ -50,7 +24,7 @@ Result<PollStats> RecordingTail::poll(RowSink& sink) {
     ReadTransaction txn(db);
     s = poll_locked(sink, &st);
   }
-  if (!s.ok()) return error_in(path_, s);
+  if (!s.ok()) return in_file(path_, s);
   return st;
 }
 
@@ -75,8 +49,8 @@ InstantRow unpack(const PackedInstant& p) {
   return r;
 }
 
-constexpr const char* kInstantsSql =
-    "SELECT id, thread_id, ts_ns, name_id, arg0, arg1, arg2 FROM instants WHERE id > ?1 AND id <= ?2 ORDER BY id";
+const std::string kInstantsSql =
+    std::string("SELECT ") + kInstantColumns + " FROM instants WHERE id > ?1 AND id <= ?2 ORDER BY id";
 
 }  // namespace
 
@@ -210,12 +184,12 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st) {
     while (s.step()) {
       r.thread_id = s.int64(0);
       r.start_ns = s.int64(1);
-      r.dur_ns = opt(s, 2);
+      r.dur_ns = column_opt(s, 2);
       r.name_id = static_cast<uint32_t>(s.int64(3));
       r.depth = static_cast<int32_t>(s.int64(4));
-      r.arg0 = opt(s, 5);
-      r.arg1 = opt(s, 6);
-      r.arg2 = opt(s, 7);
+      r.arg0 = column_opt(s, 5);
+      r.arg1 = column_opt(s, 6);
+      r.arg2 = column_opt(s, 7);
       sink.on_span(r);
       ++st->spans;
     }
@@ -234,16 +208,8 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st) {
     if (!q.ok()) return q.status();
     Stmt& s = **q;
     s.bind(1, last_instant_).bind(2, *max_instant);
-    InstantRow r;
     while (s.step()) {
-      r.id = s.int64(0);
-      r.thread_id = s.int64(1);
-      r.ts_ns = s.int64(2);
-      r.name_id = static_cast<uint32_t>(s.int64(3));
-      r.arg0 = opt(s, 4);
-      r.arg1 = opt(s, 5);
-      r.arg2 = opt(s, 6);
-      sink.on_instant(r);
+      sink.on_instant(decode_instant(s));
       ++st->instants;
     }
     if (!s.status().ok()) return s.status();
@@ -263,28 +229,12 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st) {
   last_counter_ = *max_counter;
 
   {
-    auto q = db.prepare(
-        "SELECT id, process_id, device, stream, context, kind, start_ns, dur_ns, name_id, bytes, copy_kind, src_kind, "
-        "dst_kind, correlation_id FROM gpu_activities WHERE id > ?1 ORDER BY id");
+    auto q = db.prepare(std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities WHERE id > ?1 ORDER BY id");
     if (!q.ok()) return q.status();
     Stmt& s = **q;
     s.bind(1, last_gpu_);
-    GpuActivityRow r;
     while (s.step()) {
-      r.id = s.int64(0);
-      r.process_id = s.int64(1);
-      r.device = s.int64(2);
-      r.stream = s.int64(3);
-      r.context = s.int64(4);
-      r.kind = s.text(5);
-      r.start_ns = s.int64(6);
-      r.dur_ns = s.int64(7);
-      r.name_id = static_cast<uint32_t>(s.int64(8));
-      r.bytes = s.is_null(9) ? 0 : s.int64(9);
-      r.copy_kind = s.is_null(10) ? std::string() : s.text(10);
-      r.src_kind = s.is_null(11) ? std::string() : s.text(11);
-      r.dst_kind = s.is_null(12) ? std::string() : s.text(12);
-      r.correlation_id = s.int64(13);
+      const GpuActivityRow r = decode_gpu_activity(s);
       sink.on_gpu(r);
       last_gpu_ = r.id;
       ++st->gpu;

@@ -1,0 +1,51 @@
+// Row decoders; see row_decode.h.
+#include "storage/row_decode.h"
+
+namespace stallscope {
+
+SpanRow decode_span(const Stmt& s) {
+  SpanRow r;
+  r.id = s.int64(0);
+  r.thread_id = s.int64(1);
+  r.start_ns = s.int64(2);
+  r.dur_ns = column_opt(s, 3);
+  r.name_id = static_cast<uint32_t>(s.int64(4));
+  r.depth = static_cast<int32_t>(s.int64(5));
+  r.arg0 = column_opt(s, 6);
+  r.arg1 = column_opt(s, 7);
+  r.arg2 = column_opt(s, 8);
+  return r;
+}
+
+InstantRow decode_instant(const Stmt& s) {
+  InstantRow r;
+  r.id = s.int64(0);
+  r.thread_id = s.int64(1);
+  r.ts_ns = s.int64(2);
+  r.name_id = static_cast<uint32_t>(s.int64(3));
+  r.arg0 = column_opt(s, 4);
+  r.arg1 = column_opt(s, 5);
+  r.arg2 = column_opt(s, 6);
+  return r;
+}
+
+GpuActivityRow decode_gpu_activity(const Stmt& s) {
+  GpuActivityRow r;
+  r.id = s.int64(0);
+  r.process_id = s.int64(1);
+  r.device = s.int64(2);
+  r.stream = s.int64(3);
+  r.context = s.int64(4);
+  r.kind = s.text(5);
+  r.start_ns = s.int64(6);
+  r.dur_ns = s.int64(7);
+  r.name_id = static_cast<uint32_t>(s.int64(8));
+  r.bytes = s.is_null(9) ? 0 : s.int64(9);
+  r.copy_kind = s.text(10);  // "" for NULL
+  r.src_kind = s.text(11);
+  r.dst_kind = s.text(12);
+  r.correlation_id = s.int64(13);
+  return r;
+}
+
+}  // namespace stallscope
