@@ -118,7 +118,9 @@ const LoaderStats* Report::loader() const {
   return nullptr;
 }
 
-Report analyze(const Session& s) {
+Report analyze(const Session& s) { return analyze(s, build_dataloader_model(s)); }
+
+Report analyze(const Session& s, const DataLoaderModel& m) {
   Report r;
   r.source = s.path;
   r.complete = s.complete;
@@ -127,7 +129,6 @@ Report analyze(const Session& s) {
     const long long v = std::strtoll(it->second.c_str(), &end, 10);
     if (end != it->second.c_str() && v > 0) r.cpu_count = v;
   }
-  const DataLoaderModel m = build_dataloader_model(s);
   r.dataloader_seen = m.seen;
   r.train_pid = m.train_pid;
   r.notes = m.notes;

@@ -147,6 +147,9 @@ struct Report {
 };
 
 Report analyze(const Session& s);
+// The same, for a caller that already built the DataLoader model of `s` (the dashboard keeps it
+// for batch look-ups): the model is the larger part of the work.
+Report analyze(const Session& s, const DataLoaderModel& m);
 
 // Renderings.
 std::string render_text(const Report& r);

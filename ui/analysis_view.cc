@@ -184,7 +184,7 @@ EvidenceTarget around(int64_t t0, int64_t t1, double pad_factor, const std::stri
 std::shared_ptr<const AnalysisView> build_analysis_view(const analysis::Session& s) {
   auto v = std::make_shared<AnalysisView>();
   v->model = analysis::build_dataloader_model(s);
-  v->report = analysis::analyze(s);
+  v->report = analysis::analyze(s, v->model);
   v->data_end_ns = s.end_ns;
   const analysis::Report& r = v->report;
 
