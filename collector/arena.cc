@@ -190,6 +190,7 @@ Ring* Arena::claim_ring(int pid, int tid, const char* thread_name) {
     r->h.head.store(0, std::memory_order_relaxed);
     r->h.tail.store(0, std::memory_order_relaxed);
     r->h.tail_cache = 0;
+    r->h.mask = header_->config.ring_capacity - 1;
     r->h.dropped.store(0, std::memory_order_relaxed);
     r->h.state.store(kRingActive, std::memory_order_release);
     return r;

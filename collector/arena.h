@@ -36,6 +36,7 @@ struct alignas(64) RingHeader {
   char name[32];        // thread name at claim time (comm)
   alignas(64) std::atomic<uint64_t> head;  // written by the producer
   uint64_t tail_cache;                     // producer-private copy of tail
+  uint64_t mask;                           // capacity - 1, beside head: one cache line for emit()
   std::atomic<uint64_t> dropped;           // events dropped because the ring was full
   alignas(64) std::atomic<uint64_t> tail;  // written by the consumer
 };

@@ -14,7 +14,6 @@ namespace stallscope {
 
 __thread ThreadState t_state __attribute__((tls_model("initial-exec"))) = {nullptr, 0, 0};
 std::atomic<uint32_t> g_generation{0};
-uint64_t g_ring_mask = 0;
 
 namespace {
 
@@ -120,7 +119,6 @@ uint32_t intern_cached(const char* text) {
 
 bool Collector::join(Arena* arena) {
   pthread_once(&g_once, init_once);
-  g_ring_mask = arena->header()->config.ring_capacity - 1;
   g_arena.store(arena, std::memory_order_release);
   register_this_process();
   g_generation.store(g_next_generation.fetch_add(1), std::memory_order_release);

@@ -22,7 +22,6 @@ struct ThreadState {
 extern __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
 // 0 while not recording; a new value for every session joined in this process.
 extern std::atomic<uint32_t> g_generation;
-extern uint64_t g_ring_mask;
 
 Ring* thread_ring_slow();
 
@@ -33,15 +32,17 @@ inline void emit(EventKind kind, uint32_t name, int64_t a0, int32_t a1, int32_t 
     r = thread_ring_slow();
     if (r == nullptr) return;
   }
+  // The ring's own mask: a ring of an earlier session (other capacity) can never be overrun.
+  const uint64_t mask = r->h.mask;
   const uint64_t h = r->h.head.load(std::memory_order_relaxed);
-  if (__builtin_expect(h - r->h.tail_cache > g_ring_mask, 0)) {
+  if (__builtin_expect(h - r->h.tail_cache > mask, 0)) {
     r->h.tail_cache = r->h.tail.load(std::memory_order_acquire);
-    if (h - r->h.tail_cache > g_ring_mask) {
+    if (h - r->h.tail_cache > mask) {
       r->h.dropped.store(r->h.dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return;
     }
   }
-  Event& e = r->events[h & g_ring_mask];
+  Event& e = r->events[h & mask];
   e.ticks = now_ticks();
   e.a0 = a0;
   e.a1 = a1;
@@ -62,16 +63,17 @@ inline void emit_pair(const Event& first, const Event& second) {
     r = thread_ring_slow();
     if (r == nullptr) return;
   }
+  const uint64_t mask = r->h.mask;
   const uint64_t h = r->h.head.load(std::memory_order_relaxed);
-  if (h + 1 - r->h.tail_cache > g_ring_mask) {
+  if (h + 1 - r->h.tail_cache > mask) {
     r->h.tail_cache = r->h.tail.load(std::memory_order_acquire);
-    if (h + 1 - r->h.tail_cache > g_ring_mask) {
+    if (h + 1 - r->h.tail_cache > mask) {
       r->h.dropped.store(r->h.dropped.load(std::memory_order_relaxed) + 2, std::memory_order_relaxed);
       return;
     }
   }
-  r->events[h & g_ring_mask] = first;
-  r->events[(h + 1) & g_ring_mask] = second;
+  r->events[h & mask] = first;
+  r->events[(h + 1) & mask] = second;
   r->h.head.store(h + 2, std::memory_order_release);
 }
 
