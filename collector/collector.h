@@ -25,24 +25,36 @@ extern std::atomic<uint32_t> g_generation;
 
 Ring* thread_ring_slow();
 
-inline void emit(EventKind kind, uint32_t name, int64_t a0, int32_t a1, int32_t a2, uint8_t flags) {
+// Reserves `n` consecutive slots in the calling thread's ring: returns the ring and its head, or
+// nullptr when not recording, no ring is free, or the ring is full (the drop is counted).
+// Publishing is the caller's: write the slots, then store head + n with release.
+inline Ring* reserve(uint64_t n, uint64_t* head) {
   const uint32_t gen = g_generation.load(std::memory_order_relaxed);
   Ring* r = t_state.ring;
   if (__builtin_expect(r == nullptr || t_state.generation != gen, 0)) {
+    if (gen == 0) return nullptr;  // not recording: no call at all
     r = thread_ring_slow();
-    if (r == nullptr) return;
+    if (r == nullptr) return nullptr;
   }
   // The ring's own mask: a ring of an earlier session (other capacity) can never be overrun.
   const uint64_t mask = r->h.mask;
   const uint64_t h = r->h.head.load(std::memory_order_relaxed);
-  if (__builtin_expect(h - r->h.tail_cache > mask, 0)) {
+  if (__builtin_expect(h + n - 1 - r->h.tail_cache > mask, 0)) {
     r->h.tail_cache = r->h.tail.load(std::memory_order_acquire);
-    if (h - r->h.tail_cache > mask) {
-      r->h.dropped.store(r->h.dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      return;
+    if (h + n - 1 - r->h.tail_cache > mask) {
+      r->h.dropped.store(r->h.dropped.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+      return nullptr;
     }
   }
-  Event& e = r->events[h & mask];
+  *head = h;
+  return r;
+}
+
+inline void emit(EventKind kind, uint32_t name, int64_t a0, int32_t a1, int32_t a2, uint8_t flags) {
+  uint64_t h;
+  Ring* r = reserve(1, &h);
+  if (r == nullptr) return;
+  Event& e = r->events[h & r->h.mask];
   e.ticks = now_ticks();
   e.a0 = a0;
   e.a1 = a1;
@@ -57,23 +69,11 @@ inline void emit(EventKind kind, uint32_t name, int64_t a0, int32_t a1, int32_t 
 // Writes two events that belong together (a GPU activity's two slots) and publishes them with
 // one store, so the drainer never sees one without the other. Timestamps are the caller's.
 inline void emit_pair(const Event& first, const Event& second) {
-  const uint32_t gen = g_generation.load(std::memory_order_relaxed);
-  Ring* r = t_state.ring;
-  if (__builtin_expect(r == nullptr || t_state.generation != gen, 0)) {
-    r = thread_ring_slow();
-    if (r == nullptr) return;
-  }
-  const uint64_t mask = r->h.mask;
-  const uint64_t h = r->h.head.load(std::memory_order_relaxed);
-  if (h + 1 - r->h.tail_cache > mask) {
-    r->h.tail_cache = r->h.tail.load(std::memory_order_acquire);
-    if (h + 1 - r->h.tail_cache > mask) {
-      r->h.dropped.store(r->h.dropped.load(std::memory_order_relaxed) + 2, std::memory_order_relaxed);
-      return;
-    }
-  }
-  r->events[h & mask] = first;
-  r->events[(h + 1) & mask] = second;
+  uint64_t h;
+  Ring* r = reserve(2, &h);
+  if (r == nullptr) return;
+  r->events[h & r->h.mask] = first;
+  r->events[(h + 1) & r->h.mask] = second;
   r->h.head.store(h + 2, std::memory_order_release);
 }
 
