@@ -30,30 +30,35 @@
 
 namespace stallscope {
 
+namespace {
+
+// The fields every GPU-work record has under the same names.
+template <typename Record>
+void common_fields(const Record* r, GpuActivity* out) {
+  out->device = r->deviceId;
+  out->context = r->contextId;
+  out->stream = r->streamId;
+  out->correlation = r->correlationId;
+  out->start_ns = r->start;
+  out->end_ns = r->end;
+}
+
+}  // namespace
+
 bool cupti_decode(const CUpti_Activity* record, GpuActivity* out) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       out->kind = GpuActivityKind::kKernel;
-      out->device = k->deviceId;
-      out->context = k->contextId;
-      out->stream = k->streamId;
-      out->correlation = k->correlationId;
-      out->start_ns = k->start;
-      out->end_ns = k->end;
+      common_fields(k, out);
       out->name = k->name;
       return true;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
       out->kind = GpuActivityKind::kMemcpy;
-      out->device = m->deviceId;
-      out->context = m->contextId;
-      out->stream = m->streamId;
-      out->correlation = m->correlationId;
-      out->start_ns = m->start;
-      out->end_ns = m->end;
+      common_fields(m, out);
       out->bytes = m->bytes;
       out->copy_kind = m->copyKind;
       out->src_kind = m->srcKind;
@@ -63,17 +68,13 @@ bool cupti_decode(const CUpti_Activity* record, GpuActivity* out) {
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
       out->kind = GpuActivityKind::kMemset;
-      out->device = m->deviceId;
-      out->context = m->contextId;
-      out->stream = m->streamId;
-      out->correlation = m->correlationId;
-      out->start_ns = m->start;
-      out->end_ns = m->end;
+      common_fields(m, out);
       out->bytes = m->bytes;
       out->dst_kind = static_cast<uint8_t>(m->memoryKind);
       return true;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      // No device id on a synchronisation record: it happens on the host.
       const auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
       out->kind = GpuActivityKind::kSync;
       out->context = s->contextId;

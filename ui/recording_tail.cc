@@ -172,25 +172,15 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st) {
     }
   } joiner{side};
 
-  {  // Bounded like the others; the id itself is not needed per row.
+  {  // Bounded like the others.
     auto max_span = db.query_int("SELECT coalesce(max(id), 0) FROM spans");
     if (!max_span.ok()) return max_span.status();
-    auto q = db.prepare(
-        "SELECT thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1, arg2 FROM spans WHERE id > ?1 AND id <= ?2");
+    auto q = db.prepare(std::string("SELECT ") + kSpanColumns + " FROM spans WHERE id > ?1 AND id <= ?2");
     if (!q.ok()) return q.status();
     Stmt& s = **q;
     s.bind(1, last_span_).bind(2, *max_span);
-    SpanRow r;
     while (s.step()) {
-      r.thread_id = s.int64(0);
-      r.start_ns = s.int64(1);
-      r.dur_ns = column_opt(s, 2);
-      r.name_id = static_cast<uint32_t>(s.int64(3));
-      r.depth = static_cast<int32_t>(s.int64(4));
-      r.arg0 = column_opt(s, 5);
-      r.arg1 = column_opt(s, 6);
-      r.arg2 = column_opt(s, 7);
-      sink.on_span(r);
+      sink.on_span(decode_span(s));
       ++st->spans;
     }
     if (!s.status().ok()) return s.status();
