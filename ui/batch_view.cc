@@ -9,10 +9,7 @@
 namespace stallscope::ui {
 
 void draw_batch(Frame& f, const ImVec2& pos, const ImVec2& size) {
-  ImGui::SetCursorScreenPos(pos);
-  ImGui::PushStyleColor(ImGuiCol_ChildBg, kPanelBg);
-  ImGui::BeginChild("batch", size, true);
-  if (f.dump) f.dump->panels.push_back({"batch", {pos.x, pos.y, pos.x + size.x, pos.y + size.y}});
+  begin_panel(f, "batch", pos, size, kPanelBg, true);
   ImGui::TextColored(ImColor(kAccent), "Batch life");
   ImGui::Separator();
   const analysis::BatchInfo* b = nullptr;
@@ -69,8 +66,7 @@ void draw_batch(Frame& f, const ImVec2& pos, const ImVec2& size) {
       ImGui::TextWrapped("showing: %s", f.st->evidence_note.c_str());
     }
   }
-  ImGui::EndChild();
-  ImGui::PopStyleColor();
+  end_panel();
 }
 
 }  // namespace stallscope::ui

@@ -398,4 +398,27 @@ std::vector<std::string> batch_life(const Frame& f, const analysis::BatchInfo& b
   return out;
 }
 
+void begin_panel(Frame& f, const char* name, const ImVec2& pos, const ImVec2& size, ImU32 bg, bool border,
+                 ImGuiWindowFlags flags) {
+  ImGui::SetCursorScreenPos(pos);
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, bg);
+  ImGui::BeginChild(name, size, border, flags);
+  if (f.dump) f.dump->panels.push_back({name, {pos.x, pos.y, pos.x + size.x, pos.y + size.y}});
+}
+
+void end_panel() {
+  ImGui::EndChild();
+  ImGui::PopStyleColor();
+}
+
+TimeAxis view_time_axis(const Frame& f) {
+  const ImVec2 wp = ImGui::GetWindowPos(), ws = ImGui::GetWindowSize();
+  TimeAxis ax;
+  ax.t0 = f.st->t0;
+  ax.t1 = f.st->t1;
+  ax.x0 = wp.x + kLabelWidth;
+  ax.x1 = wp.x + ws.x - ImGui::GetStyle().ScrollbarSize - 2;
+  return ax;
+}
+
 }  // namespace stallscope::ui

@@ -68,4 +68,13 @@ std::vector<std::string> batch_life(const Frame& f, const analysis::BatchInfo& b
 std::string batch_title(const analysis::BatchInfo& b);
 const analysis::BatchInfo* find_batch(const Frame& f, const BatchKey& k);
 
+// A view's panel: a child window at pos/size with background `bg`, recorded in the layout dump
+// under `name`. Every begin_panel() is closed by end_panel().
+void begin_panel(Frame& f, const char* name, const ImVec2& pos, const ImVec2& size, ImU32 bg, bool border,
+                 ImGuiWindowFlags flags = 0);
+void end_panel();
+// The shared time axis of the time-based views, in the current window: from the label column to
+// the scrollbar, over the range the user chose.
+TimeAxis view_time_axis(const Frame& f);
+
 }  // namespace stallscope::ui

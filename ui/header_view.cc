@@ -31,10 +31,7 @@ void badge(ImDrawList* dl, ImVec2 p, const char* text, ImU32 col) {
 }  // namespace
 
 void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
-  ImGui::SetCursorScreenPos(pos);
-  ImGui::PushStyleColor(ImGuiCol_ChildBg, kPanelBg);
-  ImGui::BeginChild("header", size, false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
-  if (f.dump) f.dump->panels.push_back({"header", {pos.x, pos.y, pos.x + size.x, pos.y + size.y}});
+  begin_panel(f, "header", pos, size, kPanelBg, false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float cy = pos.y + (size.y - ImGui::GetFrameHeight()) * 0.5f;
   const UiFonts& fonts = *f.fonts;
@@ -136,8 +133,7 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
   if (!f.snap->analysis_error.empty() && ImGui::IsMouseHoveringRect(ImVec2(pos.x + size.x - sw - 12, pos.y), ImVec2(pos.x + size.x, pos.y + size.y))) {
     ImGui::SetTooltip("%s", f.snap->analysis_error.c_str());
   }
-  ImGui::EndChild();
-  ImGui::PopStyleColor();
+  end_panel();
 }
 
 }  // namespace stallscope::ui

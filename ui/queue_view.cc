@@ -55,17 +55,10 @@ int draw_series(ImDrawList* dl, const StepSeries& s, const TimeAxis& ax, float y
 }  // namespace
 
 void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
-  ImGui::SetCursorScreenPos(pos);
-  ImGui::PushStyleColor(ImGuiCol_ChildBg, kBackground);
-  ImGui::BeginChild("queue", size, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
-  if (f.dump) f.dump->panels.push_back({"queue", {pos.x, pos.y, pos.x + size.x, pos.y + size.y}});
+  begin_panel(f, "queue", pos, size, kBackground, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 wp = ImGui::GetWindowPos(), ws = ImGui::GetWindowSize();
-  TimeAxis ax;
-  ax.t0 = f.st->t0;
-  ax.t1 = f.st->t1;
-  ax.x0 = wp.x + kLabelWidth;
-  ax.x1 = wp.x + ws.x - ImGui::GetStyle().ScrollbarSize - 2;
+  const TimeAxis ax = view_time_axis(f);
   const float ytop = wp.y + 8, ybot = wp.y + ws.y - 8;
 
   dl->AddRectFilled(wp, ImVec2(ax.x0 - 1, wp.y + ws.y), kPanelBg);
@@ -82,8 +75,7 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
     std::string note = !an ? "waiting for the analysis..."
                            : (an->report.queue.note.empty() ? "no queue events in this recording" : an->report.queue.note);
     dl->AddText(ImVec2(ax.x0 + 10, wp.y + ws.y * 0.5f - 8), kTextDim, note.c_str());
-    ImGui::EndChild();
-    ImGui::PopStyleColor();
+    end_panel();
     return;
   }
   const float vmax = static_cast<float>(std::max({an->ready.max_value(), an->in_flight.max_value(), 1}));
@@ -133,8 +125,7 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
     }
     ImGui::EndTooltip();
   }
-  ImGui::EndChild();
-  ImGui::PopStyleColor();
+  end_panel();
 }
 
 }  // namespace stallscope::ui

@@ -10,18 +10,14 @@
 namespace stallscope::ui {
 
 void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size) {
-  ImGui::SetCursorScreenPos(pos);
-  ImGui::PushStyleColor(ImGuiCol_ChildBg, kPanelBg);
-  ImGui::BeginChild("recommendations", size, true);
-  if (f.dump) f.dump->panels.push_back({"recommendations", {pos.x, pos.y, pos.x + size.x, pos.y + size.y}});
+  begin_panel(f, "recommendations", pos, size, kPanelBg, true);
   ImGui::TextColored(ImColor(kAccent), "Recommendations");
   ImGui::Separator();
   const AnalysisView* an = f.an;
   if (!an) {
     ImGui::TextDisabled(f.snap->analysis_error.empty() ? "analysing the recording..." : "the analysis failed:");
     if (!f.snap->analysis_error.empty()) ImGui::TextWrapped("%s", f.snap->analysis_error.c_str());
-    ImGui::EndChild();
-    ImGui::PopStyleColor();
+    end_panel();
     return;
   }
   const analysis::Report& r = an->report;
@@ -89,8 +85,7 @@ void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size) {
     ImGui::Separator();
     for (const std::string& n : r.notes) ImGui::TextWrapped("note: %s", n.c_str());
   }
-  ImGui::EndChild();
-  ImGui::PopStyleColor();
+  end_panel();
 }
 
 }  // namespace stallscope::ui

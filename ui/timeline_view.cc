@@ -178,25 +178,17 @@ void draw_batch_path(const Frame& f, const analysis::BatchInfo& b, const std::ve
 }  // namespace
 
 void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size) {
-  ImGui::SetCursorScreenPos(pos);
-  ImGui::PushStyleColor(ImGuiCol_ChildBg, kBackground);
-  ImGui::BeginChild("timeline", size, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
-  if (f.dump) f.dump->panels.push_back({"timeline", {pos.x, pos.y, pos.x + size.x, pos.y + size.y}});
+  begin_panel(f, "timeline", pos, size, kBackground, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 wp = ImGui::GetWindowPos();
   const ImVec2 ws = ImGui::GetWindowSize();
   const float sb = ImGui::GetStyle().ScrollbarSize;
 
-  TimeAxis ax;
-  ax.t0 = f.st->t0;
-  ax.t1 = f.st->t1;
-  ax.x0 = wp.x + kLabelWidth;
-  ax.x1 = wp.x + ws.x - sb - 2;
+  const TimeAxis ax = view_time_axis(f);
 
   if (!f.tl) {
     dl->AddText(ImVec2(wp.x + 12, wp.y + 30), kTextDim, "reading the recording...");
-    ImGui::EndChild();
-    ImGui::PopStyleColor();
+    end_panel();
     return;
   }
 
@@ -409,8 +401,7 @@ void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size) {
   }
 
   ImGui::EndChild();
-  ImGui::EndChild();
-  ImGui::PopStyleColor();
+  end_panel();
 }
 
 }  // namespace stallscope::ui

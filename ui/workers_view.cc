@@ -130,17 +130,10 @@ std::string value_text(int metric, double v) {
 }  // namespace
 
 void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
-  ImGui::SetCursorScreenPos(pos);
-  ImGui::PushStyleColor(ImGuiCol_ChildBg, kBackground);
-  ImGui::BeginChild("workers", size, true, ImGuiWindowFlags_NoScrollWithMouse);
-  if (f.dump) f.dump->panels.push_back({"workers", {pos.x, pos.y, pos.x + size.x, pos.y + size.y}});
+  begin_panel(f, "workers", pos, size, kBackground, true, ImGuiWindowFlags_NoScrollWithMouse);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 wp = ImGui::GetWindowPos(), ws = ImGui::GetWindowSize();
-  TimeAxis ax;
-  ax.t0 = f.st->t0;
-  ax.t1 = f.st->t1;
-  ax.x0 = wp.x + kLabelWidth;
-  ax.x1 = wp.x + ws.x - ImGui::GetStyle().ScrollbarSize - 2;
+  const TimeAxis ax = view_time_axis(f);
   int& metric = f.st->heat_metric;
   metric = std::clamp(metric, 0, 3);
 
@@ -157,8 +150,7 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
   if (f.dump) f.dump->heat_metric = kMetricNames[metric];
 
   if (!f.tl) {
-    ImGui::EndChild();
-    ImGui::PopStyleColor();
+    end_panel();
     return;
   }
   std::vector<Strip> strips;
@@ -263,8 +255,7 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
       ImGui::EndTooltip();
     }
   }
-  ImGui::EndChild();
-  ImGui::PopStyleColor();
+  end_panel();
 }
 
 }  // namespace stallscope::ui
