@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -54,6 +55,25 @@ bool field_value(const std::string& text, const char* key, uint64_t* out) {
 
 }  // namespace
 
+bool ProcSampler::parse_stat_starttime(const std::string& text, uint64_t* ticks) {
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so count from the last ')'.
+  // starttime is field 22; the state after ')' is field 3.
+  const size_t rp = text.rfind(')');
+  if (rp == std::string::npos) return false;
+  const char* p = text.c_str() + rp + 1;
+  for (int field = 3; field < 22; ++field) {
+    while (*p == ' ') ++p;
+    if (*p == '\0') return false;
+    while (*p != ' ' && *p != '\0') ++p;
+  }
+  while (*p == ' ') ++p;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(p, &end, 10);
+  if (end == p) return false;
+  *ticks = v;
+  return true;
+}
+
 bool ProcSampler::parse_schedstat(const std::string& text, uint64_t* run_ns, uint64_t* wait_ns) {
   unsigned long long r = 0, w = 0;
   if (std::sscanf(text.c_str(), "%llu %llu", &r, &w) != 2) return false;
@@ -75,6 +95,21 @@ bool ProcSampler::parse_status_rss(const std::string& text, uint64_t* rss) { ret
 
 bool ProcSampler::parse_io_rchar(const std::string& text, uint64_t* rchar) { return field_value(text, "rchar", rchar); }
 
+double ProcSampler::young_age_s(int pid) const {
+  static const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
+  if (ticks_per_s <= 0) return 0;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  std::string text;
+  uint64_t start_ticks = 0;
+  if (!slurp(path, &text) || !parse_stat_starttime(text, &start_ticks)) return 0;
+  timespec ts{};
+  ::clock_gettime(CLOCK_BOOTTIME, &ts);  // starttime counts from boot, suspend included
+  const double now_s = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+  const double age = now_s - static_cast<double>(start_ticks) / static_cast<double>(ticks_per_s);
+  return age >= young_min_s_ && age <= young_max_s_ ? age : 0;
+}
+
 std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64_t now_ns) {
   std::vector<ProcSample> out;
   std::set<int> wanted(pids.begin(), pids.end());
@@ -95,10 +130,16 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
     parse_status_rss(text, &s.rss_bytes);
     Prev& p = prev_[pid];
     const bool first = p.count == 0;
-    const double dt = first ? 0.0 : static_cast<double>(now_ns - p.mono_ns) / 1e9;
+    double dt = first ? 0.0 : static_cast<double>(now_ns - p.mono_ns) / 1e9;
+    // A process born moments ago (a DataLoader worker, say) gets rates since its birth on its first
+    // sample: its counters all started at zero then. Without this, a worker that lives less than
+    // two sampling intervals would have no CPU or run-queue figures at all.
+    const double age = first ? young_age_s(pid) : 0.0;
+    const bool from_birth = age > 0;
+    if (from_birth) dt = age;
     uint64_t v = 0, iv = 0;
     if (parse_status_ctxsw(text, &v, &iv)) {
-      if (p.have_ctx && dt > 0) {
+      if ((p.have_ctx || from_birth) && dt > 0) {
         s.ctxsw_voluntary = static_cast<double>(v - std::min(v, p.vcsw)) / dt;
         s.ctxsw_involuntary = static_cast<double>(iv - std::min(iv, p.ivcsw)) / dt;
       }
@@ -130,12 +171,12 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
       if (old != p.tasks.end()) {
         run_delta += run >= old->second.first ? run - old->second.first : 0;
         wait_delta += wait >= old->second.second ? wait - old->second.second : 0;
-      } else if (!first) {
-        run_delta += run;  // a thread born since the last listing
+      } else if (!first || from_birth) {
+        run_delta += run;  // a thread born since the last listing (or since the process was)
         wait_delta += wait;
       }
     }
-    if (!first && dt > 0) {
+    if ((!first || from_birth) && dt > 0) {
       s.cpu_cores = static_cast<double>(run_delta) / 1e9 / dt;
       s.runq_wait_ratio = static_cast<double>(wait_delta) / 1e9 / dt;
     }
@@ -144,7 +185,7 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
     std::snprintf(path, sizeof path, "/proc/%d/io", pid);
     uint64_t rchar = 0;
     if (slurp(path, &text) && parse_io_rchar(text, &rchar)) {
-      if (p.have_io && dt > 0) s.read_bytes_per_s = static_cast<double>(rchar - std::min(rchar, p.rchar)) / dt;
+      if ((p.have_io || from_birth) && dt > 0) s.read_bytes_per_s = static_cast<double>(rchar - std::min(rchar, p.rchar)) / dt;
       p.rchar = rchar;
       p.have_io = true;
     }

@@ -15,7 +15,8 @@ namespace stallscope {
 struct ProcSample {
   int pid = 0;
   uint64_t mono_ns = 0;  // CLOCK_MONOTONIC time of the sample
-  // Rates over the interval since this pid's previous sample (absent on the first sample).
+  // Rates over the interval since this pid's previous sample. On the first sample they are absent,
+  // unless the process was born less than a second earlier: then they cover its life so far.
   std::optional<double> cpu_cores;         // CPU seconds per wall second, all threads
   std::optional<double> runq_wait_ratio;   // run-queue wait seconds per wall second, all threads
   std::optional<double> ctxsw_voluntary;   // per second (main thread)
@@ -45,6 +46,8 @@ class ProcSampler {
   static bool parse_status_ctxsw(const std::string& text, uint64_t* voluntary, uint64_t* involuntary);
   static bool parse_smaps_rollup(const std::string& text, uint64_t* pss, uint64_t* private_dirty);
   static bool parse_io_rchar(const std::string& text, uint64_t* rchar);
+  // starttime (field 22 of /proc/PID/stat), in clock ticks since boot.
+  static bool parse_stat_starttime(const std::string& text, uint64_t* ticks);
 
  private:
   struct Prev {
@@ -56,6 +59,10 @@ class ProcSampler {
     int count = 0;
     uint64_t next_memory_ns = 0;  // when smaps_rollup is due
   };
+  // Seconds since `pid` started when that lies within [young_min_s_, young_max_s_], else 0. starttime
+  // has a 10 ms grain, hence the floor.
+  double young_age_s(int pid) const;
+  double young_min_s_ = 0.05, young_max_s_ = 1.0;
   static constexpr int kListEvery = 10;  // threads come and go rarely: list /proc/PID/task at 1 Hz
   std::map<int, Prev> prev_;
   double memory_budget_;

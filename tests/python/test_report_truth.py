@@ -76,7 +76,8 @@ def test_oversubscribed_workers_get_fewer(tmp_path):
     rep, truth, _ = report_for(tmp_path, "oversubscribed.py", "--epochs", "1", "--batches", "24")
     check_figures(rep, truth)
     assert "reduce_num_workers" in ids(rep), rep["recommendations"]
-    assert all(w["runq_delay_fraction"] is not None for w in rep["workers"])
+    lives = [(w["pid"], w["life_s"], w["runq_delay_fraction"]) for w in rep["workers"]]
+    assert all(w["runq_delay_fraction"] is not None for w in rep["workers"]), lives
     assert max(w["runq_delay_fraction"] for w in rep["workers"]) > 0.2
 
 

@@ -85,6 +85,39 @@ TEST(ProcSamplerTest, CpuOfABusyAndAnIdleProcess) {
   EXPECT_TRUE(s.sample({busy}, monotonic_ns()).empty());
 }
 
+TEST(ProcSamplerTest, StartTimeParser) {
+  uint64_t t = 0;
+  // comm with spaces and a ')' of its own; starttime is the 22nd field.
+  EXPECT_TRUE(ProcSampler::parse_stat_starttime(
+      "4242 (a b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 3 1 0 0 20 0 1 0 987654 1000 200 18446744073709551615\n", &t));
+  EXPECT_EQ(t, 987654u);
+  EXPECT_FALSE(ProcSampler::parse_stat_starttime("4242 (x) S 1 2 3\n", &t));
+  EXPECT_FALSE(ProcSampler::parse_stat_starttime("no parenthesis", &t));
+}
+
+TEST(ProcSamplerTest, YoungProcessGetsRatesOnItsFirstSample) {
+  // A process seen once, 300 ms after its birth, must still get CPU and run-queue figures: a
+  // DataLoader worker can live less than two sampling intervals.
+  pid_t busy = spawn_child(spin_forever);
+  pid_t idle = spawn_child(sleep_forever);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ProcSampler s(1.0, 0);
+  auto out = s.sample({busy, idle, 1}, monotonic_ns());
+  kill(busy, SIGKILL);
+  kill(idle, SIGKILL);
+  waitpid(busy, nullptr, 0);
+  waitpid(idle, nullptr, 0);
+  ASSERT_EQ(out.size(), 3u);
+  ASSERT_TRUE(out[0].cpu_cores && out[0].runq_wait_ratio);
+  EXPECT_GT(*out[0].cpu_cores + *out[0].runq_wait_ratio, 0.8);
+  EXPECT_LT(*out[0].cpu_cores + *out[0].runq_wait_ratio, 1.2);
+  ASSERT_TRUE(out[1].cpu_cores);
+  EXPECT_LT(*out[1].cpu_cores, 0.05);
+  // pid 1 has run since boot: a lifetime average would say nothing about now, so no rate.
+  EXPECT_FALSE(out[2].cpu_cores);
+  EXPECT_FALSE(out[2].runq_wait_ratio);
+}
+
 TEST(ProcSamplerTest, PrivateDirtyGrowth) {
   pid_t pid = spawn_child(grow_memory);
   ProcSampler s(1.0, 0);  // memory at every sample
