@@ -8,7 +8,8 @@
 //          timeline; median and p99 over the frames.
 // Prints a table with the goals beside (open < 2 s, frame < 8 ms).
 //
-//   ui_bench [--db PATH] [--events N] [--frames N] [--regen]
+//   ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--regen]
+// --open-only N opens the recording N times (timeline alone, no analysis) and prints each time.
 // The recording is generated once and kept (default $TMPDIR/stallscope-ui-bench-<N>.db).
 #include <imgui.h>
 #include <sys/stat.h>
@@ -72,6 +73,7 @@ double jitter(int e, int b) {
 int main(int argc, char** argv) {
   int64_t events = 10'000'000;
   int frames = 200;
+  int open_only = 0;  // --open-only N: only the open (timeline alone), N times
   bool regen = false;
   std::string db;
   for (int i = 1; i < argc; ++i) {
@@ -82,10 +84,12 @@ int main(int argc, char** argv) {
       events = std::atoll(argv[++i]);
     } else if (a == "--frames" && i + 1 < argc) {
       frames = std::atoi(argv[++i]);
+    } else if (a == "--open-only" && i + 1 < argc) {
+      open_only = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--regen") {
       regen = true;
     } else {
-      std::fprintf(stderr, "usage: ui_bench [--db PATH] [--events N] [--frames N] [--regen]\n");
+      std::fprintf(stderr, "usage: ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--regen]\n");
       return 2;
     }
   }
@@ -128,6 +132,18 @@ int main(int argc, char** argv) {
   }
 
   // --- open ---------------------------------------------------------------------------------
+  if (open_only > 0) {
+    for (int k = 0; k < open_only; ++k) {
+      stallscope::ui::SourceOptions so;
+      so.analysis = false;
+      const auto t0 = Clock::now();
+      stallscope::ui::SnapshotSource alone(db, so);
+      alone.wait_until([](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; },
+                       600000);
+      std::printf("open (timeline alone): %.0f ms\n", ms_since(t0));
+    }
+    return 0;
+  }
   const auto t_open = Clock::now();
   stallscope::ui::SnapshotSource src(db);
   src.wait_until([](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; }, 600000);

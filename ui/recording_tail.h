@@ -57,6 +57,10 @@ class RecordingTail {
 
   // Reads counters with rowid in (from, to] on the second connection (large reads).
   Status read_counters(RowSink& sink, int64_t from, int64_t to, int64_t* count);
+  bool wanted_track(int64_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < wanted_tracks_.size() && wanted_tracks_[static_cast<size_t>(id)];
+  }
+  std::vector<bool> wanted_tracks_;  // by counter track id
   std::string counters_sql_;  // the counters query for the wanted tracks (empty: none wanted)
 
   std::unique_ptr<Reader> reader_;
