@@ -8,7 +8,8 @@
 //          timeline; median and p99 over the frames.
 // Prints a table with the goals beside (open < 2 s, frame < 8 ms).
 //
-//   ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--regen]
+//   ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] [--regen]
+// --part-rows N reads the recording in parts of N rows at open (0: one read; default: the UI's).
 // --open-only N opens the recording N times (timeline alone, no analysis) and prints each time.
 // The recording is generated once and kept (default $TMPDIR/stallscope-ui-bench-<N>.db).
 #include <imgui.h>
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
   int64_t events = 10'000'000;
   int frames = 200;
   int open_only = 0;  // --open-only N: only the open (timeline alone), N times
+  int64_t part_rows = stallscope::ui::SourceOptions{}.load_part_rows;
   bool regen = false;
   std::string db;
   for (int i = 1; i < argc; ++i) {
@@ -86,10 +88,12 @@ int main(int argc, char** argv) {
       frames = std::atoi(argv[++i]);
     } else if (a == "--open-only" && i + 1 < argc) {
       open_only = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--part-rows" && i + 1 < argc) {
+      part_rows = std::atoll(argv[++i]);
     } else if (a == "--regen") {
       regen = true;
     } else {
-      std::fprintf(stderr, "usage: ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--regen]\n");
+      std::fprintf(stderr, "usage: ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] [--regen]\n");
       return 2;
     }
   }
@@ -136,16 +140,23 @@ int main(int argc, char** argv) {
     for (int k = 0; k < open_only; ++k) {
       stallscope::ui::SourceOptions so;
       so.analysis = false;
+      so.load_part_rows = part_rows;
       const auto t0 = Clock::now();
+      std::string parts;
+      so.on_publish = [&](const stallscope::ui::Snapshot& s) {
+        if (s.timeline) parts += " " + std::to_string(static_cast<int>(ms_since(t0)));
+      };
       stallscope::ui::SnapshotSource alone(db, so);
       alone.wait_until([](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; },
                        600000);
-      std::printf("open (timeline alone): %.0f ms\n", ms_since(t0));
+      std::printf("open (timeline alone): %.0f ms; timeline published at (ms):%s\n", ms_since(t0), parts.c_str());
     }
     return 0;
   }
   const auto t_open = Clock::now();
-  stallscope::ui::SnapshotSource src(db);
+  stallscope::ui::SourceOptions main_opts;
+  main_opts.load_part_rows = part_rows;
+  stallscope::ui::SnapshotSource src(db, main_opts);
   src.wait_until([](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; }, 600000);
   const double open_ms = ms_since(t_open);
   const long rss_timeline = rss_mib();
@@ -166,6 +177,7 @@ int main(int argc, char** argv) {
   {
     stallscope::ui::SourceOptions so;
     so.analysis = false;
+    so.load_part_rows = part_rows;
     const auto t0 = Clock::now();
     stallscope::ui::SnapshotSource alone(db, so);
     alone.wait_until([](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; },

@@ -42,7 +42,8 @@ void Dashboard::update_clock(Frame& f) {
       st.t0 = std::max(f.now_ns - st.live_span_ns, f.data_t0);
       st.t1 = f.now_ns;
     }
-    st.range_set = f.tl != nullptr;
+    // While a large recording is still read in parts, the view keeps fitting what has arrived.
+    st.range_set = f.tl != nullptr && f.snap->state != SourceState::kLoading;
   }
   if (st.follow) {
     if (!f.replay && f.snap->state == SourceState::kLive) {

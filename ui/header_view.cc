@@ -53,7 +53,13 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
     case SourceState::kFinished: badge(dl, ImVec2(x, cy), "REPLAY", kAccent); break;
     case SourceState::kCutOff: badge(dl, ImVec2(x, cy), "CUT OFF", kWarn); break;
     case SourceState::kError: badge(dl, ImVec2(x, cy), "ERROR", kBad); break;
-    case SourceState::kLoading: badge(dl, ImVec2(x, cy), "LOADING", kTextDim); break;
+    case SourceState::kLoading: {
+      const std::string text =
+          f.tl ? "LOADING " + std::to_string(static_cast<int>(f.snap->load_fraction * 100)) + "%" : std::string("LOADING");
+      badge(dl, ImVec2(x, cy), text.c_str(), kTextDim);
+      x += 40;
+      break;
+    }
   }
   x += 90;
 
@@ -119,7 +125,8 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
   // Right: what was read.
   std::string stats;
   if (f.tl) {
-    stats = count_text(f.tl->rows_read) + " rows, read in " + fmt_duration(f.snap->open_seconds * 1e9);
+    stats = count_text(f.tl->rows_read) + " rows" +
+            (s == SourceState::kLoading ? std::string(", reading...") : ", read in " + fmt_duration(f.snap->open_seconds * 1e9));
     if (!f.snap->analysis_error.empty()) {
       stats += ", analysis failed";
     } else if (f.an) {

@@ -2,6 +2,7 @@
 #include "ui/recording_tail.h"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "storage/row_decode.h"
@@ -16,13 +17,13 @@ Result<std::unique_ptr<RecordingTail>> RecordingTail::open(const std::string& pa
   return std::unique_ptr<RecordingTail>(new RecordingTail(std::move(*r), path));
 }
 
-Result<PollStats> RecordingTail::poll(RowSink& sink) {
+Result<PollStats> RecordingTail::poll(RowSink& sink, int64_t max_rows) {
   PollStats st;
   Db& db = reader_->db();
   Status s;
   {
     ReadTransaction txn(db);
-    s = poll_locked(sink, &st);
+    s = poll_locked(sink, &st, max_rows);
   }
   if (!s.ok()) return in_file(path_, s);
   return st;
@@ -73,7 +74,7 @@ Status RecordingTail::read_counters(RowSink& sink, int64_t from, int64_t to, int
   return s.status();
 }
 
-Status RecordingTail::poll_locked(RowSink& sink, PollStats* st) {
+Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows) {
   Db& db = reader_->db();
   auto meta = reader_->meta();
   if (!meta.ok()) return meta.status();
@@ -127,12 +128,33 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st) {
   if (!max_counter.ok()) return max_counter.status();
   auto max_instant = db.query_int("SELECT coalesce(max(id), 0) FROM instants");
   if (!max_instant.ok()) return max_instant.status();
+  auto max_span = db.query_int("SELECT coalesce(max(id), 0) FROM spans");
+  if (!max_span.ok()) return max_span.status();
+  auto max_gpu = db.query_int("SELECT coalesce(max(id), 0) FROM gpu_activities");
+  if (!max_gpu.ok()) return max_gpu.status();
+  int64_t hi_counter = *max_counter, hi_instant = *max_instant, hi_span = *max_span, hi_gpu = *max_gpu;
+  // A large backlog (opening a big recording) is read in parts of about max_rows: the same share
+  // of every table's new ids each time, which is about the same stretch of time, since every
+  // table grows flush by flush.
+  const int64_t pending = (hi_counter - last_counter_) + (hi_instant - last_instant_) + (hi_span - last_span_) +
+                          (hi_gpu - last_gpu_);
+  if (max_rows > 0 && pending > max_rows) {
+    const double share = static_cast<double>(max_rows) / static_cast<double>(pending);
+    auto cut = [share](int64_t last, int64_t hi) {
+      return std::min(hi, last + static_cast<int64_t>(std::ceil(static_cast<double>(hi - last) * share)));
+    };
+    hi_counter = cut(last_counter_, hi_counter);
+    hi_instant = cut(last_instant_, hi_instant);
+    hi_span = cut(last_span_, hi_span);
+    hi_gpu = cut(last_gpu_, hi_gpu);
+  }
+  st->pending = (*max_counter - hi_counter) + (*max_instant - hi_instant) + (*max_span - hi_span) + (*max_gpu - hi_gpu);
 
   // Many new rows (the first read of a large recording): a second connection reads the counters
   // (straight into the sink) and the instants (into a buffer, replayed below) while this one reads
   // the spans. The order rows reach the sink in does not matter: lanes are grouped at publish.
   constexpr int64_t kParallelRows = 200000;
-  const bool parallel = (*max_counter - last_counter_) + (*max_instant - last_instant_) > kParallelRows;
+  const bool parallel = (hi_counter - last_counter_) + (hi_instant - last_instant_) > kParallelRows;
   Status side_status;
   int64_t side_counters = 0;
   std::vector<PackedInstant> side_instants;
@@ -144,7 +166,7 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st) {
       (*second)->exec("PRAGMA mmap_size = 4294967296; PRAGMA cache_size = -65536;");
       counters_db_ = std::move(*second);
     }
-    const int64_t c0 = last_counter_, c1 = *max_counter, i0 = last_instant_, i1 = *max_instant;
+    const int64_t c0 = last_counter_, c1 = hi_counter, i0 = last_instant_, i1 = hi_instant;
     side = std::thread([&, c0, c1, i0, i1] {
       ReadTransaction txn(*counters_db_);
       side_status = read_counters(sink, c0, c1, &side_counters);
@@ -178,18 +200,16 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st) {
   } joiner{side};
 
   {  // Bounded like the others.
-    auto max_span = db.query_int("SELECT coalesce(max(id), 0) FROM spans");
-    if (!max_span.ok()) return max_span.status();
     auto q = db.prepare(std::string("SELECT ") + kSpanColumns + " FROM spans WHERE id > ?1 AND id <= ?2");
     if (!q.ok()) return q.status();
     Stmt& s = **q;
-    s.bind(1, last_span_).bind(2, *max_span);
+    s.bind(1, last_span_).bind(2, hi_span);
     while (s.step()) {
       sink.on_span(decode_span(s));
       ++st->spans;
     }
     if (!s.status().ok()) return s.status();
-    last_span_ = *max_span;
+    last_span_ = hi_span;
   }
 
   if (parallel) {
@@ -202,7 +222,7 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st) {
     auto q = db.prepare(kInstantsSql);
     if (!q.ok()) return q.status();
     Stmt& s = **q;
-    s.bind(1, last_instant_).bind(2, *max_instant);
+    s.bind(1, last_instant_).bind(2, hi_instant);
     while (s.step()) {
       sink.on_instant(decode_instant(s));
       ++st->instants;
@@ -212,7 +232,7 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st) {
       auto c = db.prepare(counters_sql_);
       if (!c.ok()) return c.status();
       Stmt& sc = **c;
-      sc.bind(1, last_counter_).bind(2, *max_counter);
+      sc.bind(1, last_counter_).bind(2, hi_counter);
       while (sc.step()) {
         const int64_t track = sc.int64(0);
         if (!wanted_track(track)) continue;
@@ -222,21 +242,22 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st) {
       if (!sc.status().ok()) return sc.status();
     }
   }
-  last_instant_ = *max_instant;
-  last_counter_ = *max_counter;
+  last_instant_ = hi_instant;
+  last_counter_ = hi_counter;
 
   {
-    auto q = db.prepare(std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities WHERE id > ?1 ORDER BY id");
+    auto q = db.prepare(std::string("SELECT ") + kGpuActivityColumns +
+                        " FROM gpu_activities WHERE id > ?1 AND id <= ?2 ORDER BY id");
     if (!q.ok()) return q.status();
     Stmt& s = **q;
-    s.bind(1, last_gpu_);
+    s.bind(1, last_gpu_).bind(2, hi_gpu);
     while (s.step()) {
       const GpuActivityRow r = decode_gpu_activity(s);
       sink.on_gpu(r);
-      last_gpu_ = r.id;
       ++st->gpu;
     }
     if (!s.status().ok()) return s.status();
+    last_gpu_ = hi_gpu;
   }
   {
     auto q = db.prepare("SELECT id, ts_ns FROM flushes WHERE id > ?1 ORDER BY id");

@@ -39,6 +39,7 @@ class RowSink {
 struct PollStats {
   int64_t rows = 0;  // rows of the append-only tables read by this poll
   int64_t spans = 0, instants = 0, counters = 0, gpu = 0;
+  int64_t pending = 0;  // rows already committed but left for the next poll (max_rows)
 };
 
 class RecordingTail {
@@ -47,13 +48,15 @@ class RecordingTail {
   static Result<std::unique_ptr<RecordingTail>> open(const std::string& path);
 
   // Reads what was committed since the last poll into `sink`. When many counter samples are new
-  // (opening a large recording), they are read on a second connection in parallel.
-  Result<PollStats> poll(RowSink& sink);
+  // (opening a large recording), they are read on a second connection in parallel. With max_rows
+  // > 0, a poll reads about that many rows (the same share of each table, so about the same span
+  // of time) and says how many it left (PollStats::pending): a large recording arrives in parts.
+  Result<PollStats> poll(RowSink& sink, int64_t max_rows = 0);
   const std::string& path() const { return path_; }
 
  private:
   RecordingTail(std::unique_ptr<Reader> r, std::string path) : reader_(std::move(r)), path_(std::move(path)) {}
-  Status poll_locked(RowSink& sink, PollStats* st);
+  Status poll_locked(RowSink& sink, PollStats* st, int64_t max_rows);
 
   // Reads counters with rowid in (from, to] on the second connection (large reads).
   Status read_counters(RowSink& sink, int64_t from, int64_t to, int64_t* count);

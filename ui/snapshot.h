@@ -252,7 +252,9 @@ struct Snapshot {
   std::shared_ptr<const AnalysisView> analysis;   // null until the analysis ran once
   bool analysis_pending = false;                  // running, or the data changed since it last ran
   std::string analysis_error;                     // one line, when the analysis could not load the file
-  double open_seconds = 0;                        // first read: open + build
+  double open_seconds = 0;                        // first read: open + build, every part
+  double first_timeline_seconds = -1;             // open to the first timeline (-1: none yet)
+  double load_fraction = 0;                       // share of the rows read at open (1: loaded)
   double analysis_seconds = 0;                    // last analysis pass
 };
 

@@ -80,7 +80,10 @@ void SnapshotSource::publish_locked() {
   if (analysis_seconds_ < 0) s->analysis_pending = true;
   s->analysis_error = analysis_error_;
   s->open_seconds = open_seconds_;
+  s->first_timeline_seconds = first_timeline_seconds_;
+  s->load_fraction = load_fraction_;
   s->analysis_seconds = analysis_seconds_ < 0 ? last_analysis_seconds_ : analysis_seconds_;
+  if (opt_.on_publish) opt_.on_publish(*s);
   current_.store(std::move(s), std::memory_order_release);
   cv_.notify_all();
 }
@@ -96,12 +99,16 @@ void SnapshotSource::reader_loop() {
     return;
   }
   SnapshotBuilder builder;
-  bool first = true;
+  bool first = true;       // the first poll
+  bool loading = true;     // until the reader has caught up with what was committed at open
+  int64_t rows_read = 0;
   while (true) {
-    auto polled = (*tail)->poll(builder);
+    auto polled = (*tail)->poll(builder, opt_.load_part_rows);
+    const bool more = polled.ok() && polled->pending > 0;
     SourceState state;
     std::shared_ptr<const Timeline> tl;
     if (polled.ok() && (builder.dirty() || first)) tl = builder.publish();
+    if (polled.ok()) rows_read += polled->rows;
     {
       std::lock_guard<std::mutex> lock(parts_mu_);
       if (!polled.ok()) {
@@ -115,18 +122,30 @@ void SnapshotSource::reader_loop() {
       if (tl) {
         timeline_ = tl;
         ++data_version_;
+        if (first_timeline_seconds_ < 0) first_timeline_seconds_ = seconds_since(t0);
       }
-      if (tl && tl->complete) {
+      if (loading) {
+        load_fraction_ = more ? static_cast<double>(rows_read) / static_cast<double>(rows_read + polled->pending) : 1.0;
+        open_seconds_ = seconds_since(t0);
+        loading = more;
+      }
+      if (loading) {
+        state_ = SourceState::kLoading;  // with the timeline so far
+      } else if (tl && tl->complete) {
         state_ = SourceState::kFinished;
       } else if (timeline_ && !timeline_->complete) {
         state_ = recorder_alive(timeline_->meta) ? SourceState::kLive : SourceState::kCutOff;
       }
-      if (first) open_seconds_ = seconds_since(t0);
       if (tl || first) publish_locked();
       first = false;
       state = state_;
     }
     if (state == SourceState::kFinished) return;
+    if (more) {  // the next part at once
+      std::lock_guard<std::mutex> lock(parts_mu_);
+      if (stop_) return;
+      continue;
+    }
     std::unique_lock<std::mutex> lock(parts_mu_);
     const int wait = state == SourceState::kLive ? opt_.poll_ms : opt_.cut_off_poll_ms;
     if (cv_.wait_for(lock, std::chrono::milliseconds(wait), [&] { return stop_; })) return;
@@ -140,7 +159,11 @@ void SnapshotSource::analysis_loop() {
     uint64_t version = 0;
     {
       std::unique_lock<std::mutex> lock(parts_mu_);
-      cv_.wait(lock, [&] { return stop_ || (data_version_ != analyzed_version_ && state_ != SourceState::kError); });
+      // Not while a large recording is still being read: both would share the same cores.
+      cv_.wait(lock, [&] {
+        return stop_ || (data_version_ != analyzed_version_ && state_ != SourceState::kError &&
+                         state_ != SourceState::kLoading);
+      });
       if (stop_) return;
       // Rate limit while live: at most one pass per analysis_interval_ms, and at most a fifth of
       // one core over time (the training job shares the machine).

@@ -4,9 +4,11 @@
 //   reader thread:   RecordingTail::poll (new rows since the last poll) -> SnapshotBuilder ->
 //                    publish. Live recordings are polled every poll_ms; a finished one is read
 //                    once. This is what makes new data visible within a quarter of a second.
+//                    A large backlog is read in parts (load_part_rows), each published: the
+//                    state stays kLoading, with the timeline so far, until the reader caught up.
 //   analysis thread: load_session + analyze on its own read-only connection whenever the data
-//                    changed (at most every analysis_interval_ms) -> publish. Large recordings
-//                    show their timeline first and the analysis when it is ready.
+//                    changed (at most every analysis_interval_ms; not while loading) -> publish.
+//                    Large recordings show their timeline first and the analysis when it is ready.
 //
 // Live and replay are one code path: a recording whose meta says complete=1 is simply not polled
 // again. complete=0 with the recorder process gone is a recording that was cut off: what was
@@ -31,6 +33,13 @@ struct SourceOptions {
   int analysis_interval_ms = 250;   // the analysis reruns at most this often while live, and never
                                     // more than a fifth of the time: a pass that took 2 s waits 8 s
   bool analysis = true;             // run the analysis thread at all
+  // A backlog larger than this (opening a big recording, or joining a long live one) is read in
+  // parts of about this many rows, each published as it lands: the timeline shows within a part's
+  // read time and fills in. 0: one read.
+  int64_t load_part_rows = 1'000'000;
+  // Called with every snapshot published, on the publishing thread, under the source's lock:
+  // keep it short and do not call back into the source. For tests.
+  std::function<void(const Snapshot&)> on_publish;
 };
 
 class SnapshotSource {
@@ -66,6 +75,8 @@ class SnapshotSource {
   std::string error_;
   std::string analysis_error_;
   double open_seconds_ = 0, analysis_seconds_ = 0;  // analysis_seconds_ < 0: a pass is running
+  double first_timeline_seconds_ = -1;
+  double load_fraction_ = 0;
   double last_analysis_seconds_ = 0;               // the last finished pass
   uint64_t generation_ = 0;
   uint64_t data_version_ = 0;      // bumped by the reader when the data changed

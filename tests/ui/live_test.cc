@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "collector/collector.h"
 #include "stallscope/stallscope.h"
@@ -110,6 +112,83 @@ TEST(LiveTest, ARecordingCutOffMidRunShowsWhatWasFlushed) {
   EXPECT_EQ(count_named(*s, "dl.next"), 2 * (o.batches + 1));
   ASSERT_TRUE(s->analysis);
   EXPECT_FALSE(s->analysis->report.complete);
+}
+
+// Items over every lane (all rows, all tracks) and markers: the whole timeline's content.
+std::pair<int64_t, int64_t> content(const Timeline& tl) {
+  int64_t items = 0, markers = 0;
+  for (const Lane& l : tl.lanes) {
+    for (const Track& t : l.tracks) {
+      items += static_cast<int64_t>(t.steps.size());
+      for (const Row& r : t.rows) items += static_cast<int64_t>(r.size());
+      markers += static_cast<int64_t>(t.markers.size());
+    }
+  }
+  return {items, markers};
+}
+
+TEST(LiveTest, ALargeRecordingOpensInPartsShownAsTheyArrive) {
+  testing::TempDir dir;
+  testing::SimOptions o;
+  o.workers = 3;
+  o.epochs = 2;
+  o.batches = 200;
+  const auto truth = testing::write_sim_recording(dir.file("big.db"), o);
+
+  // The reference: one read.
+  SourceOptions one;
+  one.load_part_rows = 0;
+  SnapshotSource whole(dir.file("big.db"), one);
+  ASSERT_TRUE(whole.wait_until(SnapshotSource::settled, 20000));
+  auto ref = whole.current();
+  ASSERT_EQ(ref->state, SourceState::kFinished);
+  EXPECT_EQ(ref->timeline->spans, truth.spans);
+
+  // In parts of ~1/8 of the rows: every part is published while the state says loading, with
+  // more rows each time and a growing share read; the analysis waits for the last part.
+  struct Seen {
+    SourceState state;
+    int64_t rows;
+    double fraction;
+    bool analysis;
+  };
+  std::vector<Seen> seen;
+  SourceOptions parts;
+  parts.load_part_rows = ref->timeline->rows_read / 8;
+  parts.on_publish = [&](const Snapshot& s) {
+    if (s.timeline) seen.push_back({s.state, s.timeline->rows_read, s.load_fraction, s.analysis != nullptr});
+  };
+  SnapshotSource src(dir.file("big.db"), parts);
+  ASSERT_TRUE(src.wait_until(SnapshotSource::settled, 20000));
+  auto s = src.current();
+  ASSERT_EQ(s->state, SourceState::kFinished);
+  int loading = 0;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i].state != SourceState::kLoading) continue;
+    ++loading;
+    EXPECT_FALSE(seen[i].analysis);
+    EXPECT_GT(seen[i].fraction, 0.0);
+    EXPECT_LT(seen[i].fraction, 1.0);
+    if (i > 0) {
+      EXPECT_GT(seen[i].rows, seen[i - 1].rows);
+      EXPECT_GT(seen[i].fraction, seen[i - 1].fraction);
+    }
+  }
+  EXPECT_GE(loading, 6);
+  EXPECT_LE(loading, 10);
+  EXPECT_GT(s->first_timeline_seconds, 0);
+  EXPECT_LE(s->first_timeline_seconds, s->open_seconds);
+  EXPECT_EQ(s->load_fraction, 1.0);
+  // Once loaded, the same timeline as one read gives, and the analysis ran on it.
+  EXPECT_EQ(s->timeline->rows_read, ref->timeline->rows_read);
+  EXPECT_EQ(s->timeline->spans, ref->timeline->spans);
+  EXPECT_EQ(s->timeline->instants, ref->timeline->instants);
+  EXPECT_EQ(s->timeline->counter_samples, ref->timeline->counter_samples);
+  EXPECT_EQ(s->timeline->lanes.size(), ref->timeline->lanes.size());
+  EXPECT_EQ(content(*s->timeline), content(*ref->timeline));
+  EXPECT_EQ(s->timeline->end_ns, ref->timeline->end_ns);
+  ASSERT_TRUE(s->analysis);
+  EXPECT_EQ(s->analysis->report.steps, ref->analysis->report.steps);
 }
 
 TEST(LiveTest, AMissingFileIsAnErrorSnapshot) {
