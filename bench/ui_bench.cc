@@ -1,8 +1,8 @@
 // Dashboard benchmark: a synthetic one-hour recording of ~10 M events (8 persistent DataLoader
 // workers, pin memory, every /proc counter track at 20 Hz), then, headlessly (an ImGui context
 // without a window):
-//   open   the time from opening the file to the first published snapshot (timeline complete),
-//          with the analysis thread running alongside, and the analysis time;
+//   open   the time from opening the file to the first timeline shown (the first part read), to
+//          the whole recording read (the goal), twice, and to the analysis being ready;
 //   frames the time to build a whole dashboard frame (NewFrame .. Render, CPU side: what the
 //          render thread does before OpenGL) at several zoom levels while panning, mouse over the
 //          timeline; median and p99 over the frames.
@@ -163,6 +163,7 @@ int main(int argc, char** argv) {
   src.wait_until(stallscope::ui::SnapshotSource::settled, 600000);
   const double settled_ms = ms_since(t_open);
   auto snap = src.current();
+  const double first_tl_ms = snap->first_timeline_seconds * 1e3;
   if (snap->state == stallscope::ui::SourceState::kError) {
     std::fprintf(stderr, "ui_bench: %s\n", snap->error.c_str());
     return 1;
@@ -172,7 +173,7 @@ int main(int argc, char** argv) {
   for (const auto& l : tl.lanes) items += l.items;
   const double run_s = static_cast<double>(tl.end_ns - tl.first_ns) / 1e9;
 
-  // Open time alone (no analysis thread competing for the second core).
+  // The open again (the analysis no longer competes: it starts once the read is done).
   double open_alone_ms = 0;
   {
     stallscope::ui::SourceOptions so;
@@ -284,11 +285,13 @@ int main(int argc, char** argv) {
               static_cast<long long>(tl.counter_samples), run_s, tl.lanes.size(), static_cast<double>(items) / 1e6);
   std::printf("  memory after the timeline loaded: %ld MiB resident\n\n", rss_timeline);
   std::printf("  %-44s %12s %12s  %s\n", "measure", "result", "goal", "");
-  std::printf("  %-44s %10.0f ms %9s ms  %s\n", "open: timeline snapshot (analysis alongside)", open_ms, "< 2000",
+  std::printf("  %-44s %10.0f ms %12s  %s\n", "open: first timeline shown (first part)", first_tl_ms, "-",
+              "fills in part by part");
+  std::printf("  %-44s %10.0f ms %9s ms  %s\n", "open: whole recording read", open_ms, "< 2000",
               open_ms < 2000 ? "ok" : "MISSED");
-  std::printf("  %-44s %10.0f ms %9s ms  %s\n", "open: timeline snapshot (alone)", open_alone_ms, "< 2000",
+  std::printf("  %-44s %10.0f ms %9s ms  %s\n", "open: whole recording read (again)", open_alone_ms, "< 2000",
               open_alone_ms < 2000 ? "ok" : "MISSED");
-  std::printf("  %-44s %10.0f ms %12s  %s\n", "analysis ready (asynchronous)", settled_ms, "-",
+  std::printf("  %-44s %10.0f ms %12s  %s\n", "analysis ready (starts once read)", settled_ms, "-",
               "shown when done");
   for (const Row& r : rows) {
     char name[64];

@@ -50,6 +50,24 @@ void apply_style() {
   s.Colors[ImGuiCol_PopupBg] = ImVec4(0.10f, 0.11f, 0.13f, 0.96f);
 }
 
+// Input and window events, counted by callbacks installed before ImGui's (which chain to them):
+// the loop draws only when something may have changed.
+uint64_t g_events = 0;
+
+void count_events(GLFWwindow* window) {
+  glfwSetCursorPosCallback(window, [](GLFWwindow*, double, double) { ++g_events; });
+  glfwSetMouseButtonCallback(window, [](GLFWwindow*, int, int, int) { ++g_events; });
+  glfwSetScrollCallback(window, [](GLFWwindow*, double, double) { ++g_events; });
+  glfwSetKeyCallback(window, [](GLFWwindow*, int, int, int, int) { ++g_events; });
+  glfwSetCharCallback(window, [](GLFWwindow*, unsigned int) { ++g_events; });
+  glfwSetCursorEnterCallback(window, [](GLFWwindow*, int) { ++g_events; });
+  glfwSetWindowFocusCallback(window, [](GLFWwindow*, int) { ++g_events; });
+  glfwSetWindowSizeCallback(window, [](GLFWwindow*, int, int) { ++g_events; });
+  glfwSetFramebufferSizeCallback(window, [](GLFWwindow*, int, int) { ++g_events; });
+  glfwSetWindowRefreshCallback(window, [](GLFWwindow*) { ++g_events; });
+  glfwSetWindowIconifyCallback(window, [](GLFWwindow*, int) { ++g_events; });
+}
+
 bool write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
@@ -96,6 +114,7 @@ int run_app(const AppOptions& opt) {
   io.IniFilename = nullptr;  // the layout is fixed: nothing to remember
   apply_style();
   Dashboard dash(load_fonts());
+  count_events(window);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
 
@@ -123,9 +142,39 @@ int run_app(const AppOptions& opt) {
   }
   LayoutDump dump;
   dump.record_items = false;
+  // Idle: with no input, no new snapshot and nothing playing, no frame is drawn; the loop sleeps in
+  // glfwWaitEventsTimeout and looks for a new snapshot 20 times a second. A change draws a few
+  // frames (ImGui settles hover and layout over two). A dashboard left open beside a training job
+  // so costs next to no CPU instead of a core drawing the same picture 60 times a second.
+  constexpr double kIdleWaitS = 0.05;
+  constexpr int kSettleFrames = 3;
+  int settle = kSettleFrames;
+  uint64_t seen_events = 0, seen_generation = 0;
+  const SnapshotSource* seen_source = source.get();
+  auto last_drawn = std::chrono::steady_clock::now();
+  auto changed = [&] {
+    const uint64_t gen = source ? source->current()->generation : 0;
+    // A frame a second all the same for the session picker (its list) and a live recording (the
+    // badge); a replay draws nothing until something changes.
+    const bool ticking = !source || source->current()->state == SourceState::kLive;
+    const bool stale = ticking && std::chrono::steady_clock::now() - last_drawn > std::chrono::seconds(1);
+    const bool c = g_events != seen_events || gen != seen_generation || source.get() != seen_source || st.playing ||
+                   ImGui::IsAnyMouseDown() || stale;
+    seen_events = g_events;
+    seen_generation = gen;
+    seen_source = source.get();
+    return c;
+  };
   for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
     if (frames > 0 && frame >= frames) break;
-    glfwPollEvents();
+    if (frames == 0 && settle <= 0) {
+      glfwWaitEventsTimeout(kIdleWaitS);
+      if (!changed()) continue;
+      settle = kSettleFrames;
+    } else {
+      glfwPollEvents();
+      settle = changed() ? kSettleFrames : settle - 1;
+    }
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     // Screenshots show what was asked for, not what the pointer happens to hover.
@@ -135,6 +184,7 @@ int run_app(const AppOptions& opt) {
       io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
     }
     ImGui::NewFrame();
+    last_drawn = std::chrono::steady_clock::now();
     const bool last = frames > 0 && frame == frames - 1;
     LayoutDump* d = (last && !opt.layout_dump.empty()) ? &dump : nullptr;
     if (d) d->clear();

@@ -294,6 +294,49 @@ TEST(WindowTest, ARecordingCutOffMidRunOpens) {
   EXPECT_EQ(layout.find("lanes")->items().size(), 4u);  // main, pin, 2 workers
 }
 
+// CPU ticks (user + system, all threads) the process has used.
+long cpu_ticks(pid_t pid) {
+  const std::string stat = testing::read_file("/proc/" + std::to_string(pid) + "/stat");
+  const size_t rp = stat.rfind(')');
+  if (rp == std::string::npos) return -1;
+  std::vector<std::string> f;
+  size_t a = rp + 2;
+  while (a < stat.size()) {
+    size_t b = stat.find(' ', a);
+    if (b == std::string::npos) b = stat.size();
+    f.push_back(stat.substr(a, b - a));
+    a = b + 1;
+  }
+  // Fields 14 and 15 of the whole line are utime and stime; f[0] is field 3.
+  return f.size() > 12 ? std::atol(f[11].c_str()) + std::atol(f[12].c_str()) : -1;
+}
+
+TEST(WindowTest, AnIdleReplayDrawsNothing) {
+  // A finished recording on screen with no input: after the first frames the window loop sleeps.
+  // Drawing the same picture continuously costs a core with software OpenGL (and CPU beside a
+  // training job on any machine).
+  NEED_XVFB();
+  testing::TempDir dir;
+  testing::SimOptions o;
+  o.workers = 2;
+  o.epochs = 1;
+  testing::write_sim_recording(dir.file("idle.db"), o);
+  const pid_t pid = testing::start_process({STALLSCOPE_BIN, "ui", dir.file("idle.db")}, dir.path(),
+                                           {{"DISPLAY", Xvfb::get().display()}, {"LIBGL_ALWAYS_SOFTWARE", "1"}});
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // opened, analysed, drawn
+  const long t0 = cpu_ticks(pid);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  const long t1 = cpu_ticks(pid);
+  ::kill(pid, SIGTERM);
+  const auto r = testing::wait_process(pid, 10000);
+  ASSERT_GE(t0, 0);
+  const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
+  // Under 5 % of one core while idle (continuous drawing here: ~15-30 %).
+  EXPECT_LT(static_cast<double>(t1 - t0) / static_cast<double>(ticks_per_s) / 2.0, 0.05) << (t1 - t0) << " ticks in 2 s";
+  EXPECT_FALSE(r.timed_out);
+}
+
 TEST(WindowTest, WithoutAFileTheSessionPickerListsRecordings) {
   NEED_XVFB();
   testing::TempDir dir;
