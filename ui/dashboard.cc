@@ -89,6 +89,8 @@ void Dashboard::draw(const Snapshot& snap, LayoutDump* dump) {
     f.st = &st_;
     f.dump = dump;
     f.fonts = &fonts_;
+    geo_.new_frame(snap.timeline.get(), snap.analysis.get());
+    f.geo = keep_geometry_ ? &geo_ : nullptr;
     f.replay = snap.state == SourceState::kFinished || snap.state == SourceState::kCutOff;
     if (f.tl) {
       f.data_t0 = static_cast<double>(std::min<int64_t>(f.tl->first_ns, f.tl->end_ns));

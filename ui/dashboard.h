@@ -19,6 +19,9 @@ class Dashboard {
   void draw(const Snapshot& snap, LayoutDump* dump = nullptr);
 
   ViewState& state() { return st_; }
+  // Geometry kept across frames (on by default); off draws everything every frame.
+  void keep_geometry(bool on) { keep_geometry_ = on; }
+  const GeometryCache& geometry() const { return geo_; }
   const UiFonts& fonts() const { return fonts_; }
   void set_fonts(const UiFonts& f) { fonts_ = f; }
 
@@ -26,6 +29,8 @@ class Dashboard {
   void update_clock(Frame& f);
   UiFonts fonts_;
   ViewState st_;
+  GeometryCache geo_;
+  bool keep_geometry_ = true;
 };
 
 }  // namespace stallscope::ui

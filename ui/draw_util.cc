@@ -114,6 +114,14 @@ void dump_item(const RowDraw& d, float x0, float x1, int64_t count, const std::s
 }  // namespace
 
 int64_t draw_row(const Row& row, const RowDraw& d) {
+  if (d.cache && !d.dump) {
+    RowDraw plain = d;
+    plain.cache = nullptr;
+    const TimeAxis& ax = *d.axis;
+    const GeometryCache::Key k{&row, ax.t0, ax.t1, ax.x0, ax.x1, d.y0, d.y1, d.dim_after_ns,
+                               static_cast<double>(d.alpha) + (d.labels && d.tl ? 2.0 : 0.0)};
+    return d.cache->draw(d.dl, k, [&] { return draw_row(row, plain); });
+  }
   const size_t n = row.size();
   if (n == 0) return 0;
   const TimeAxis& ax = *d.axis;
@@ -189,6 +197,13 @@ int64_t draw_row(const Row& row, const RowDraw& d) {
 }
 
 int64_t draw_markers(const MarkerLog& m, const RowDraw& d) {
+  if (d.cache && !d.dump) {
+    RowDraw plain = d;
+    plain.cache = nullptr;
+    const TimeAxis& ax = *d.axis;
+    const GeometryCache::Key k{&m, ax.t0, ax.t1, ax.x0, ax.x1, d.y0, d.y1, 0, 0};
+    return d.cache->draw(d.dl, k, [&] { return draw_markers(m, plain); });
+  }
   const size_t n = m.size();
   if (n == 0) return 0;
   const TimeAxis& ax = *d.axis;

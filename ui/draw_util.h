@@ -42,6 +42,7 @@ struct RowDraw {
   LayoutDump* dump = nullptr;
   int dump_lane = -1, dump_row = 0;
   DumpLane* dump_stats = nullptr;
+  GeometryCache* cache = nullptr;  // replay what was drawn for the same row, range and place
 };
 // Draws the visible items of `row`; returns the rectangles submitted.
 int64_t draw_row(const Row& row, const RowDraw& d);

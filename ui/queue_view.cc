@@ -94,9 +94,14 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
   d.y1 = ybot;
   d.labels = false;
   d.alpha = 0.28f;
+  d.cache = f.dump ? nullptr : f.geo;
   const int64_t empty = draw_row(an->queue_empty, d);
-  const int cols = draw_series(dl, an->in_flight, ax, ytop, ybot, vmax, kFlight) +
-                   draw_series(dl, an->ready, ax, ytop, ybot, vmax, kReady);
+  auto series = [&](const StepSeries& s, ImU32 col) {
+    if (!d.cache) return draw_series(dl, s, ax, ytop, ybot, vmax, col);
+    const GeometryCache::Key k{&s, ax.t0, ax.t1, ax.x0, ax.x1, ytop, ybot, vmax, static_cast<double>(col)};
+    return static_cast<int>(d.cache->draw(dl, k, [&] { return draw_series(dl, s, ax, ytop, ybot, vmax, col); }));
+  };
+  const int cols = series(an->in_flight, kFlight) + series(an->ready, kReady);
   if (f.now_ns >= ax.t0 && f.now_ns <= ax.t1) {
     const float x = ax.x(f.now_ns);
     dl->AddLine(ImVec2(x, wp.y), ImVec2(x, wp.y + ws.y), f.replay ? IM_COL32(255, 255, 255, 200) : kGood, 1.5f);

@@ -243,6 +243,7 @@ void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size) {
     d.y1 = std::min(vis1, top + content_h);
     d.labels = false;
     d.alpha = 0.16f;
+    d.cache = f.geo;
     const int64_t n = draw_row(f.an->stalls, d);
     if (f.dump) f.dump->stall_rects += static_cast<int>(n);
   }
@@ -274,6 +275,7 @@ void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size) {
     d.dump = f.dump;
     d.dump_lane = static_cast<int>(i);
     d.dump_stats = dstat;
+    d.cache = f.geo;
     for (const Track& tr : l.tracks) {
       if (tr.steps.size() > 0) {
         d.y0 = ly0 + static_cast<float>(tr.steps_visual) * kRowH + 1;

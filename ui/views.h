@@ -13,6 +13,7 @@
 
 #include "inject/session_registry.h"
 #include "ui/analysis_view.h"
+#include "ui/geometry_cache.h"
 #include "ui/layout_dump.h"
 #include "ui/snapshot.h"
 
@@ -78,6 +79,7 @@ struct Frame {
   double now_ns = 0;                   // live: the newest data; replay: the playhead
   double data_t0 = 0, data_t1 = 1;     // the whole recording
   bool replay = false;
+  GeometryCache* geo = nullptr;        // geometry kept across frames (null: draw everything)
 };
 
 // Width of the label column of the time-based views, so their time axes line up.

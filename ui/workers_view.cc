@@ -168,13 +168,22 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
 
   // Cell values, then colours (fetch time and RSS scale to the largest visible value).
   const int ncells = std::max(0, static_cast<int>((ax.x1 - ax.x0) / kCellPx));
-  std::vector<double> values(strips.size() * static_cast<size_t>(ncells), -1);
-  double vmax = metric == 0 ? 1.0 : metric == 1 ? 0.5 : 0.0;
-  for (size_t s = 0; s < strips.size(); ++s) {
-    double* row = values.data() + s * static_cast<size_t>(ncells);
-    strip_values(f, strips[s], metric, ax, ncells, row);
-    for (int c = 0; c < ncells; ++c) vmax = std::max(vmax, row[c]);
+  const size_t nvalues = strips.size() * static_cast<size_t>(ncells);
+  std::vector<double> local;
+  bool fresh = true;
+  // The cells depend on the range, the metric and the cell count only (not on the pointer): kept
+  // across frames while those stay.
+  std::vector<double>& values =
+      f.geo ? f.geo->values({&f.tl->lanes, ax.t0, ax.t1, ax.x0, ax.x1, 0, 0, static_cast<double>(metric),
+                             static_cast<double>(strips.size())},
+                            &fresh)
+            : local;
+  if (fresh) {
+    values.assign(nvalues, -1);
+    for (size_t s = 0; s < strips.size(); ++s) strip_values(f, strips[s], metric, ax, ncells, values.data() + s * static_cast<size_t>(ncells));
   }
+  double vmax = metric == 0 ? 1.0 : metric == 1 ? 0.5 : 0.0;
+  for (double v : values) vmax = std::max(vmax, v);
   int cells = 0;
   const float y_start = wp.y + kTopBar - ImGui::GetScrollY();
   dl->PushClipRect(ImVec2(wp.x, wp.y + kTopBar), ImVec2(wp.x + ws.x, wp.y + ws.y), true);

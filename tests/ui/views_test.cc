@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "tests/ui/headless.h"
 #include "tests/ui/sim_recording.h"
@@ -128,6 +130,46 @@ float x_of(const LayoutDump& d, double t) {
   const DumpRect& r = d.lanes.at(0).rect;
   const float x0 = r.x0 + kLabelWidth;
   return x0 + static_cast<float>((t - d.view_t0) / (d.view_t1 - d.view_t0)) * (r.x1 - x0);
+}
+
+// Vertices of the frame just rendered, every draw list in order.
+std::vector<ImDrawVert> frame_vertices() {
+  std::vector<ImDrawVert> v;
+  const ImDrawData* d = ImGui::GetDrawData();
+  for (int i = 0; d && i < d->CmdListsCount; ++i) {
+    const ImDrawList* l = d->CmdLists[i];
+    v.insert(v.end(), l->VtxBuffer.Data, l->VtxBuffer.Data + l->VtxBuffer.Size);
+  }
+  return v;
+}
+
+bool same(const std::vector<ImDrawVert>& a, const std::vector<ImDrawVert>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(ImDrawVert)) == 0;
+}
+
+TEST_F(ViewsTest, KeptGeometryIsWhatDrawingAgainGives) {
+  // Frames that keep the range replay the geometry of the previous ones (GeometryCache); what
+  // they show must be exactly what drawing everything again shows, also after a zoom.
+  testing::Headless h;
+  Dashboard kept, plain;
+  plain.keep_geometry(false);
+  const ImVec2 mouse(700, 330);  // over the timeline
+  auto compare = [&](int64_t t0, int64_t t1) {
+    zoom(kept, t0, t1);
+    zoom(plain, t0, t1);
+    h.frame([&] { kept.draw(*snap_); }, mouse);  // computes (the range changed)
+    const int64_t hits = kept.geometry().hits();
+    h.frame([&] { kept.draw(*snap_); }, mouse);  // replays
+    EXPECT_GT(kept.geometry().hits(), hits + 5);
+    const std::vector<ImDrawVert> replayed = frame_vertices();
+    h.frame([&] { plain.draw(*snap_); }, mouse);
+    const std::vector<ImDrawVert> drawn = frame_vertices();
+    EXPECT_GT(drawn.size(), 1000u);
+    EXPECT_TRUE(same(replayed, drawn)) << replayed.size() << " vertices replayed, " << drawn.size() << " drawn";
+  };
+  compare(0, truth_.end_ns);                      // the whole run: merged items
+  compare(truth_.end_ns / 3, truth_.end_ns / 2);  // zoomed in: items with labels
+  EXPECT_EQ(plain.geometry().hits(), 0);
 }
 
 TEST_F(ViewsTest, HoveringAFetchShowsItsBatchsLife) {
