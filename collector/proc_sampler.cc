@@ -95,18 +95,26 @@ bool ProcSampler::parse_status_rss(const std::string& text, uint64_t* rss) { ret
 
 bool ProcSampler::parse_io_rchar(const std::string& text, uint64_t* rchar) { return field_value(text, "rchar", rchar); }
 
-double ProcSampler::young_age_s(int pid) const {
+namespace {
+
+// Seconds since the process or thread whose stat file is `path` started; -1 if unknown.
+double age_s(const char* path, std::string* text) {
   static const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
-  if (ticks_per_s <= 0) return 0;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  std::string text;
   uint64_t start_ticks = 0;
-  if (!slurp(path, &text) || !parse_stat_starttime(text, &start_ticks)) return 0;
+  if (ticks_per_s <= 0 || !slurp(path, text) || !ProcSampler::parse_stat_starttime(*text, &start_ticks)) return -1;
   timespec ts{};
   ::clock_gettime(CLOCK_BOOTTIME, &ts);  // starttime counts from boot, suspend included
   const double now_s = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-  const double age = now_s - static_cast<double>(start_ticks) / static_cast<double>(ticks_per_s);
+  return now_s - static_cast<double>(start_ticks) / static_cast<double>(ticks_per_s);
+}
+
+}  // namespace
+
+double ProcSampler::young_age_s(int pid) const {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  std::string text;
+  const double age = age_s(path, &text);
   return age >= young_min_s_ && age <= young_max_s_ ? age : 0;
 }
 
@@ -171,9 +179,20 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
       if (old != p.tasks.end()) {
         run_delta += run >= old->second.first ? run - old->second.first : 0;
         wait_delta += wait >= old->second.second ? wait - old->second.second : 0;
-      } else if (!first || from_birth) {
-        run_delta += run;  // a thread born since the last listing (or since the process was)
+      } else if (from_birth) {
+        run_delta += run;  // the process is young: everything since its birth
         wait_delta += wait;
+      } else if (!first) {
+        // A thread listed for the first time (threads are listed once a second): its counters
+        // cover its whole life, which may be longer than this interval. Counting them all here
+        // made spikes of several cores (a multiprocessing queue's feeder thread, say); only the
+        // share of its life inside the interval is counted, at its average rate.
+        std::string stat;
+        std::snprintf(tpath, sizeof tpath, "/proc/%d/task/%d/stat", pid, tid);
+        const double life = age_s(tpath, &stat);
+        const double share = life > dt && dt > 0 ? dt / life : 1.0;
+        run_delta += static_cast<uint64_t>(static_cast<double>(run) * share);
+        wait_delta += static_cast<uint64_t>(static_cast<double>(wait) * share);
       }
     }
     if ((!first || from_birth) && dt > 0) {

@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "collector/clock.h"
 
@@ -116,6 +118,33 @@ TEST(ProcSamplerTest, YoungProcessGetsRatesOnItsFirstSample) {
   // pid 1 has run since boot: a lifetime average would say nothing about now, so no rate.
   EXPECT_FALSE(out[2].cpu_cores);
   EXPECT_FALSE(out[2].runq_wait_ratio);
+}
+
+void spin_in_a_late_thread() {
+  usleep(150000);
+  std::thread t(spin_forever);
+  t.detach();
+  for (;;) pause();
+}
+
+TEST(ProcSamplerTest, AThreadListedLateDoesNotSpike) {
+  // Threads are listed once a second: a thread born just after a listing is first seen with most
+  // of a second of CPU behind it. Its counters must be spread over its life, not put in the one
+  // interval where it was found: a spinning thread is one core, never several.
+  pid_t pid = spawn_child(spin_in_a_late_thread);
+  ProcSampler s(1.0, 1000000000000ull);
+  std::vector<double> cpu;
+  for (int i = 0; i < 14; ++i) {
+    auto out = s.sample({pid}, monotonic_ns());
+    if (!out.empty() && out[0].cpu_cores) cpu.push_back(*out[0].cpu_cores);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  ASSERT_GE(cpu.size(), 12u);
+  const double peak = *std::max_element(cpu.begin(), cpu.end());
+  EXPECT_LT(peak, 1.3) << "a late-listed thread's whole life counted in one interval";
+  EXPECT_GT(cpu.back(), 0.5);  // tracked since it was listed
 }
 
 TEST(ProcSamplerTest, PrivateDirtyGrowth) {
