@@ -24,8 +24,8 @@ if [ -z "${DISPLAY:-}" ] && command -v Xvfb >/dev/null; then
   sleep 1
   export DISPLAY=:97
 fi
-# DEMO_MOUSE: where the pointer rests (x,y); the default lands on a fetch of worker 2 in the last
+# DEMO_MOUSE: where the pointer rests (x,y); the default lands on a fetch of worker 2 in the second
 # epoch of the recording made here. Check the picture and move it if the run came out differently.
 "$bin" ui --screenshot docs/images/dashboard.png --layout-dump /tmp/stallscope-demo-layout.json \
-  --mouse "${DEMO_MOUSE:-759,285}" assets/demo.db
+  --mouse "${DEMO_MOUSE:-533,285}" assets/demo.db
 ls -l docs/images/dashboard.png
