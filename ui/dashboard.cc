@@ -10,6 +10,8 @@
 //   +-------------------------------------------------------+-------------------+
 #include "ui/dashboard.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <cmath>
 
@@ -117,16 +119,29 @@ void Dashboard::draw(const Snapshot& snap, LayoutDump* dump) {
     const float top = header_h + headline_h + 2 * pad;
     const float timeline_h = std::max(120.0f, H - top - queue_h - workers_h - 3 * pad);
 
+    using Clock = std::chrono::steady_clock;
+    auto t = Clock::now();
+    auto lap = [&t](double* into) {
+      const auto now = Clock::now();
+      *into = std::chrono::duration<double, std::milli>(now - t).count();
+      t = now;
+    };
     draw_header(f, ImVec2(0, 0), ImVec2(W, header_h));
+    lap(&times_.header);
     draw_headline(f, ImVec2(pad, header_h + pad), ImVec2(W - 2 * pad, headline_h));
+    lap(&times_.headline);
     draw_timeline(f, ImVec2(pad, top), ImVec2(left_w, timeline_h));
+    lap(&times_.timeline);
     draw_queue(f, ImVec2(pad, top + timeline_h + pad), ImVec2(left_w, queue_h));
+    lap(&times_.queue);
     draw_workers(f, ImVec2(pad, top + timeline_h + queue_h + 2 * pad), ImVec2(left_w, workers_h));
+    lap(&times_.workers);
     const float right_x = pad * 2 + left_w;
     const float right_h = H - top - pad;
     const float rec_h = std::floor(right_h * 0.56f);
     draw_recommendations(f, ImVec2(right_x, top), ImVec2(right_w, rec_h));
     draw_batch(f, ImVec2(right_x, top + rec_h + pad), ImVec2(right_w, right_h - rec_h - pad));
+    lap(&times_.side);
     if (snap.state == SourceState::kError) {
       // Read before, failed since: keep what was read, say why.
       ImGui::GetForegroundDrawList()->AddRectFilled(ImVec2(W * 0.25f, H - 34), ImVec2(W * 0.75f, H - 8), kBad, 4.0f);

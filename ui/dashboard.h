@@ -11,6 +11,11 @@
 
 namespace stallscope::ui {
 
+// Where the last frame's build time went, per view (ms, CPU side).
+struct ViewTimes {
+  double header = 0, headline = 0, timeline = 0, queue = 0, workers = 0, side = 0;  // side: recommendations + batch
+};
+
 class Dashboard {
  public:
   explicit Dashboard(UiFonts fonts = {}) : fonts_(fonts) {}
@@ -22,6 +27,7 @@ class Dashboard {
   // Geometry kept across frames (on by default); off draws everything every frame.
   void keep_geometry(bool on) { keep_geometry_ = on; }
   const GeometryCache& geometry() const { return geo_; }
+  const ViewTimes& last_times() const { return times_; }
   const UiFonts& fonts() const { return fonts_; }
   void set_fonts(const UiFonts& f) { fonts_ = f; }
 
@@ -31,6 +37,7 @@ class Dashboard {
   ViewState st_;
   GeometryCache geo_;
   bool keep_geometry_ = true;
+  ViewTimes times_;
 };
 
 }  // namespace stallscope::ui

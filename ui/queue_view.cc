@@ -5,6 +5,7 @@
 // query, whatever the zoom.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "ui/draw_util.h"
 #include "ui/format.h"
@@ -24,15 +25,20 @@ int draw_series(ImDrawList* dl, const StepSeries& s, const TimeAxis& ax, float y
   auto y = [&](double v) { return ybot - h * static_cast<float>(std::clamp(v / vmax, 0.0, 1.0)); };
   float prev_y = -1;
   size_t hint = 0;
+  int64_t prev_ib = INT64_MIN;  // the previous column's end, and the first point after it
+  size_t prev_i2 = 0;
   for (float x = std::floor(ax.x0); x < ax.x1; x += 1.0f) {
     const double ta = ax.t(x), tb = ax.t(x + 1.0f);
     if (tb < static_cast<double>(s.ts(0))) continue;
     const int64_t ia = static_cast<int64_t>(ta), ib = static_cast<int64_t>(tb);
-    // Columns go left to right: every search starts from the previous one.
-    const size_t i0 = s.lower_bound(ia + 1, hint);  // first point after the column's start
+    // Columns go left to right: every search starts from the previous one, and a column that
+    // starts where the previous one ended starts at the point found for that end.
+    const size_t i0 = ia == prev_ib ? prev_i2 : s.lower_bound(ia + 1, hint);  // first point after the start
     const size_t i1 = s.lower_bound(ib, i0);
-    const size_t i2 = s.lower_bound(ib + 1, i1);    // first point after the column's end
+    const size_t i2 = s.lower_bound(ib + 1, i1);  // first point after the column's end
     hint = i1;
+    prev_ib = ib;
+    prev_i2 = i2;
     int32_t lo = i0 == 0 ? 0 : s.value(i0 - 1), hi = lo;
     if (i1 > i0) {
       const auto mm = s.minmax(i0, i1);
