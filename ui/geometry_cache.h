@@ -26,7 +26,7 @@ class GeometryCache {
     const void* what = nullptr;  // the data drawn (a row, a series); one entry per `what`
     double t0 = 0, t1 = 0;       // the visible time range
     float x0 = 0, x1 = 0, y0 = 0, y1 = 0;
-    double a = 0, b = 0;         // anything else that changes the picture (scale, dimming, ...)
+    double a = 0, b = 0;  // anything else that changes the picture (scale, dimming, ...)
     bool operator==(const Key&) const = default;
   };
 

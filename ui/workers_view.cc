@@ -180,7 +180,9 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
             : local;
   if (fresh) {
     values.assign(nvalues, -1);
-    for (size_t s = 0; s < strips.size(); ++s) strip_values(f, strips[s], metric, ax, ncells, values.data() + s * static_cast<size_t>(ncells));
+    for (size_t s = 0; s < strips.size(); ++s) {
+      strip_values(f, strips[s], metric, ax, ncells, values.data() + s * static_cast<size_t>(ncells));
+    }
   }
   double vmax = metric == 0 ? 1.0 : metric == 1 ? 0.5 : 0.0;
   for (double v : values) vmax = std::max(vmax, v);
