@@ -172,6 +172,32 @@ TEST_F(ViewsTest, KeptGeometryIsWhatDrawingAgainGives) {
   EXPECT_EQ(plain.geometry().hits(), 0);
 }
 
+TEST_F(ViewsTest, WhileLoadingTheViewFitsWhatHasArrivedThenTheWholeRun) {
+  // A large recording is read in parts (state "loading"): the view follows the data that has
+  // arrived, and once everything is read it shows the whole run, not the first part's range.
+  testing::Headless h;
+  Dashboard dash;
+  Snapshot partial = *snap_;
+  partial.state = SourceState::kLoading;
+  partial.load_fraction = 0.5;
+  auto half = std::make_shared<Timeline>(*snap_->timeline);
+  half->end_ns = snap_->timeline->end_ns / 2;
+  partial.timeline = half;
+  partial.analysis = nullptr;
+  LayoutDump d = h.dashboard(dash, partial);
+  EXPECT_EQ(d.state, "loading");
+  EXPECT_NEAR(d.view_t1, static_cast<double>(half->end_ns), 1e6);
+  d = h.dashboard(dash, *snap_);
+  EXPECT_EQ(d.state, "finished");
+  EXPECT_NEAR(d.view_t1, static_cast<double>(snap_->timeline->end_ns), 1e6);
+  // A range the user chose while loading is kept.
+  Dashboard chosen;
+  h.dashboard(chosen, partial);
+  zoom(chosen, half->end_ns / 4, half->end_ns / 2);
+  d = h.dashboard(chosen, *snap_);
+  EXPECT_NEAR(d.view_t1, static_cast<double>(half->end_ns / 2), 1);
+}
+
 TEST_F(ViewsTest, HoveringAFetchShowsItsBatchsLife) {
   testing::Headless h;
   Dashboard dash;
