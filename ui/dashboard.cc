@@ -10,9 +10,8 @@
 //   +-------------------------------------------------------+-------------------+
 #include "ui/dashboard.h"
 
-#include <chrono>
-
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "ui/analysis_view.h"

@@ -171,8 +171,8 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
   const size_t nvalues = strips.size() * static_cast<size_t>(ncells);
   std::vector<double> local;
   bool fresh = true;
-  // The cells depend on the range, the metric and the cell count only (not on the pointer): kept
-  // across frames while those stay.
+  // The cell values depend on the snapshot, the range, the metric and the strips, not on where the
+  // panel is scrolled: kept across frames while those stay (hover frames).
   std::vector<double>& values =
       f.geo ? f.geo->values({&f.tl->lanes, ax.t0, ax.t1, ax.x0, ax.x1, 0, 0, static_cast<double>(metric),
                              static_cast<double>(strips.size())},
