@@ -6,6 +6,7 @@ measures its own stall fraction and throughput, and the report must agree — st
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 
@@ -77,6 +78,10 @@ def test_oversubscribed_workers_get_fewer(tmp_path):
     check_figures(rep, truth)
     assert "reduce_num_workers" in ids(rep), rep["recommendations"]
     lives = [(w["pid"], w["life_s"], w["runq_delay_fraction"]) for w in rep["workers"]]
+    if not os.path.exists("/proc/self/schedstat"):
+        # A kernel without schedstat: no run-queue figure is measured, and none is made up.
+        assert all(w["runq_delay_fraction"] is None for w in rep["workers"]), lives
+        return
     assert all(w["runq_delay_fraction"] is not None for w in rep["workers"]), lives
     assert max(w["runq_delay_fraction"] for w in rep["workers"]) > 0.2
 
