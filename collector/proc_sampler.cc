@@ -169,11 +169,13 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
     }
     std::map<int, std::pair<uint64_t, uint64_t>> tasks;
     uint64_t run_delta = 0, wait_delta = 0;
+    bool sched = false;  // some thread's schedstat was read (a kernel without schedstat has none)
     for (int tid : p.tids) {
       char tpath[128];
       std::snprintf(tpath, sizeof tpath, "/proc/%d/task/%d/schedstat", pid, tid);
       uint64_t run = 0, wait = 0;
       if (!slurp(tpath, &text) || !parse_schedstat(text, &run, &wait)) continue;  // thread ended
+      sched = true;
       tasks[tid] = {run, wait};
       auto old = p.tasks.find(tid);
       if (old != p.tasks.end()) {
@@ -195,7 +197,7 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
         wait_delta += static_cast<uint64_t>(static_cast<double>(wait) * share);
       }
     }
-    if ((!first || from_birth) && dt > 0) {
+    if ((!first || from_birth) && dt > 0 && sched) {
       s.cpu_cores = static_cast<double>(run_delta) / 1e9 / dt;
       s.runq_wait_ratio = static_cast<double>(wait_delta) / 1e9 / dt;
     }
