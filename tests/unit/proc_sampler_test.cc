@@ -133,18 +133,21 @@ TEST(ProcSamplerTest, AThreadListedLateDoesNotSpike) {
   // interval where it was found: a spinning thread is one core, never several.
   pid_t pid = spawn_child(spin_in_a_late_thread);
   ProcSampler s(1.0, 1000000000000ull);
-  std::vector<double> cpu;
+  std::vector<double> cpu, demand;  // demand: CPU + run-queue wait (a spinning thread: ~1 core)
   for (int i = 0; i < 14; ++i) {
     auto out = s.sample({pid}, monotonic_ns());
-    if (!out.empty() && out[0].cpu_cores) cpu.push_back(*out[0].cpu_cores);
+    if (!out.empty() && out[0].cpu_cores && out[0].runq_wait_ratio) {
+      cpu.push_back(*out[0].cpu_cores);
+      demand.push_back(*out[0].cpu_cores + *out[0].runq_wait_ratio);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   ASSERT_GE(cpu.size(), 12u);
-  const double peak = *std::max_element(cpu.begin(), cpu.end());
+  const double peak = *std::max_element(demand.begin(), demand.end());
   EXPECT_LT(peak, 1.3) << "a late-listed thread's whole life counted in one interval";
-  EXPECT_GT(cpu.back(), 0.5);  // tracked since it was listed
+  EXPECT_GT(demand.back(), 0.8);  // tracked since it was listed, whatever the machine's load
 }
 
 TEST(ProcSamplerTest, PrivateDirtyGrowth) {
