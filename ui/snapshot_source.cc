@@ -40,7 +40,7 @@ bool recorder_alive(const std::map<std::string, std::string>& meta) {
 SnapshotSource::SnapshotSource(std::string path, SourceOptions opt) : path_(std::move(path)), opt_(opt) {
   auto first = std::make_shared<Snapshot>();
   first->path = path_;
-  current_.store(first, std::memory_order_release);
+  current_ = std::move(first);
   reader_ = std::thread([this] { reader_loop(); });
   if (opt_.analysis) analyzer_ = std::thread([this] { analysis_loop(); });
 }
@@ -84,7 +84,12 @@ void SnapshotSource::publish_locked() {
   s->load_fraction = load_fraction_;
   s->analysis_seconds = analysis_seconds_ < 0 ? last_analysis_seconds_ : analysis_seconds_;
   if (opt_.on_publish) opt_.on_publish(*s);
-  current_.store(std::move(s), std::memory_order_release);
+  std::shared_ptr<const Snapshot> next = std::move(s);
+  {
+    std::lock_guard<std::mutex> lock(current_mu_);
+    current_.swap(next);
+  }
+  next.reset();  // the previous snapshot, released outside the lock
   cv_.notify_all();
 }
 

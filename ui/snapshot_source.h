@@ -50,7 +50,10 @@ class SnapshotSource {
   SnapshotSource& operator=(const SnapshotSource&) = delete;
 
   // The latest snapshot (never null).
-  std::shared_ptr<const Snapshot> current() const { return current_.load(std::memory_order_acquire); }
+  std::shared_ptr<const Snapshot> current() const {
+    std::lock_guard<std::mutex> lock(current_mu_);
+    return current_;
+  }
   // Waits until `pred` holds for the current snapshot or `timeout_ms` passed; true if it held.
   bool wait_until(const std::function<bool(const Snapshot&)>& pred, int timeout_ms);
   // Settled: first read done (or failed) and, unless disabled, the analysis ran on the latest data.
@@ -65,7 +68,11 @@ class SnapshotSource {
 
   std::string path_;
   SourceOptions opt_;
-  std::atomic<std::shared_ptr<const Snapshot>> current_;
+  // The published snapshot behind a small lock of its own (held only to copy the pointer).
+  // libstdc++ 12's std::atomic<std::shared_ptr> unlocks with relaxed order in load(), which
+  // ThreadSanitizer reports as a race with the next store.
+  mutable std::mutex current_mu_;
+  std::shared_ptr<const Snapshot> current_;
 
   std::mutex parts_mu_;  // guards the parts below and the condition variable
   std::condition_variable cv_;
