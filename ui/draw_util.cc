@@ -113,15 +113,24 @@ void dump_item(const RowDraw& d, float x0, float x1, int64_t count, const std::s
 
 }  // namespace
 
+// Through d.cache when there is one (and no layout dump): `draw` called with a copy of d that has
+// no cache, or the geometry it drew before for the same data, range, place and look replayed.
+namespace {
+
+template <typename Data, typename Draw>
+int64_t through_cache(const Data& what, const RowDraw& d, Draw draw) {
+  RowDraw plain = d;
+  plain.cache = nullptr;
+  const TimeAxis& ax = *d.axis;
+  const GeometryCache::Key k{&what, ax.t0, ax.t1, ax.x0, ax.x1, d.y0, d.y1, d.dim_after_ns,
+                             static_cast<double>(d.alpha) + (d.labels && d.tl ? 2.0 : 0.0)};
+  return d.cache->draw(d.dl, k, [&] { return draw(what, plain); });
+}
+
+}  // namespace
+
 int64_t draw_row(const Row& row, const RowDraw& d) {
-  if (d.cache && !d.dump) {
-    RowDraw plain = d;
-    plain.cache = nullptr;
-    const TimeAxis& ax = *d.axis;
-    const GeometryCache::Key k{&row, ax.t0, ax.t1, ax.x0, ax.x1, d.y0, d.y1, d.dim_after_ns,
-                               static_cast<double>(d.alpha) + (d.labels && d.tl ? 2.0 : 0.0)};
-    return d.cache->draw(d.dl, k, [&] { return draw_row(row, plain); });
-  }
+  if (d.cache && !d.dump) return through_cache(row, d, draw_row);
   const size_t n = row.size();
   if (n == 0) return 0;
   const TimeAxis& ax = *d.axis;
@@ -197,13 +206,7 @@ int64_t draw_row(const Row& row, const RowDraw& d) {
 }
 
 int64_t draw_markers(const MarkerLog& m, const RowDraw& d) {
-  if (d.cache && !d.dump) {
-    RowDraw plain = d;
-    plain.cache = nullptr;
-    const TimeAxis& ax = *d.axis;
-    const GeometryCache::Key k{&m, ax.t0, ax.t1, ax.x0, ax.x1, d.y0, d.y1, 0, 0};
-    return d.cache->draw(d.dl, k, [&] { return draw_markers(m, plain); });
-  }
+  if (d.cache && !d.dump) return through_cache(m, d, draw_markers);
   const size_t n = m.size();
   if (n == 0) return 0;
   const TimeAxis& ax = *d.axis;

@@ -38,6 +38,12 @@ struct PackedInstant {
   uint8_t present;  // bit i: arg i is not NULL
 };
 
+PackedInstant pack(const InstantRow& r) {
+  PackedInstant p{r.id, r.thread_id, r.ts_ns, r.arg0.value_or(0), r.arg1.value_or(0), r.arg2.value_or(0), r.name_id, 0};
+  p.present = static_cast<uint8_t>((r.arg0 ? 1 : 0) | (r.arg1 ? 2 : 0) | (r.arg2 ? 4 : 0));
+  return p;
+}
+
 InstantRow unpack(const PackedInstant& p) {
   InstantRow r;
   r.id = p.id;
@@ -179,16 +185,7 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows
       Stmt& s = **q;
       s.bind(1, i0).bind(2, i1);
       side_instants.reserve(static_cast<size_t>(std::max<int64_t>(0, i1 - i0)));
-      while (s.step()) {
-        PackedInstant p{s.int64(0), s.int64(1), s.int64(2), 0, 0, 0, static_cast<uint32_t>(s.int64(3)), 0};
-        for (int k = 0; k < 3; ++k) {
-          if (!s.is_null(4 + k)) {
-            (&p.a0)[k] = s.int64(4 + k);
-            p.present |= static_cast<uint8_t>(1 << k);
-          }
-        }
-        side_instants.push_back(p);
-      }
+      while (s.step()) side_instants.push_back(pack(decode_instant(s)));  // one decoder for instants
       side_status = s.status();
     });
   }
