@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "inject/attach.h"
 #include "inject/launcher.h"
 #include "stallscope/version.h"
 
@@ -19,6 +20,7 @@ constexpr const char* kMainHelp =
     "\n"
     "Commands:\n"
     "  run      run a program with the collector injected and record a session database\n"
+  "  attach   record a Python training process that is already running (by pid)\n"
     "  report   summarise a recording: stalls, throughput, DataLoader workers, recommendations\n"
     "  ui       open the dashboard: live sessions, or a recording (FILE.db) to replay\n"
     "\n"
@@ -40,6 +42,30 @@ constexpr const char* kRunHelp =
     "\n"
     "Example:\n"
     "  stallscope run -o run.db -- python train.py --epochs 2\n";
+
+constexpr const char* kAttachHelp =
+    "Usage: stallscope attach [OPTIONS] PID\n"
+    "\n"
+    "Records a Python training process that is already running, started without stallscope:\n"
+    "loads the collector into it (ptrace), installs the DataLoader hooks, including on the\n"
+    "iterators that run now (followed from their next batch), and records into a session\n"
+    "database until the process exits, the duration is up, or Ctrl-C. Ctrl-C detaches: the\n"
+    "process goes on, unrecorded. Worker processes that exist already are sampled (CPU, run\n"
+    "queue, memory); batch events come from the workers started after the attach.\n"
+    "\n"
+    "Needs permission to trace PID: the same user (root with kernel.yama.ptrace_scope >= 1).\n"
+    "x86-64 Linux; GPU capture (CUPTI, NVTX) needs `stallscope run`.\n"
+    "\n"
+    "Options:\n"
+    "  -o, --output FILE     database to write (default: stallscope-PROG-YYYYmmdd-HHMMSS.db here)\n"
+    "  -d, --duration SEC    detach after SEC seconds (default: until the process exits or Ctrl-C)\n"
+    "      --ring-events N   events buffered per thread between flushes (power of two, default 16384)\n"
+    "      --rings N         threads that can record at once (default 64)\n"
+    "  -q, --quiet           print nothing but errors\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Example:\n"
+    "  stallscope attach -o late.db --duration 60 $(pgrep -f train.py)\n";
 
 int usage_error(const std::string& msg, const char* help_cmd) {
   std::fprintf(stderr, "stallscope: %s (see '%s --help')\n", msg.c_str(), help_cmd);
@@ -97,6 +123,58 @@ int cmd_run(int argc, char** argv) {
   return stallscope::run_command(opt);
 }
 
+int cmd_attach(int argc, char** argv) {
+  stallscope::AttachOptions opt;
+  std::string pid_arg;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::printf("%s", kAttachHelp);
+      return 0;
+    }
+    if (a == "-q" || a == "--quiet") {
+      opt.quiet = true;
+    } else if (a == "-o" || a == "--output") {
+      if (i + 1 >= argc) return usage_error(a + " needs a file name", "stallscope attach");
+      opt.output = argv[++i];
+    } else if (a.rfind("--output=", 0) == 0) {
+      opt.output = a.substr(9);
+    } else if (a == "-d" || a == "--duration") {
+      char* end = nullptr;
+      const double v = i + 1 < argc ? std::strtod(argv[i + 1], &end) : 0;
+      if (i + 1 >= argc || end == argv[i + 1] || *end != '\0' || !(v > 0) || v > 1e7) {
+        return usage_error(a + " needs a number of seconds above 0", "stallscope attach");
+      }
+      opt.duration_s = v;
+      ++i;
+    } else if (a == "--ring-events" || a == "--rings") {
+      unsigned v = 0;
+      if (i + 1 >= argc || !parse_uint(argv[i + 1], &v)) return usage_error(a + " needs a positive number", "stallscope attach");
+      ++i;
+      if (a == "--rings") {
+        opt.rings = v;
+      } else if ((v & (v - 1)) != 0) {
+        return usage_error("--ring-events must be a power of two", "stallscope attach");
+      } else {
+        opt.ring_events = v;
+      }
+    } else if (!a.empty() && a[0] == '-') {
+      return usage_error("unknown option '" + a + "'", "stallscope attach");
+    } else if (!pid_arg.empty()) {
+      return usage_error("one process id only (got '" + pid_arg + "' and '" + a + "')", "stallscope attach");
+    } else {
+      pid_arg = a;
+    }
+  }
+  if (pid_arg.empty()) return usage_error("attach: no process id given; usage: stallscope attach [-o FILE] PID", "stallscope attach");
+  char* end = nullptr;
+  const long pid = std::strtol(pid_arg.c_str(), &end, 10);
+  if (*end != '\0' || pid <= 0 || pid > (1l << 22)) return usage_error("'" + pid_arg + "' is not a process id", "stallscope attach");
+  if (!opt.output.empty() && opt.output.back() == '/') return usage_error("-o needs a file name, not a directory", "stallscope attach");
+  opt.pid = static_cast<pid_t>(pid);
+  return stallscope::attach_command(opt);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +189,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "run") return cmd_run(argc - 2, argv + 2);
+  if (cmd == "attach") return cmd_attach(argc - 2, argv + 2);
   if (cmd == "report") return cmd_report(argc - 2, argv + 2);
   if (cmd == "ui") return cmd_ui(argc - 2, argv + 2);
   if (!cmd.empty() && cmd[0] == '-') return usage_error("unknown option '" + cmd + "'", "stallscope");

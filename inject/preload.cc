@@ -7,6 +7,7 @@
 // Nothing here may throw across the C boundary or change how the program ends: failures print one
 // line on stderr and leave the program unrecorded.
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -14,6 +15,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -175,9 +177,139 @@ __attribute__((constructor)) void stallscope_preload_init() {
   }
 }
 
+// `stallscope attach`: the Python half runs on a thread of our own that takes the GIL like any
+// other thread; the C API is looked up in the process (the interpreter's own symbols).
+struct PythonApi {
+  int (*is_initialized)() = nullptr;
+  int (*is_finalizing)() = nullptr;  // Py_IsFinalizing (3.13) or _Py_IsFinalizing; may be missing
+  int (*gil_ensure)() = nullptr;     // PyGILState_STATE is an enum
+  void (*gil_release)(int) = nullptr;
+  int (*run_simple)(const char*) = nullptr;
+};
+
+bool find_python(PythonApi* api) {
+  auto sym = [](const char* name) { return ::dlsym(RTLD_DEFAULT, name); };
+  api->is_initialized = reinterpret_cast<int (*)()>(sym("Py_IsInitialized"));
+  api->is_finalizing = reinterpret_cast<int (*)()>(sym("Py_IsFinalizing"));
+  if (api->is_finalizing == nullptr) api->is_finalizing = reinterpret_cast<int (*)()>(sym("_Py_IsFinalizing"));
+  api->gil_ensure = reinterpret_cast<int (*)()>(sym("PyGILState_Ensure"));
+  api->gil_release = reinterpret_cast<void (*)(int)>(sym("PyGILState_Release"));
+  api->run_simple = reinterpret_cast<int (*)(const char*)>(sym("PyRun_SimpleString"));
+  return api->is_initialized != nullptr && api->gil_ensure != nullptr && api->gil_release != nullptr &&
+         api->run_simple != nullptr;
+}
+
+struct PythonJob {
+  PythonApi api;
+  std::string code;
+};
+
+void* run_python_job(void* arg) {
+  std::unique_ptr<PythonJob> job(static_cast<PythonJob*>(arg));
+  const PythonApi& a = job->api;
+  if (a.is_initialized() == 0 || (a.is_finalizing != nullptr && a.is_finalizing() != 0)) return nullptr;
+  const int state = a.gil_ensure();
+  a.run_simple(job->code.c_str());  // the code catches its own errors and reports them in a file
+  a.gil_release(state);
+  return nullptr;
+}
+
+// Starts `code` on a new detached thread that blocks every signal (they belong to the program).
+bool start_python_job(const PythonApi& api, const char* code, std::string* error) {
+  auto* job = new PythonJob{api, code};
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t t;
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const int rc = ::pthread_create(&t, &attr, run_python_job, job);
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    delete job;
+    *error = std::string("cannot start a thread: ") + std::strerror(rc);
+    return false;
+  }
+  return true;
+}
+
+int attach_begin(const char* shm, const char* code, char* err, size_t err_len) {
+  std::lock_guard<std::mutex> g(g_mu);
+  if (shm == nullptr || *shm == '\0' || code == nullptr) {
+    write_error(err, err_len, "bad arguments");
+    return -1;
+  }
+  if (g_generation.load() != 0) {
+    write_error(err, err_len,
+                "this process is already recorded by stallscope (started under `stallscope run`, recording "
+                "with stallscope.record(), or attached by another `stallscope attach`)");
+    return -1;
+  }
+  PythonApi api;
+  if (!find_python(&api)) {
+    write_error(err, err_len, "no Python interpreter in this process (stallscope attach records Python programs)");
+    return -1;
+  }
+  std::string error;
+  Arena* arena = Arena::attach(shm, &error);
+  if (arena == nullptr) {
+    write_error(err, err_len, "cannot join the recording session: " + error);
+    return -1;
+  }
+  Collector::join(arena);
+  install_exit_hook();
+  if (!start_python_job(api, code, &error)) {
+    Collector::leave();
+    write_error(err, err_len, error);
+    return -1;
+  }
+  return 0;
+}
+
+int attach_end(const char* code, char* err, size_t err_len) {
+  std::lock_guard<std::mutex> g(g_mu);
+  if (g_recorder != nullptr) {
+    write_error(err, err_len, "this process records in-process, not through stallscope attach");
+    return -1;
+  }
+  Collector::leave();
+  PythonApi api;
+  std::string error;
+  if (code != nullptr && *code != '\0' && find_python(&api) && !start_python_job(api, code, &error)) {
+    write_error(err, err_len, error);
+    return -1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
+
+// Called by `stallscope attach` through ptrace on a thread it has stopped (see inject/attach.cc):
+// must not wait for anything that thread might hold. Joins the session whose arena is /dev/shm/SHM
+// and runs the Python source `code` on a new thread that takes the GIL.
+__attribute__((visibility("default"))) int ss_attach_begin(const char* shm, const char* code, char* err,
+                                                           size_t err_len) {
+  try {
+    return attach_begin(shm, code, err, err_len);
+  } catch (...) {
+    write_error(err, err_len, "internal error");
+  }
+  return -1;
+}
+
+// Ends an attached session: stops recording at once, then runs `code` (the Python clean-up).
+__attribute__((visibility("default"))) int ss_attach_end(const char* code, char* err, size_t err_len) {
+  try {
+    return attach_end(code, err, err_len);
+  } catch (...) {
+    write_error(err, err_len, "internal error");
+  }
+  return -1;
+}
 
 int ss_session_start(const char* db_path, char* err, size_t err_len) {
   try {

@@ -20,7 +20,7 @@ __all__ = [
     "available", "lib_path", "load_error",
     "intern", "intern_once", "counter_track", "span_begin", "span_begin_args", "span_end", "span_end_args",
     "instant", "counter", "counter_for", "thread_name", "is_recording", "dropped_events",
-    "version", "session_start", "session_stop", "session_shm", "forget_ids",
+    "version", "session_start", "session_stop", "session_shm", "forget_ids", "leave_attached",
 ]
 
 _u32, _i32, _i64, _u64 = ctypes.c_uint32, ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64
@@ -43,6 +43,7 @@ _SIGNATURES = {
     "ss_session_start": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t], False),
     "ss_session_stop": (ctypes.c_int, [], False),
     "ss_session_shm": (ctypes.c_char_p, [], True),
+    "ss_attach_end": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t], False),
 }
 
 _LIB_NAME = "libstallscope.so"
@@ -122,6 +123,7 @@ if available:
     _ss_session_stop = _f["ss_session_stop"]
     _ss_session_shm = _f["ss_session_shm"]
     _ss_is_recording = _f["ss_is_recording"]
+    _ss_attach_end = _f["ss_attach_end"]
     # Hot path: the raw ctypes functions, no Python wrapper in between.
     span_begin = _f["ss_span_begin"]
     span_begin_args = _f["ss_span_begin_args"]
@@ -136,6 +138,7 @@ else:
     _ss_intern = _ss_counter_track = _ss_is_recording = _ss_session_stop = _zero
     _ss_thread_name = _ss_version = _ss_session_shm = _noop
     _ss_session_start = None
+    _ss_attach_end = lambda *_args: -1  # noqa: E731
     span_begin = span_begin_args = span_end = span_end_args = instant = _noop
     counter = counter_for = _noop
     dropped_events = _zero
@@ -206,3 +209,8 @@ def session_start(db_path: str) -> tuple[bool, str]:
 
 def session_stop() -> bool:
     return _ss_session_stop() == 0
+
+
+def leave_attached() -> bool:
+    """Stops recording in a process that `stallscope attach` joined to a session (ss_attach_end)."""
+    return _ss_attach_end(None, None, 0) == 0

@@ -69,7 +69,10 @@ def refresh_ids() -> None:
 
 
 def on_session_change() -> None:
-    """A session started or stopped in this process: ids of the old one are meaningless."""
+    """A session started or stopped in this process: ids of the old one are meaningless, and a
+    loader seen in an earlier session announces its settings (dl.config) again in the new one."""
+    global _session_gen
+    _session_gen += 1
     N.forget_ids()
     refresh_ids()
     if N.is_recording():
@@ -92,6 +95,7 @@ _deep_done = False
 _problem: str | None = None  # the warning printed when some part could not be instrumented
 _tls = threading.local()  # .pending: (_LoaderInfo, E) while DataLoader.__iter__ runs
 _next_loader_id = 0
+_session_gen = 0  # bumped by on_session_change()
 
 # Originals (None until patched).
 _orig_dl_init = _orig_dl_iter = _orig_next = _orig_create_fetcher = None
@@ -115,13 +119,14 @@ _wctx = None
 class _LoaderInfo:
     """Per DataLoader, stored on the loader as `_stallscope_loader` (owner guards against copies)."""
 
-    __slots__ = ("owner", "L", "epochs", "created_at")
+    __slots__ = ("owner", "L", "epochs", "created_at", "gen")
 
     def __init__(self, owner, created_at):
         self.owner = id(owner)
         self.L = None  # assigned at the first __iter__
         self.epochs = 0
         self.created_at = created_at
+        self.gen = -1  # the session whose database has this loader's dl.config
 
 
 class _ItState:
@@ -264,9 +269,8 @@ def _begin_epoch(loader):
         if info.L is None:
             info.L = _next_loader_id
             _next_loader_id += 1
-            first = True
-        else:
-            first = False
+        first = info.gen != _session_gen
+        info.gen = _session_gen
         E = info.epochs
         info.epochs += 1
     if first:
@@ -885,6 +889,151 @@ def _deep_install() -> None:
             _orig_pin_loop = pin_mod._pin_memory_loop
             pin_mod._pin_memory_loop = _pin_memory_loop  # looked up at Thread(...) time by torch
         _warn_problem(torch, missing)
+
+
+def problem() -> str | None:
+    """The warning printed when some part of the DataLoader could not be instrumented, or None."""
+    return _problem
+
+
+def _loader_of(it, loaders):
+    """The DataLoader an iterator came from: the one holding it (persistent workers), else the one
+    with the same dataset and index sampler (torch's iterator keeps both, not the loader)."""
+    for l in loaders:
+        if l.__dict__.get("_iterator") is it:
+            return l
+    for l in loaders:
+        try:
+            if l.dataset is it._dataset and l._index_sampler is it._index_sampler:
+                return l
+        except Exception:
+            continue
+    return None
+
+
+def adopt_running() -> tuple[int, int]:
+    """For `stallscope attach`: follow the DataLoader iterators that were already running when the
+    hooks were installed, from their next batch on. Their loader's settings (dl.config) and a
+    dl.epoch_begin are emitted now; the epoch is numbered from the attach, not from the start of
+    training. Worker processes that exist already are announced (dl.worker_start, for the /proc
+    figures); their fetches are not seen, the workers started after the attach are instrumented as
+    usual. Returns (iterators followed, worker processes announced)."""
+    if not _shallow_done or not N.is_recording():
+        return 0, 0
+    _deep_install()
+    import gc
+
+    from torch.utils.data import dataloader as dl
+
+    base = getattr(dl, "_BaseDataLoaderIter", None)
+    DL = getattr(dl, "DataLoader", None)
+    if base is None or DL is None:
+        return 0, 0
+    loaders, its = [], []
+    for o in gc.get_objects():
+        t = type(o)  # not isinstance(): that reads o.__class__, which some proxies compute (and warn)
+        if issubclass(t, DL):
+            loaders.append(o)
+        elif issubclass(t, base):
+            its.append(o)
+    followed = workers = 0
+    for it in its:
+        try:
+            d = it.__dict__
+            mp = _M is not None and isinstance(it, _M)
+            if mp and getattr(it, "_shutdown", False):
+                continue
+            loader = _loader_of(it, loaders)
+            if loader is None:
+                continue
+            info, E = _begin_epoch(loader)
+            s = _ItState(info.L, E, mp=mp and _orig_reset is not None)
+            if mp:
+                status = getattr(it, "_workers_status", None) or []
+                for wid, w in enumerate(getattr(it, "_workers", [])):
+                    if wid < len(status) and not status[wid]:
+                        continue
+                    _instant(_I_WSTART, info.L, wid, w.pid or -1)
+                    workers += 1
+                try:
+                    it._worker_result_queue._stallscope_L = info.L
+                    _adopt_pin_thread(it, info.L)
+                except Exception:
+                    pass
+            else:
+                fetcher = d.get("_dataset_fetcher")
+                if fetcher is not None:
+                    if getattr(fetcher, "_stallscope_ctx", None) is None:
+                        _instrument_fetcher(fetcher)
+                    ctx = getattr(fetcher, "_stallscope_ctx", None)
+                    if ctx is not None:
+                        ctx.L = info.L
+                        s.ctx = ctx
+            d["_stallscope_it"] = s
+            followed += 1
+        except Exception:
+            continue
+    return followed, workers
+
+
+class _Bound:
+    """The queue methods a proxy forwards to, taken before the queue's own attribute is replaced
+    by the proxy's (adopt_worker, _adopt_pin_thread): the proxy must not call itself."""
+
+    __slots__ = ("get", "put")
+
+    def __init__(self, get=None, put=None):
+        self.get = get
+        self.put = put
+
+
+def _adopt_pin_thread(it, L) -> None:
+    """A pin-memory thread already running torch's loop: dl.pin through its queues' methods."""
+    t = getattr(it, "_pin_memory_thread", None)
+    raw_in = getattr(it, "_worker_result_queue", None)
+    out = getattr(it, "_data_queue", None)
+    if t is None or not t.is_alive() or raw_in is None or out is None or out is raw_in:
+        return
+    if "get" in raw_in.__dict__ or "put" in out.__dict__:
+        return  # adopted by an earlier attach
+    p = _PinState(raw_in)
+    p.L = L
+    raw_in.get = _PinInProxy(_Bound(get=raw_in.get), p).get
+    out.put = _PinOutProxy(_Bound(put=out.put), p).put
+
+
+def adopt_worker() -> str | None:
+    """For `stallscope attach`, in a DataLoader worker process that was running before the attach:
+    finds torch's worker loop on the main thread's stack and instruments what it holds (its index
+    and result queues, through their methods; its fetcher), as _worker_loop does for a new worker.
+    The batch being fetched now is not labelled; the next ones are. None if this process is not
+    running torch's worker loop."""
+    global _wctx
+    import threading
+
+    _install_worker_side()
+    loop = _orig_worker_loop
+    if loop is None:
+        return None
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    while frame is not None and frame.f_code is not loop.__code__:
+        frame = frame.f_back
+    if frame is None:
+        return None
+    loc = frame.f_locals
+    iq, dq, wid = loc.get("index_queue"), loc.get("data_queue"), loc.get("worker_id")
+    if iq is None or dq is None or wid is None:
+        return None
+    if _wctx is not None:
+        return f"worker {_wctx.W} (already instrumented)"
+    ctx = _FetchCtx(L=-1, B=-1, W=int(wid), G=0)
+    _wctx = ctx
+    iq.get = _IndexQueueProxy(_Bound(get=iq.get), ctx).get
+    dq.put = _ResultQueueProxy(_Bound(put=dq.put), ctx).put
+    fetcher = loc.get("fetcher")
+    if fetcher is not None and getattr(fetcher, "_stallscope_ctx", None) is None:
+        _instrument_fetcher(fetcher)
+    return f"worker {ctx.W}"
 
 
 def _install_worker_side() -> None:

@@ -1,0 +1,399 @@
+// ptrace remote calls; see remote_call.h.
+#include "inject/remote_call.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace stallscope {
+namespace {
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+uint64_t now_ms() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+}
+
+void sleep_ms(int ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  ::nanosleep(&ts, nullptr);
+}
+
+// waitpid on one traced thread, giving up after `timeout_ms` (< 0: wait for ever). 0 on timeout,
+// the pid when a state change was reported, -1 on error.
+pid_t wait_thread(pid_t tid, int* status, int timeout_ms) {
+  const uint64_t deadline = timeout_ms < 0 ? 0 : now_ms() + static_cast<uint64_t>(timeout_ms);
+  int pause = 1;
+  for (;;) {
+    const pid_t r = ::waitpid(tid, status, __WALL | WNOHANG);
+    if (r != 0) {
+      if (r < 0 && errno == EINTR) continue;
+      return r;
+    }
+    if (timeout_ms >= 0 && now_ms() >= deadline) return 0;
+    sleep_ms(pause);
+    if (pause < 10) ++pause;
+  }
+}
+
+struct MapLine {
+  uint64_t start = 0;
+  uint64_t offset = 0;
+  uint64_t inode = 0;
+  std::string path;
+};
+
+std::vector<MapLine> read_maps(pid_t pid) {
+  std::vector<MapLine> out;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    // start-end perms offset dev inode   path
+    MapLine m;
+    unsigned long long start = 0, end = 0, offset = 0, inode = 0;
+    char perms[8] = {}, dev[16] = {};
+    int consumed = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %15s %llu %n", &start, &end, perms, &offset, dev, &inode,
+                    &consumed) < 6) {
+      continue;
+    }
+    m.start = start;
+    m.offset = offset;
+    m.inode = inode;
+    if (consumed > 0 && static_cast<size_t>(consumed) < line.size()) m.path = line.substr(static_cast<size_t>(consumed));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// Where `path` is mapped from offset 0 in `maps`, with its inode.
+bool find_base(const std::vector<MapLine>& maps, const std::string& path, uint64_t* base, uint64_t* inode) {
+  for (const MapLine& m : maps) {
+    if (m.offset == 0 && m.path == path) {
+      *base = m.start;
+      *inode = m.inode;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+uint64_t remote_library_base(pid_t pid, const std::string& path) {
+  uint64_t base = 0, inode = 0;
+  return find_base(read_maps(pid), path, &base, &inode) ? base : 0;
+}
+
+uint64_t remote_address_of(pid_t pid, const void* local_fn, std::string* error) {
+  Dl_info info;
+  if (::dladdr(local_fn, &info) == 0 || info.dli_fname == nullptr) {
+    *error = "cannot tell which library holds a needed function";
+    return 0;
+  }
+  char real[PATH_MAX];
+  const std::string path = ::realpath(info.dli_fname, real) ? std::string(real) : std::string(info.dli_fname);
+  uint64_t local_base = 0, local_inode = 0, remote_base = 0, remote_inode = 0;
+  if (!find_base(read_maps(::getpid()), path, &local_base, &local_inode)) {
+    *error = "cannot find " + path + " in this process's memory map";
+    return 0;
+  }
+  if (!find_base(read_maps(pid), path, &remote_base, &remote_inode) || remote_inode != local_inode) {
+    *error = "process " + std::to_string(pid) + " does not use this machine's " + path +
+             " (another container or chroot?); run stallscope attach from inside the same environment";
+    return 0;
+  }
+  return remote_base + (reinterpret_cast<uint64_t>(local_fn) - local_base);
+}
+
+#if defined(__x86_64__)
+
+std::unique_ptr<RemoteThread> RemoteThread::seize(pid_t tid, std::string* error) {
+  std::unique_ptr<RemoteThread> t(new RemoteThread());
+  t->tid_ = tid;
+  t->tgid_ = tid;
+  if (::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+    const int e = errno;
+    if (e == ESRCH) {
+      *error = "no process " + std::to_string(tid);
+    } else if (e == EPERM) {
+      *error = "not permitted to trace process " + std::to_string(tid) +
+               " (run as its owner or as root; with kernel.yama.ptrace_scope >= 1 only root can attach)";
+    } else {
+      *error = "cannot trace process " + std::to_string(tid) + ": " + errno_text(e);
+    }
+    return nullptr;
+  }
+  t->attached_ = true;
+  if (::ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
+    *error = "cannot stop process " + std::to_string(tid) + ": " + errno_text(errno);
+    ::ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+    t->attached_ = false;
+    return nullptr;
+  }
+  // Wait for the interrupt stop; signals that arrive first are held for later.
+  for (;;) {
+    int st = 0;
+    const pid_t r = wait_thread(tid, &st, 10000);
+    if (r == 0) {
+      // Uninterruptible sleep (e.g. a hung file system). Leaving: the kernel detaches on exit and
+      // cancels the pending stop.
+      *error = "process " + std::to_string(tid) + " did not stop within 10 s (stuck in the kernel?); try again";
+      t->attached_ = false;
+      return nullptr;
+    }
+    if (r < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
+      *error = "process " + std::to_string(tid) + " ended while stallscope was attaching";
+      t->attached_ = false;
+      return nullptr;
+    }
+    if (WIFSTOPPED(st)) {
+      if ((st >> 16) == PTRACE_EVENT_STOP) break;
+      t->held_signals_.push_back(WSTOPSIG(st));
+      ::ptrace(PTRACE_CONT, tid, nullptr, nullptr);
+    }
+  }
+  user_regs_struct regs;
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0) {
+    *error = "cannot read the registers of process " + std::to_string(tid) + ": " + errno_text(errno);
+    t->detach(nullptr);
+    return nullptr;
+  }
+  t->regs_.assign(reinterpret_cast<unsigned char*>(&regs), reinterpret_cast<unsigned char*>(&regs) + sizeof regs);
+  std::vector<unsigned char> xs(1 << 16);
+  iovec iov{xs.data(), xs.size()};
+  if (::ptrace(PTRACE_GETREGSET, tid, reinterpret_cast<void*>(NT_X86_XSTATE), &iov) == 0) {
+    xs.resize(iov.iov_len);
+    t->fpu_ = std::move(xs);
+    t->fpu_is_xstate_ = true;
+  } else {
+    user_fpregs_struct fp;
+    if (::ptrace(PTRACE_GETFPREGS, tid, nullptr, &fp) != 0) {
+      *error = "cannot read the FPU state of process " + std::to_string(tid) + ": " + errno_text(errno);
+      t->detach(nullptr);
+      return nullptr;
+    }
+    t->fpu_.assign(reinterpret_cast<unsigned char*>(&fp), reinterpret_cast<unsigned char*>(&fp) + sizeof fp);
+  }
+  // Below the red zone (128 bytes) with room to spare, 16-byte aligned.
+  t->stack_top_ = (regs.rsp - 1024) & ~uint64_t{15};
+  return t;
+}
+
+RemoteThread::~RemoteThread() {
+  if (attached_) detach(nullptr);
+}
+
+bool RemoteThread::write(uint64_t addr, const void* data, size_t n) {
+  const auto* src = static_cast<const unsigned char*>(data);
+  size_t done = 0;
+  while (done < n) {
+    const uint64_t word_addr = (addr + done) & ~uint64_t{7};
+    const size_t skip = static_cast<size_t>((addr + done) - word_addr);
+    errno = 0;
+    long word = ::ptrace(PTRACE_PEEKDATA, tid_, reinterpret_cast<void*>(word_addr), nullptr);
+    if (errno != 0) return false;
+    unsigned char bytes[8];
+    std::memcpy(bytes, &word, 8);
+    const size_t take = std::min(n - done, 8 - skip);
+    std::memcpy(bytes + skip, src + done, take);
+    std::memcpy(&word, bytes, 8);
+    if (::ptrace(PTRACE_POKEDATA, tid_, reinterpret_cast<void*>(word_addr), reinterpret_cast<void*>(word)) != 0) {
+      return false;
+    }
+    done += take;
+  }
+  return true;
+}
+
+bool RemoteThread::read(uint64_t addr, void* out, size_t n) const {
+  auto* dst = static_cast<unsigned char*>(out);
+  size_t done = 0;
+  while (done < n) {
+    const uint64_t word_addr = (addr + done) & ~uint64_t{7};
+    const size_t skip = static_cast<size_t>((addr + done) - word_addr);
+    errno = 0;
+    const long word = ::ptrace(PTRACE_PEEKDATA, tid_, reinterpret_cast<void*>(word_addr), nullptr);
+    if (errno != 0) return false;
+    unsigned char bytes[8];
+    std::memcpy(bytes, &word, 8);
+    const size_t take = std::min(n - done, 8 - skip);
+    std::memcpy(dst + done, bytes + skip, take);
+    done += take;
+  }
+  return true;
+}
+
+std::string RemoteThread::read_string(uint64_t addr, size_t max) const {
+  std::string out;
+  char buf[64];
+  while (out.size() < max && addr != 0) {
+    if (!read(addr + out.size(), buf, sizeof buf)) break;
+    const void* nul = std::memchr(buf, '\0', sizeof buf);
+    if (nul != nullptr) {
+      out.append(buf, static_cast<const char*>(nul) - buf);
+      break;
+    }
+    out.append(buf, sizeof buf);
+  }
+  if (out.size() > max) out.resize(max);
+  return out;
+}
+
+uint64_t RemoteThread::push(const void* data, size_t n) {
+  if (!attached_) return 0;
+  const uint64_t at = (stack_top_ - n) & ~uint64_t{15};
+  if (!write(at, data, n)) return 0;
+  stack_top_ = at;
+  return at;
+}
+
+bool RemoteThread::call(uint64_t fn, const std::vector<uint64_t>& args, uint64_t* result, std::string* error,
+                        int timeout_ms) {
+  if (!attached_) {
+    *error = "not attached";
+    return false;
+  }
+  if (args.size() > 6) {
+    *error = "more than six arguments";
+    return false;
+  }
+  user_regs_struct r;
+  std::memcpy(&r, regs_.data(), sizeof r);
+  unsigned long long* const slots[6] = {&r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9};
+  for (size_t i = 0; i < args.size(); ++i) *slots[i] = args[i];
+  // A call frame below everything pushed: the return address 0 sits where `call` would have put it,
+  // so that at entry rsp + 8 is 16-byte aligned as the ABI requires.
+  const uint64_t sp = ((stack_top_ - 256) & ~uint64_t{15}) - 8;
+  const uint64_t zero = 0;
+  if (!write(sp, &zero, sizeof zero)) {
+    *error = "cannot write to the stack of process " + std::to_string(tid_) + ": " + errno_text(errno);
+    return false;
+  }
+  r.rsp = sp;
+  r.rip = fn;
+  r.rax = 0;
+  r.orig_rax = static_cast<unsigned long long>(-1);  // not in a system call: no restart on resume
+  r.eflags &= ~0x400ull;                             // direction flag clear, as at any call
+  if (::ptrace(PTRACE_SETREGS, tid_, nullptr, &r) != 0 || ::ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) {
+    *error = "cannot start a call in process " + std::to_string(tid_) + ": " + errno_text(errno);
+    return false;
+  }
+  const uint64_t deadline = now_ms() + static_cast<uint64_t>(timeout_ms);
+  for (;;) {
+    const uint64_t now = now_ms();
+    int st = 0;
+    const pid_t w = now >= deadline ? 0 : wait_thread(tid_, &st, static_cast<int>(deadline - now));
+    if (w == 0) {
+      // Stuck (a lock this thread itself holds?): put the thread back as it was.
+      ::ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr);
+      for (;;) {
+        const pid_t w2 = wait_thread(tid_, &st, 5000);
+        if (w2 <= 0 || !WIFSTOPPED(st)) break;
+        if ((st >> 16) == PTRACE_EVENT_STOP || WSTOPSIG(st) == SIGSEGV) break;
+        held_signals_.push_back(WSTOPSIG(st));
+        ::ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+      }
+      detach(nullptr);
+      *error = "the call into process " + std::to_string(tid_) + " did not return within " +
+               std::to_string(timeout_ms / 1000) + " s; gave up and left the process as it was";
+      return false;
+    }
+    if (w < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
+      attached_ = false;
+      *error = "process " + std::to_string(tid_) + " ended during the call";
+      return false;
+    }
+    if (!WIFSTOPPED(st)) continue;
+    const int sig = WSTOPSIG(st);
+    if ((st >> 16) != 0) {  // an event stop (job control): keep going
+      ::ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+      continue;
+    }
+    if (sig == SIGSEGV) {
+      user_regs_struct after;
+      if (::ptrace(PTRACE_GETREGS, tid_, nullptr, &after) != 0) {
+        *error = "cannot read the result of a call in process " + std::to_string(tid_);
+        return false;
+      }
+      if (after.rip == 0) {
+        *result = after.rax;
+        return true;
+      }
+      char where[64];
+      std::snprintf(where, sizeof where, "0x%llx", after.rip);
+      detach(nullptr);
+      *error = "a call into process " + std::to_string(tid_) + " faulted at " + where;
+      return false;
+    }
+    held_signals_.push_back(sig);  // delivered after the detach
+    ::ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+  }
+}
+
+bool RemoteThread::restore(std::string* error) {
+  bool ok = ::ptrace(PTRACE_SETREGS, tid_, nullptr, regs_.data()) == 0;
+  if (fpu_is_xstate_) {
+    iovec iov{fpu_.data(), fpu_.size()};
+    ok = ::ptrace(PTRACE_SETREGSET, tid_, reinterpret_cast<void*>(NT_X86_XSTATE), &iov) == 0 && ok;
+  } else if (!fpu_.empty()) {
+    ok = ::ptrace(PTRACE_SETFPREGS, tid_, nullptr, fpu_.data()) == 0 && ok;
+  }
+  if (!ok && error != nullptr) {
+    *error = "cannot restore the registers of process " + std::to_string(tid_) + ": " + errno_text(errno);
+  }
+  return ok;
+}
+
+bool RemoteThread::detach(std::string* error) {
+  if (!attached_) return true;
+  bool ok = regs_.empty() || restore(error);
+  if (::ptrace(PTRACE_DETACH, tid_, nullptr, nullptr) != 0) {
+    if (ok && error != nullptr) *error = "cannot detach from process " + std::to_string(tid_) + ": " + errno_text(errno);
+    ok = false;
+  }
+  attached_ = false;
+  for (int sig : held_signals_) ::syscall(SYS_tgkill, tgid_, tid_, sig);
+  held_signals_.clear();
+  return ok;
+}
+
+#else  // not x86-64
+
+std::unique_ptr<RemoteThread> RemoteThread::seize(pid_t, std::string* error) {
+  *error = "stallscope attach supports x86-64 only; start the program with `stallscope run` instead";
+  return nullptr;
+}
+RemoteThread::~RemoteThread() = default;
+bool RemoteThread::write(uint64_t, const void*, size_t) { return false; }
+bool RemoteThread::read(uint64_t, void*, size_t) const { return false; }
+std::string RemoteThread::read_string(uint64_t, size_t) const { return {}; }
+uint64_t RemoteThread::push(const void*, size_t) { return 0; }
+bool RemoteThread::call(uint64_t, const std::vector<uint64_t>&, uint64_t*, std::string* error, int) {
+  *error = "not supported on this architecture";
+  return false;
+}
+bool RemoteThread::restore(std::string*) { return false; }
+bool RemoteThread::detach(std::string*) { return true; }
+
+#endif
+
+}  // namespace stallscope
