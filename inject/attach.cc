@@ -198,7 +198,14 @@ std::string wait_status(const std::string& path, int timeout_ms, pid_t pid) {
 struct Entries {
   uint64_t begin = 0;
   uint64_t end = 0;
+  double paused_ms = 0;  // how long the process's thread was stopped for the injection
 };
+
+double mono_ms() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
 
 // Loads `lib` into `pid` and runs ss_attach_begin(shm, code). Fills the addresses of the entry
 // points (for the detach later). Empty on success, else the reason.
@@ -212,6 +219,7 @@ std::string inject(pid_t pid, const std::string& lib, const std::string& shm, co
   const uint64_t r_dlerror = remote_address_of(pid, ::dlsym(RTLD_DEFAULT, "dlerror"), &error);
   if (r_dlerror == 0) return error;
 
+  const double t0 = mono_ms();
   std::unique_ptr<RemoteThread> t = RemoteThread::seize(pid, &error);
   if (!t) return error;
   const uint64_t a_lib = t->push_string(lib);
@@ -248,6 +256,7 @@ std::string inject(pid_t pid, const std::string& lib, const std::string& shm, co
     return why.empty() ? "the library refused to attach" : why;
   }
   if (!t->detach(&error)) return error;
+  entries->paused_ms = mono_ms() - t0;
   return {};
 }
 
@@ -407,7 +416,10 @@ int attach_command(const AttachOptions& opt) {
   entry.command = target_cmd;
   entry.started_unix = static_cast<int64_t>(::time(nullptr));
   register_live_session(entry);
-  say(opt.quiet, "attached to process " + std::to_string(pid) + " (" + target_cmd + "), recording to " + output +
+  char paused[32];
+  std::snprintf(paused, sizeof paused, "%.1f", entries.paused_ms);
+  say(opt.quiet, "attached to process " + std::to_string(pid) + " (" + target_cmd + ", stopped " + paused +
+                     " ms to load the collector), recording to " + output +
                      (opt.duration_s > 0 ? "" : "; Ctrl-C detaches"));
   const std::string hooks = wait_status(status_path, 10000, pid);
   if (hooks.rfind("ok ", 0) == 0) {

@@ -48,8 +48,12 @@ def _plural(n: int, one: str, many: str) -> str:
 
 
 def begin(shm: str, lib: str, python_dir: str, status_path: str) -> None:
+    import time
+
+    t0 = time.perf_counter()
     try:
         line = "ok " + _begin(shm, lib, python_dir)
+        line += f" ({(time.perf_counter() - t0) * 1e3:.0f} ms holding the GIL)"
     except Exception as e:
         line = f"error {type(e).__name__}: {e}"
     _report(status_path, line)

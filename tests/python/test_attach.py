@@ -1,0 +1,328 @@
+"""`stallscope attach PID` on real training processes started without stallscope: the running
+iterator and the workers that exist already are followed, the training's result, output,
+traceback and exit status are those of a run without the attach, Ctrl-C detaches, and bad targets
+get one line and a non-zero status."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import LAUNCHER, PROGRAMS, Recording, base_env
+
+TARGET = PROGRAMS / "attach_target.py"
+pytestmark = pytest.mark.torch
+
+
+class Target:
+    """attach_target.py running without stallscope, stopped at READY until go()."""
+
+    def __init__(self, tmp: Path, *args, name="t"):
+        self.go_file = tmp / f"{name}.go"
+        self.stop_file = tmp / f"{name}.stop"
+        self.p = subprocess.Popen([sys.executable, str(TARGET), "--go", str(self.go_file), "--stop",
+                                   str(self.stop_file), *map(str, args)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
+        line = self.p.stdout.readline()
+        assert line.strip() == "READY", f"target did not start: {line!r} {self.p.stderr.read()}"
+
+    def go(self):
+        self.go_file.touch()
+
+    def stop(self):
+        self.stop_file.touch()
+
+    def finish(self, timeout=120):
+        out, err = self.p.communicate(timeout=timeout)
+        return self.p.returncode, out, err
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.communicate()
+
+
+def reference(tmp: Path, *args):
+    """The same program without stallscope, not waiting: (rc, stdout, stderr)."""
+    go = tmp / "ref.go"
+    go.touch()
+    p = subprocess.run([sys.executable, str(TARGET), "--go", str(go), *map(str, args)], capture_output=True,
+                       text=True, env=base_env(), timeout=120)
+    return p.returncode, p.stdout.replace("READY\n", ""), p.stderr
+
+
+class Attach:
+    """`stallscope attach` in the background; lines of its stderr read as they come."""
+
+    def __init__(self, pid: int, db: Path, *extra):
+        self.p = subprocess.Popen([str(LAUNCHER), "attach", "-o", str(db), *map(str, extra), str(pid)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
+        self.lines: list[str] = []
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self.p.stderr, selectors.EVENT_READ)
+
+    def wait_line(self, prefix: str, timeout=30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self.lines:
+                if line.startswith(prefix):
+                    return line
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._sel.select(timeout=left):
+                raise AssertionError(f"no line starting {prefix!r} from attach; so far: {self.lines}")
+            line = self.p.stderr.readline()
+            if not line:
+                raise AssertionError(f"attach ended (rc={self.p.wait()}) before {prefix!r}: {self.lines}")
+            self.lines.append(line.rstrip("\n"))
+
+    def finish(self, timeout=120):
+        out, err = self.p.communicate(timeout=timeout)
+        self.lines += err.splitlines()
+        return self.p.returncode
+
+
+def handed_batches(rec: Recording) -> int:
+    return sum(1 for s in rec.spans("dl.next") if s["arg1"] is not None and s["arg1"] >= 0 and s["dur_ns"])
+
+
+def worker_pids(rec: Recording) -> set:
+    return {r["arg2"] for r in rec.instants("dl.worker_start")}
+
+
+def pids_with(rec: Recording, name: str, kind="span") -> dict:
+    """pid -> number of spans (or instants) called `name` its threads recorded."""
+    view = "span_view" if kind == "span" else "instant_view"
+    return {r["pid"]: r["n"] for r in rec.q(f"SELECT pid, COUNT(*) AS n FROM {view} WHERE name = ? GROUP BY pid", name)}
+
+
+def test_attach_follows_the_running_epoch_and_the_workers_that_exist(tmp_path):
+    args = ["--workers", 2, "--epochs", 2]
+    ref_rc, ref_out, ref_err = reference(tmp_path, *args)
+    t = Target(tmp_path, *args)
+    db = tmp_path / "a.db"
+    try:
+        old_workers = set(_children(t.p.pid))
+        assert len(old_workers) >= 2, old_workers
+        a = Attach(t.p.pid, db)
+        a.wait_line("stallscope: attached to process")
+        hooks = a.wait_line("stallscope: DataLoader hooks installed")
+        assert "following 1 running iterator" in hooks and "2 worker processes" in hooks, hooks
+        a.wait_line("stallscope: instrumented 2 DataLoader worker processes")
+        t.go()
+        rc, out, err = t.finish()
+        assert a.finish() == 0, a.lines
+    finally:
+        t.kill()
+    # The training ran as it would have without stallscope.
+    assert (rc, out, err) == (ref_rc, ref_out, ref_err)
+    assert any(line.startswith(f"stallscope: process {t.p.pid} ended") for line in a.lines), a.lines
+    rec = Recording(db)
+    meta = {r["key"]: r["value"] for r in rec.q("SELECT key, value FROM meta")}
+    assert meta.get("mode") == "attach" and meta.get("attached_pid") == str(t.p.pid)
+    # Every batch handed after the attach: 40 per epoch, the first one was taken before.
+    assert handed_batches(rec) == 79
+    # The workers that existed before the attach fetched and put the rest of epoch 0; the next
+    # epoch's workers were started after it.
+    announced = worker_pids(rec)
+    assert old_workers <= announced and len(announced) == 4, (old_workers, announced)
+    fetches = pids_with(rec, "dl.fetch")
+    puts = pids_with(rec, "dl.put", "instant")
+    for pid in announced:
+        assert fetches.get(pid, 0) > 0 and puts.get(pid, 0) > 0, (pid, fetches, puts)
+    # Before the attach the workers had put the 4 batches they were sent ahead (prefetch_factor 2
+    # x 2 workers); every later one was put under the hooks.
+    assert sum(puts.values()) == 79 - 4
+    config = rec.configs()
+    assert config and next(iter(config.values()))["num_workers"] == 2
+    # The report reads it like any recording.
+    rep = subprocess.run([str(LAUNCHER), "report", "--json", str(db)], capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stderr
+    doc = json.loads(rep.stdout)
+    assert doc["steps"] == 79
+
+
+def test_attach_to_persistent_spawned_workers_follows_them_across_epochs(tmp_path):
+    t = Target(tmp_path, "--workers", 2, "--persistent", "--start-method", "spawn", "--epochs", 3)
+    db = tmp_path / "p.db"
+    try:
+        a = Attach(t.p.pid, db)
+        a.wait_line("stallscope: instrumented 2 DataLoader worker processes")
+        t.go()
+        rc, out, err = t.finish()
+        assert a.finish() == 0, a.lines
+    finally:
+        t.kill()
+    assert rc == 0 and err == "", err
+    assert json.loads(out.split("RESULT ", 1)[1])["handed"] == 120
+    rec = Recording(db)
+    workers = worker_pids(rec)
+    assert len(workers) == 2  # persistent: the same two processes all along
+    # Their fetches in all three epochs: dl.worker_ready marks each epoch's resume in a worker.
+    ready = pids_with(rec, "dl.worker_ready", "instant")
+    assert all(ready.get(pid, 0) >= 2 for pid in workers), ready
+    assert sum(pids_with(rec, "dl.put", "instant").values()) == 119 - 4  # 4 were put before the attach
+    assert handed_batches(rec) == 119
+
+
+def test_ctrl_c_detaches_and_training_goes_on_as_before(tmp_path):
+    t = Target(tmp_path, "--workers", 2, "--epochs", 0, "--child")
+    db1, db2 = tmp_path / "d1.db", tmp_path / "d2.db"
+    try:
+        a = Attach(t.p.pid, db1)
+        a.wait_line("stallscope: instrumented 2")
+        t.go()
+        time.sleep(1.5)
+        a.p.send_signal(signal.SIGINT)
+        assert a.finish() == 0, a.lines
+        assert any(f"detached from process {t.p.pid}" in line for line in a.lines), a.lines
+        n1 = handed_batches(Recording(db1))
+        assert n1 > 20
+        time.sleep(0.5)
+        assert t.p.poll() is None, "the training stopped after the detach"
+        # A second attach to the same process records again, loader settings included.
+        b = Attach(t.p.pid, db2, "--duration", 1)
+        assert b.finish() == 0, b.lines
+        rec2 = Recording(db2)
+        assert handed_batches(rec2) > 10
+        assert rec2.configs(), "the loader's dl.config is missing from the second recording"
+        t.stop()
+        rc, out, err = t.finish()
+    finally:
+        t.kill()
+    assert rc == 0
+    assert err == "", err  # nothing from stallscope in the program's own output
+    child = json.loads(out.split("RESULT ", 1)[1])["child"]
+    # After the detach a new child process sees the environment it would have seen without it.
+    assert child == {"env": [None, None], "stderr": ""}, child
+
+
+def test_the_traceback_and_exit_status_are_unchanged(tmp_path):
+    args = ["--workers", 2, "--epochs", 2, "--fail-at", 200]
+    ref_rc, ref_out, ref_err = reference(tmp_path, *args)
+    assert ref_rc == 1 and "ValueError: item 200 is broken" in ref_err
+    t = Target(tmp_path, *args)
+    try:
+        a = Attach(t.p.pid, tmp_path / "f.db")
+        a.wait_line("stallscope: instrumented 2")
+        t.go()
+        rc, out, err = t.finish()
+        assert a.finish() == 0, a.lines
+    finally:
+        t.kill()
+    assert (rc, out, err) == (ref_rc, ref_out, ref_err)
+
+    args = ["--workers", 0, "--epochs", 1, "--exit-code", 3]
+    ref = reference(tmp_path, *args)
+    t = Target(tmp_path, *args, name="x")
+    try:
+        a = Attach(t.p.pid, tmp_path / "x.db")
+        hooks = a.wait_line("stallscope: DataLoader hooks installed")
+        assert "following 1 running iterator" in hooks
+        t.go()
+        got = t.finish()
+        assert a.finish() == 0, a.lines
+    finally:
+        t.kill()
+    assert got == ref and got[0] == 3
+    rec = Recording(tmp_path / "x.db")
+    assert handed_batches(rec) == 39
+    assert len(rec.spans("dl.fetch")) == 39  # the single-process fetcher, instrumented in place
+    rows = rec.q("SELECT exit_code FROM processes WHERE pid = ?", t.p.pid)
+    assert rows and rows[0]["exit_code"] == 3
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def _attach_rc(*args, env=None):
+    p = subprocess.run([str(LAUNCHER), "attach", *map(str, args)], capture_output=True, text=True,
+                       env=env or base_env(), timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_bad_targets_get_one_line_and_a_non_zero_status(tmp_path):
+    rc, out, err = _attach_rc("--help")
+    assert rc == 0 and "Usage: stallscope attach" in out
+    for args in ([], ["abc"], ["1", "2"], ["--duration", "0", "1"], ["--bogus", "1"]):
+        rc, out, err = _attach_rc(*args)
+        assert rc == 2 and len(err.splitlines()) == 1, (args, err)
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    rc, _, err = _attach_rc("-o", tmp_path / "n.db", gone.pid)
+    assert rc == 1 and err.splitlines() == [f"stallscope: no process {gone.pid} (check the pid with `ps`)"]
+    assert not (tmp_path / "n.db").exists()
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        rc, _, err = _attach_rc("-o", tmp_path / "s.db", sleeper.pid)
+        assert rc == 1 and len(err.splitlines()) == 1 and "is not a Python program" in err, err
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+    # A library that cannot be loaded: the reason from the target's dlerror, the target unharmed.
+    t = Target(tmp_path, "--workers", 0, "--epochs", 1)
+    try:
+        rc, _, err = _attach_rc("-o", tmp_path / "l.db", t.p.pid, env=base_env(STALLSCOPE_LIBRARY="/etc/hostname"))
+        assert rc == 1 and len(err.splitlines()) == 1, err
+        assert "cannot load /etc/hostname into process" in err, err
+        assert not (tmp_path / "l.db").exists()
+        t.go()
+        trc, out, terr = t.finish()
+    finally:
+        t.kill()
+    assert trc == 0 and terr == "" and json.loads(out.split("RESULT ", 1)[1])["handed"] == 40
+
+    # A process that `stallscope run` records already.
+    go = tmp_path / "r.go"
+    run = subprocess.Popen([str(LAUNCHER), "run", "-q", "-o", str(tmp_path / "r.db"), "--", sys.executable,
+                            str(TARGET), "--workers", "0", "--epochs", "1", "--go", str(go)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
+    try:
+        assert run.stdout.readline().strip() == "READY"
+        child = _children(run.pid)
+        assert len(child) == 1
+        rc, _, err = _attach_rc("-o", tmp_path / "r2.db", child[0])
+        assert rc == 1 and len(err.splitlines()) == 1 and "already recorded by stallscope" in err, err
+        go.touch()
+        out, rerr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 0, rerr
+
+    # Another user's process, for a user who is not root.
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() == 0 and setpriv:
+        t = Target(tmp_path, "--workers", 0, "--epochs", 1, name="u")
+        try:
+            p = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", str(LAUNCHER), "attach",
+                                "-o", "/tmp/never.db", str(t.p.pid)], capture_output=True, text=True, timeout=60)
+            assert p.returncode == 1 and "belongs to another user" in p.stderr and len(p.stderr.splitlines()) == 1, \
+                p.stderr
+            t.go()
+            assert t.finish()[0] == 0
+        finally:
+            t.kill()
