@@ -326,3 +326,38 @@ def test_bad_targets_get_one_line_and_a_non_zero_status(tmp_path):
             assert t.finish()[0] == 0
         finally:
             t.kill()
+
+
+LATE_IMPORT = """
+import os, sys, time
+print("READY", flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+import torch
+from torch.utils.data import DataLoader
+n = sum(1 for _ in DataLoader(list(range(64)), batch_size=4, num_workers=2))
+print("RESULT", n, flush=True)
+"""
+
+
+def test_attach_before_torch_is_imported_installs_the_hooks_at_the_import(tmp_path):
+    go = tmp_path / "late.go"
+    p = subprocess.Popen([sys.executable, "-c", LATE_IMPORT, str(go)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=base_env())
+    try:
+        assert p.stdout.readline().strip() == "READY"
+        a = Attach(p.pid, tmp_path / "late.db")
+        line = a.wait_line("stallscope: torch's DataLoader is not imported yet")
+        assert "the hooks install when it is" in line
+        go.touch()
+        out, err = p.communicate(timeout=120)
+        assert a.finish() == 0, a.lines
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0 and out.strip() == "RESULT 16" and err == "", err
+    rec = Recording(tmp_path / "late.db")
+    assert handed_batches(rec) == 16
+    assert len(worker_pids(rec)) == 2  # workers started after the attach: joined as under `run`
+    assert sum(pids_with(rec, "dl.put", "instant").values()) == 16
