@@ -4,6 +4,9 @@
                  sleep plus tensor work; a small model step).
 --mode compute:  the step is the bottleneck (in-memory data, no workers, a larger MLP).
 --profiler:      wrap the loop in torch.profiler.profile (CPU activities), as a user would.
+--seconds S:     train for S seconds instead (epochs repeat), and with --step-log FILE write every
+                 step's end time (time.perf_counter, CLOCK_MONOTONIC) there as JSON; used by
+                 bench/attach_bench.py, which attaches while it runs.
 Prints one JSON line: {"samples_per_s": ..., "batches": ...}.
 """
 import argparse
@@ -45,6 +48,8 @@ def main():
     ap.add_argument("--mode", choices=["data", "compute"], required=True)
     ap.add_argument("--batches", type=int, default=None, help="default: about 2 s of training per mode")
     ap.add_argument("--profiler", action="store_true")
+    ap.add_argument("--seconds", type=float, default=0)
+    ap.add_argument("--step-log", default="")
     args = ap.parse_args()
     if args.batches is None:
         args.batches = 150 if args.mode == "data" else 400
@@ -52,7 +57,8 @@ def main():
     torch.set_num_threads(1)
     bs = 32
     if args.mode == "data":
-        loader = DataLoader(SlowDataset(bs * args.batches, 0.0006), batch_size=bs, num_workers=2)
+        n = bs * (args.batches if not args.seconds else 1000000)  # one epoch for a timed run
+        loader = DataLoader(SlowDataset(n, 0.0006), batch_size=bs, num_workers=2)
         model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
     else:
         loader = DataLoader(FastDataset(bs * args.batches), batch_size=bs, num_workers=0)
@@ -75,6 +81,22 @@ def main():
             n += len(x)
         return n / (time.perf_counter() - t0)
 
+    if args.seconds:
+        ends = []
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < args.seconds:
+            for x, y in loader:
+                opt.zero_grad()
+                loss_fn(model(x), y).backward()
+                opt.step()
+                ends.append(time.perf_counter())
+                if ends[-1] - t0 >= args.seconds:
+                    break
+        if args.step_log:
+            with open(args.step_log, "w") as f:
+                json.dump({"batch_size": bs, "ends": ends}, f)
+        print(json.dumps({"samples_per_s": bs * len(ends) / (ends[-1] - t0), "batches": len(ends)}))
+        return
     if args.profiler:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU]):

@@ -220,7 +220,7 @@ std::string inject(pid_t pid, const std::string& lib, const std::string& shm, co
   if (r_dlerror == 0) return error;
 
   const double t0 = mono_ms();
-  std::unique_ptr<RemoteThread> t = RemoteThread::seize(pid, &error);
+  std::unique_ptr<RemoteThread> t = RemoteThread::seize(pick_thread(pid), &error);
   if (!t) return error;
   const uint64_t a_lib = t->push_string(lib);
   const uint64_t a_begin = t->push_string("ss_attach_begin");
@@ -263,7 +263,7 @@ std::string inject(pid_t pid, const std::string& lib, const std::string& shm, co
 // Runs ss_attach_end(code) in `pid`. Empty on success.
 std::string eject(pid_t pid, uint64_t end_fn, const std::string& code) {
   std::string error;
-  std::unique_ptr<RemoteThread> t = RemoteThread::seize(pid, &error);
+  std::unique_ptr<RemoteThread> t = RemoteThread::seize(pick_thread(pid), &error);
   if (!t) return error;
   const uint64_t a_code = t->push_string(code);
   const std::string zeros(512, '\0');

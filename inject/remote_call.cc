@@ -1,6 +1,7 @@
 // ptrace remote calls; see remote_call.h.
 #include "inject/remote_call.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -124,12 +125,152 @@ uint64_t remote_address_of(pid_t pid, const void* local_fn, std::string* error) 
   return remote_base + (reinterpret_cast<uint64_t>(local_fn) - local_base);
 }
 
+pid_t pick_thread(pid_t pid) {
+#if defined(__x86_64__)
+  auto waiting = [](pid_t tid) {
+    std::ifstream in("/proc/" + std::to_string(tid) + "/syscall");
+    long nr = -1;
+    unsigned long long arg0 = 0;
+    std::string a0;
+    if (!(in >> nr >> a0)) return false;  // "running", or unreadable
+    arg0 = std::strtoull(a0.c_str(), nullptr, 16);
+    return waiting_syscall(tid, nr, arg0);
+  };
+  if (waiting(pid)) return pid;
+  if (DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/task").c_str())) {
+    pid_t found = 0;
+    while (dirent* e = ::readdir(d)) {
+      const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
+      if (tid > 0 && tid != pid && waiting(tid)) {
+        found = tid;
+        break;
+      }
+    }
+    ::closedir(d);
+    if (found != 0) return found;
+  }
+#endif
+  return pid;
+}
+
 #if defined(__x86_64__)
 
-std::unique_ptr<RemoteThread> RemoteThread::seize(pid_t tid, std::string* error) {
+namespace {
+
+// Whether the file descriptor is a pipe, socket, eventfd or the like: a read from it waits for
+// another party, where a read from a file may be the dynamic loader reading a library.
+bool waits_for_peer(pid_t tid, unsigned long long fd) {
+  char path[64], target[128];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%llu", static_cast<int>(tid), fd);
+  const ssize_t n = ::readlink(path, target, sizeof target - 1);
+  if (n <= 0) return false;
+  target[n] = '\0';
+  return std::strncmp(target, "pipe:", 5) == 0 || std::strncmp(target, "socket:", 7) == 0 ||
+         std::strncmp(target, "anon_inode:", 11) == 0;
+}
+
+// Executable mappings of the C library and the dynamic loader: a thread stopped in their code may
+// hold a lock of theirs (malloc's, the loader's) that the calls we make would wait for.
+std::vector<std::pair<uint64_t, uint64_t>> libc_text(pid_t pid) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    unsigned long long start = 0, end = 0;
+    char perms[8] = {};
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s", &start, &end, perms) != 3 || perms[2] != 'x') continue;
+    const size_t slash = line.rfind('/');
+    if (slash == std::string::npos) continue;
+    const std::string name = line.substr(slash + 1);
+    if (name.rfind("libc.so", 0) == 0 || name.rfind("libc-", 0) == 0 || name.rfind("ld-linux", 0) == 0 ||
+        name.rfind("ld-2.", 0) == 0 || name.rfind("libpthread", 0) == 0) {
+      out.emplace_back(start, end);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool waiting_syscall(pid_t tid, long nr, unsigned long long arg0) {
+  switch (nr) {
+    case SYS_futex: case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
+    case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_nanosleep: case SYS_clock_nanosleep:
+    case SYS_wait4: case SYS_waitid: case SYS_pause: case SYS_rt_sigsuspend: case SYS_rt_sigtimedwait:
+    case SYS_accept: case SYS_accept4:
+      return true;
+    case SYS_read: case SYS_readv: case SYS_recvfrom: case SYS_recvmsg:
+      return waits_for_peer(tid, arg0);
+    default:
+      return false;
+  }
+}
+
+// A safe point: in a system call that waits (for a lock, a queue, a timer, a child), which a
+// thread never makes while holding the C library's malloc or loader locks, or in code outside the
+// C library altogether. Stopped there, the thread can run dlopen, malloc or pthread_create for us
+// without waiting on itself. Else it runs on for about a millisecond and is stopped again, for at
+// most `timeout_ms`; then it is stopped wherever it is. False if the process ended.
+bool RemoteThread::run_to_safe_point(int timeout_ms, user_regs_struct* regs) {
+  const auto text = libc_text(tgid_);
+  auto safe = [&](const user_regs_struct& r) {
+    if (static_cast<long long>(r.orig_rax) >= 0) return waiting_syscall(tid_, static_cast<long>(r.orig_rax), r.rdi);
+    for (const auto& [b, e] : text) {
+      if (r.rip >= b && r.rip < e) return false;
+    }
+    return true;
+  };
+  const uint64_t deadline = now_ms() + static_cast<uint64_t>(timeout_ms);
+  for (int tries = 1;; ++tries) {
+    if (safe(*regs)) {
+      char where[96];
+      if (static_cast<long long>(regs->orig_rax) >= 0) {
+        std::snprintf(where, sizeof where, "waiting in system call %lld", static_cast<long long>(regs->orig_rax));
+      } else {
+        std::snprintf(where, sizeof where, "outside the C library at 0x%llx", regs->rip);
+      }
+      stop_point_ = where;
+      if (tries > 1) stop_point_ += ", after " + std::to_string(tries) + " stops";
+      return true;
+    }
+    if (now_ms() >= deadline) {
+      char where[128];
+      std::snprintf(where, sizeof where, "in the C library at 0x%llx: no safe point within %d ms", regs->rip,
+                    timeout_ms);
+      stop_point_ = where;
+      return true;
+    }
+    // Run on a little, then stop again; signals that arrive are held as in seize().
+    if (::ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) return false;
+    sleep_ms(1);
+    ::ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr);
+    for (;;) {
+      int st = 0;
+      const pid_t w = wait_thread(tid_, &st, 5000);
+      if (w <= 0 || WIFEXITED(st) || WIFSIGNALED(st)) return false;
+      if (!WIFSTOPPED(st)) continue;
+      if ((st >> 16) == PTRACE_EVENT_STOP) break;
+      held_signals_.push_back(WSTOPSIG(st));
+      ::ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+    }
+    if (::ptrace(PTRACE_GETREGS, tid_, nullptr, regs) != 0) return false;
+  }
+}
+
+std::unique_ptr<RemoteThread> RemoteThread::seize(pid_t tid, std::string* error, int safe_point_timeout_ms) {
   std::unique_ptr<RemoteThread> t(new RemoteThread());
   t->tid_ = tid;
   t->tgid_ = tid;
+  {
+    std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("Tgid:", 0) == 0) {
+        t->tgid_ = static_cast<pid_t>(std::atoi(line.c_str() + 5));
+        break;
+      }
+    }
+  }
   if (::ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
     const int e = errno;
     if (e == ESRCH) {
@@ -176,6 +317,20 @@ std::unique_ptr<RemoteThread> RemoteThread::seize(pid_t tid, std::string* error)
     *error = "cannot read the registers of process " + std::to_string(tid) + ": " + errno_text(errno);
     t->detach(nullptr);
     return nullptr;
+  }
+  if (safe_point_timeout_ms > 0 && !t->run_to_safe_point(safe_point_timeout_ms, &regs)) {
+    *error = "process " + std::to_string(tid) + " ended while stallscope was attaching";
+    t->attached_ = false;
+    return nullptr;
+  }
+  if (t->stop_point_.empty()) {
+    char where[96];
+    if (static_cast<long long>(regs.orig_rax) >= 0) {
+      std::snprintf(where, sizeof where, "in system call %lld", static_cast<long long>(regs.orig_rax));
+    } else {
+      std::snprintf(where, sizeof where, "in user code at 0x%llx", regs.rip);
+    }
+    t->stop_point_ = where;
   }
   t->regs_.assign(reinterpret_cast<unsigned char*>(&regs), reinterpret_cast<unsigned char*>(&regs) + sizeof regs);
   std::vector<unsigned char> xs(1 << 16);
@@ -313,8 +468,9 @@ bool RemoteThread::call(uint64_t fn, const std::vector<uint64_t>& args, uint64_t
         ::ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
       }
       detach(nullptr);
-      *error = "the call into process " + std::to_string(tid_) + " did not return within " +
-               std::to_string(timeout_ms / 1000) + " s; gave up and left the process as it was";
+      *error = "the call into process " + std::to_string(tid_) + " (stopped " + stop_point_ +
+               ") did not return within " + std::to_string(timeout_ms / 1000) +
+               " s; gave up and left the process as it was";
       return false;
     }
     if (w < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
@@ -378,7 +534,7 @@ bool RemoteThread::detach(std::string* error) {
 
 #else  // not x86-64
 
-std::unique_ptr<RemoteThread> RemoteThread::seize(pid_t, std::string* error) {
+std::unique_ptr<RemoteThread> RemoteThread::seize(pid_t, std::string* error, int) {
   *error = "stallscope attach supports x86-64 only; start the program with `stallscope run` instead";
   return nullptr;
 }

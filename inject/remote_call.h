@@ -20,12 +20,19 @@
 #include <string>
 #include <vector>
 
+struct user_regs_struct;  // <sys/user.h>
+
 namespace stallscope {
 
 class RemoteThread {
  public:
-  // Seizes thread `tid` and stops it. Returns nullptr with a one-line reason in *error.
-  static std::unique_ptr<RemoteThread> seize(pid_t tid, std::string* error);
+  // Seizes thread `tid` and stops it at a safe point, where it holds none of the C library's
+  // locks that dlopen, malloc or pthread_create take: inside a system call that waits (futex,
+  // poll, a read from a pipe, a sleep...), or running code outside the C library and the dynamic
+  // loader. Elsewhere it runs on for a millisecond and is stopped again, for at most
+  // `safe_point_timeout_ms` (0: it is used wherever it stopped). Returns nullptr with a one-line
+  // reason in *error.
+  static std::unique_ptr<RemoteThread> seize(pid_t tid, std::string* error, int safe_point_timeout_ms = 2000);
   ~RemoteThread();  // detach() if still attached
   RemoteThread(const RemoteThread&) = delete;
   RemoteThread& operator=(const RemoteThread&) = delete;
@@ -49,11 +56,13 @@ class RemoteThread {
   bool detach(std::string* error);
 
   pid_t tid() const { return tid_; }
+  const std::string& stop_point() const { return stop_point_; }  // where it was stopped, in words
   bool attached() const { return attached_; }
 
  private:
   RemoteThread() = default;
   bool write(uint64_t addr, const void* data, size_t n);
+  bool run_to_safe_point(int timeout_ms, ::user_regs_struct* regs);
   bool restore(std::string* error);
 
   pid_t tid_ = 0;
@@ -64,7 +73,17 @@ class RemoteThread {
   bool fpu_is_xstate_ = false;
   uint64_t stack_top_ = 0;            // next push goes below this
   std::vector<int> held_signals_;
+  std::string stop_point_;  // where the thread was stopped, for messages
 };
+
+// Whether system call `nr` (first argument `arg0`) made by thread `tid` waits for something else:
+// a lock, a queue, a timer, a child, a pipe or a socket (a thread makes these without holding the C
+// library's malloc or loader locks).
+bool waiting_syscall(pid_t tid, long nr, unsigned long long arg0);
+
+// The thread of process `pid` to make calls on: the main thread if it is waiting in such a system
+// call now, else another thread that is, else the main thread (seize() then waits for a safe point).
+pid_t pick_thread(pid_t pid);
 
 // The address, in process `pid`, of the function `local_fn` of this process: found by the shared
 // library that holds it here and where the same file is mapped there. 0 with *error if the target

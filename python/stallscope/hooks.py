@@ -922,6 +922,7 @@ def adopt_running() -> tuple[int, int]:
         return 0, 0
     _deep_install()
     import gc
+    import itertools
 
     from torch.utils.data import dataloader as dl
 
@@ -929,13 +930,23 @@ def adopt_running() -> tuple[int, int]:
     DL = getattr(dl, "DataLoader", None)
     if base is None or DL is None:
         return 0, 0
-    loaders, its = [], []
-    for o in gc.get_objects():
-        t = type(o)  # not isinstance(): that reads o.__class__, which some proxies compute (and warn)
-        if issubclass(t, DL):
-            loaders.append(o)
-        elif issubclass(t, base):
-            its.append(o)
+    def family(cls):
+        out, todo = {cls}, [cls]
+        while todo:
+            for sub in todo.pop().__subclasses__():
+                if sub not in out:
+                    out.add(sub)
+                    todo.append(sub)
+        return out
+
+    # One pass over every object, at C speed (~25 ms for the ~165k objects of a process that
+    # imported torch): type(), not isinstance(), which reads o.__class__ (some proxies compute it).
+    loader_types, iter_types = family(DL), family(base)
+    objs = gc.get_objects()
+    found = list(itertools.compress(objs, map((loader_types | iter_types).__contains__, map(type, objs))))
+    del objs
+    loaders = [o for o in found if type(o) in loader_types]
+    its = [o for o in found if type(o) in iter_types]
     followed = workers = 0
     for it in its:
         try:

@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace stallscope {
 namespace {
@@ -142,6 +144,60 @@ TEST(RemoteCallTest, ACallThatDoesNotReturnIsAbandonedAndTheThreadGoesOn) {
   EXPECT_NE(error.find("did not return"), std::string::npos) << error;
   EXPECT_FALSE(t->attached());
   EXPECT_EQ(child.finish(), 0) << "the thread was not put back as it was";
+}
+
+void* volatile g_sink;
+
+// A child that allocates and frees blocks big enough to take malloc's arena lock, all the time,
+// with a second thread so that glibc really locks, and a short sleep now and then.
+pid_t start_allocating_child() {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::thread idle([] { ::pause(); });
+    idle.detach();
+    for (unsigned i = 1;; ++i) {
+      void* p = std::malloc(2048 + (i * 7919u) % 100000u);
+      if (p != nullptr) std::memset(p, 1, 64);
+      g_sink = p;  // or the compiler drops the malloc/free pair
+      std::free(p);
+    }
+  }
+  ::usleep(100000);
+  return pid;
+}
+
+// Counts the rounds, of `rounds`, in which a malloc called in the stopped thread returned.
+int malloc_rounds(pid_t pid, int rounds, int safe_point_timeout_ms, std::string* error) {
+  int ok = 0;
+  for (int i = 0; i < rounds; ++i) {
+    auto t = RemoteThread::seize(pid, error, safe_point_timeout_ms);
+    if (!t) return ok;
+    uint64_t p = 0, r = 0;
+    if (t->call(fn(reinterpret_cast<const void*>(&::malloc)), {5000}, &p, error, 300) && p != 0 &&
+        t->call(fn(reinterpret_cast<const void*>(&::free)), {p}, &r, error, 300)) {
+      ++ok;
+      t->detach(nullptr);
+    }
+    ::usleep(2000);
+  }
+  return ok;
+}
+
+TEST(RemoteCallTest, AThreadBusyInMallocIsStoppedWhereMallocIsSafeToCall) {
+  const pid_t pid = start_allocating_child();
+  ASSERT_GT(pid, 0);
+  std::string error;
+  const int ok = malloc_rounds(pid, 8, 2000, &error);
+  EXPECT_EQ(ok, 8) << error;
+  // The control: stopped wherever it happens to be (mostly inside malloc, holding its lock), the
+  // same call hangs in some rounds; each is abandoned and the child goes on.
+  std::string unsafe_error;
+  const int unsafe_ok = malloc_rounds(pid, 8, 0, &unsafe_error);
+  EXPECT_LT(unsafe_ok, 8) << "the child never held malloc's lock: this test shows nothing";
+  int st = 0;
+  EXPECT_EQ(::waitpid(pid, &st, WNOHANG), 0) << "the child died";
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
 }
 
 TEST(RemoteCallTest, SeizingAProcessThatIsNotThereSaysSo) {
