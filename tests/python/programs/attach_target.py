@@ -12,6 +12,7 @@ READY and waits for the --go file; then it trains. Items are known numbers, so t
 """
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -84,6 +85,10 @@ def main():
         if a.epochs == 0 and a.stop and os.path.exists(a.stop):
             break
         it = iter(loader)
+    # Workers shut down now rather than at interpreter exit, where persistent spawned workers
+    # sometimes leave multiprocessing's resource tracker warning of a leaked semaphore.
+    del it, loader
+    gc.collect()
     child = None
     if a.child:
         out = subprocess.run([sys.executable, "-c", "import os, json; print(json.dumps("
