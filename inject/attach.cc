@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -288,7 +289,8 @@ struct Joined {
   pid_t pid = 0;
   Entries entries;
   std::string status;
-  bool worker = false;
+  bool worker = false;    // its Python side instrumented torch's worker loop
+  bool resolved = false;  // its status has been read (or it ended without one)
 };
 
 // Whether a process the training process started is worth joining: a Python process that is not
@@ -456,19 +458,42 @@ int attach_command(const AttachOptions& opt) {
       arena->register_process(child, parent, cmd.data(), cmd.size());
     }
   }
-  for (Joined& j : workers) {
-    const std::string st = wait_status(j.status, 5000, j.pid);
-    if (st.rfind("ok worker", 0) == 0) {
-      ++instrumented;
-      j.worker = true;
-    } else if (st.rfind("error ", 0) == 0) {
-      std::fprintf(stderr, "stallscope: process %d: %s\n", static_cast<int>(j.pid), st.substr(6).c_str());
+  // What each worker's Python side found comes in while recording: a spawned worker that is still
+  // starting up is joined when it reaches torch's worker loop (its Python side waits up to 30 s).
+  bool reported = false;
+  auto poll_workers = [&](bool last) {
+    for (Joined& j : workers) {
+      if (j.resolved) continue;
+      const std::string st = read_file(j.status, 4096);
+      if (st.empty()) {
+        if (!last && alive(j.pid)) continue;
+        j.resolved = true;
+        if (alive(j.pid)) {
+          std::fprintf(stderr, "stallscope: no word from the Python side of process %d; it is sampled only\n",
+                       static_cast<int>(j.pid));
+        }
+        continue;
+      }
+      j.resolved = true;
+      if (st.rfind("ok worker", 0) == 0) {
+        ++instrumented;
+        j.worker = true;
+      } else if (st.rfind("error ", 0) == 0) {
+        std::fprintf(stderr, "stallscope: process %d is sampled only: %s\n", static_cast<int>(j.pid),
+                     st.substr(6).c_str());
+      } else {
+        say(opt.quiet, "process " + std::to_string(j.pid) + " (" + cmdline_of(j.pid) +
+                           ") is sampled only: " + st.substr(st.find(' ') + 1));
+      }
     }
-  }
-  if (instrumented > 0) {
-    say(opt.quiet, "instrumented " + std::to_string(instrumented) + " DataLoader worker process" +
-                       (instrumented == 1 ? "" : "es") + " that were running already");
-  }
+    const bool all = std::all_of(workers.begin(), workers.end(), [](const Joined& j) { return j.resolved; });
+    if (!reported && all && instrumented > 0) {
+      say(opt.quiet, "instrumented " + std::to_string(instrumented) + " DataLoader worker process" +
+                         (instrumented == 1 ? " that was" : "es that were") + " running already");
+    }
+    if (all) reported = true;
+  };
+  poll_workers(false);
 
   // Record until the process ends, the duration is up or a stop signal comes.
   timespec start;
@@ -477,6 +502,7 @@ int attach_command(const AttachOptions& opt) {
   while (alive(pid)) {
     timespec tick{0, 100 * 1000000L};
     const int s = ::sigtimedwait(&stop_set, nullptr, &tick);
+    poll_workers(false);
     if (s > 0) {
       detach = true;
       break;
@@ -491,10 +517,11 @@ int attach_command(const AttachOptions& opt) {
       }
     }
   }
+  poll_workers(true);
   int rc = 0;
   for (Joined& j : workers) {
     if (!j.status.empty()) ::unlink(j.status.c_str());
-    if (detach && alive(j.pid)) {
+    if (detach && j.worker && alive(j.pid)) {
       const std::string err = eject(j.pid, j.entries.end, "");
       if (!err.empty()) {
         std::fprintf(stderr, "stallscope: cannot detach cleanly from process %d (%s)\n", static_cast<int>(j.pid),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 _saved: dict[str, str | None] = {}
 
@@ -48,8 +49,6 @@ def _plural(n: int, one: str, many: str) -> str:
 
 
 def begin(shm: str, lib: str, python_dir: str, status_path: str) -> None:
-    import time
-
     t0 = time.perf_counter()
     try:
         line = "ok " + _begin(shm, lib, python_dir)
@@ -106,16 +105,38 @@ def _begin_worker(shm: str, lib: str, python_dir: str) -> str:
     if not N.available:
         raise RuntimeError(f"the library does not load from Python: {N.load_error}")
     what = None
-    if "torch.utils.data._utils.worker" in sys.modules:
-        from . import hooks
+    # A spawned worker may still be starting (importing torch, unpickling its Process): wait for it
+    # to reach torch's worker loop, as long as it is still in multiprocessing's start-up.
+    deadline = time.monotonic() + 30
+    while True:
+        if "torch.utils.data._utils.worker" in sys.modules:
+            from . import hooks
 
-        hooks.on_session_change()
-        what = hooks.adopt_worker()
+            hooks.on_session_change()
+            what = hooks.adopt_worker()
+        if what is not None or time.monotonic() > deadline or not _starting_up():
+            break
+        time.sleep(0.01)
     if what is None:
         _restore_env()
         N.leave_attached()
-        return "not a DataLoader worker"
+        from . import hooks
+
+        why = hooks.adopt_worker_why if "stallscope.hooks" in sys.modules else "torch's DataLoader is not loaded"
+        return f"not a DataLoader worker ({why})"
     return what
+
+
+def _starting_up() -> bool:
+    """The main thread is in multiprocessing's start-up of a child, not yet in its target."""
+    import threading
+
+    f = sys._current_frames().get(threading.main_thread().ident)
+    names = set()
+    while f is not None:
+        names.add(f.f_code.co_name)
+        f = f.f_back
+    return ("spawn_main" in names or "_bootstrap" in names) and "_worker_loop" not in names and "run" not in names
 
 
 def _restore_env() -> None:

@@ -1013,6 +1013,9 @@ def _adopt_pin_thread(it, L) -> None:
     out.put = _PinOutProxy(_Bound(put=out.put), p).put
 
 
+adopt_worker_why = ""  # why adopt_worker() returned None
+
+
 def adopt_worker() -> str | None:
     """For `stallscope attach`, in a DataLoader worker process that was running before the attach:
     finds torch's worker loop on the main thread's stack and instruments what it holds (its index
@@ -1022,18 +1025,26 @@ def adopt_worker() -> str | None:
     global _wctx
     import threading
 
+    global adopt_worker_why
     _install_worker_side()
     loop = _orig_worker_loop
     if loop is None:
+        adopt_worker_why = "torch's worker loop not found"
         return None
-    frame = sys._current_frames().get(threading.main_thread().ident)
+    top = frame = sys._current_frames().get(threading.main_thread().ident)
     while frame is not None and frame.f_code is not loop.__code__:
         frame = frame.f_back
     if frame is None:
+        names = []
+        while top is not None and len(names) < 8:
+            names.append(top.f_code.co_name)
+            top = top.f_back
+        adopt_worker_why = "the main thread is in " + " <- ".join(names)
         return None
     loc = frame.f_locals
     iq, dq, wid = loc.get("index_queue"), loc.get("data_queue"), loc.get("worker_id")
     if iq is None or dq is None or wid is None:
+        adopt_worker_why = "the worker loop's queues are not where torch 2.x keeps them"
         return None
     if _wctx is not None:
         return f"worker {_wctx.W} (already instrumented)"

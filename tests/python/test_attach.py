@@ -26,12 +26,16 @@ pytestmark = pytest.mark.torch
 class Target:
     """attach_target.py running without stallscope, stopped at READY until go()."""
 
-    def __init__(self, tmp: Path, *args, name="t"):
+    def __init__(self, tmp: Path, *args, name="t", wait_ready=True):
         self.go_file = tmp / f"{name}.go"
         self.stop_file = tmp / f"{name}.stop"
         self.p = subprocess.Popen([sys.executable, str(TARGET), "--go", str(self.go_file), "--stop",
                                    str(self.stop_file), *map(str, args)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
+        if wait_ready:
+            self.ready()
+
+    def ready(self):
         line = self.p.stdout.readline()
         assert line.strip() == "READY", f"target did not start: {line!r} {self.p.stderr.read()}"
 
@@ -90,6 +94,22 @@ class Attach:
         return self.p.returncode
 
 
+def without_tracker_noise(err: str) -> str:
+    """stderr without the resource tracker's leaked-semaphore warnings, which multiprocessing
+    prints at exit after spawned workers in about 1 run in 10 without stallscope as well."""
+    out, skip = [], False
+    for line in err.splitlines(keepends=True):
+        if "multiprocessing/resource_tracker.py" in line and "UserWarning: resource_tracker" in line:
+            skip = True
+            continue
+        if skip and line.startswith("  warnings.warn("):
+            skip = False
+            continue
+        skip = False
+        out.append(line)
+    return "".join(out)
+
+
 def handed_batches(rec: Recording) -> int:
     return sum(1 for s in rec.spans("dl.next") if s["arg1"] is not None and s["arg1"] >= 0 and s["dur_ns"])
 
@@ -138,9 +158,9 @@ def test_attach_follows_the_running_epoch_and_the_workers_that_exist(tmp_path):
     puts = pids_with(rec, "dl.put", "instant")
     for pid in announced:
         assert fetches.get(pid, 0) > 0 and puts.get(pid, 0) > 0, (pid, fetches, puts)
-    # Before the attach the workers had put the 4 batches they were sent ahead (prefetch_factor 2
-    # x 2 workers); every later one was put under the hooks.
-    assert sum(puts.values()) == 79 - 4
+    # Every batch put after the attach is labelled; of the 4 sent ahead before it (prefetch_factor
+    # 2 x 2 workers), those the workers had put already are not.
+    assert 79 - 4 <= sum(puts.values()) <= 79
     config = rec.configs()
     assert config and next(iter(config.values()))["num_workers"] == 2
     # The report reads it like any recording.
@@ -161,7 +181,7 @@ def test_attach_to_persistent_spawned_workers_follows_them_across_epochs(tmp_pat
         assert a.finish() == 0, a.lines
     finally:
         t.kill()
-    assert rc == 0 and err == "", err
+    assert rc == 0 and without_tracker_noise(err) == "", err
     assert json.loads(out.split("RESULT ", 1)[1])["handed"] == 120
     rec = Recording(db)
     workers = worker_pids(rec)
@@ -169,8 +189,50 @@ def test_attach_to_persistent_spawned_workers_follows_them_across_epochs(tmp_pat
     # Their fetches in all three epochs: dl.worker_ready marks each epoch's resume in a worker.
     ready = pids_with(rec, "dl.worker_ready", "instant")
     assert all(ready.get(pid, 0) >= 2 for pid in workers), ready
-    assert sum(pids_with(rec, "dl.put", "instant").values()) == 119 - 4  # 4 were put before the attach
+    # Every batch put after the attach is labelled; of the 4 sent ahead before it (prefetch_factor
+    # 2 x 2 workers), those already put are not (a spawned worker may still have been starting).
+    assert 119 - 4 <= sum(pids_with(rec, "dl.put", "instant").values()) <= 119
     assert handed_batches(rec) == 119
+
+
+def test_workers_still_starting_up_are_joined_when_they_reach_the_worker_loop(tmp_path):
+    # Spawned workers spend 3 s importing the script; the attach comes while they do, with the
+    # training's first next() waiting for them.
+    t = Target(tmp_path, "--workers", 2, "--start-method", "spawn", "--epochs", 1, "--slow-child-import", 3,
+               wait_ready=False)
+    db = tmp_path / "s.db"
+    try:
+        deadline = time.monotonic() + 30
+        while len([c for c in _children(t.p.pid) if "spawn_main" in _cmdline(c)]) < 2:
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        a = Attach(t.p.pid, db)
+        hooks = a.wait_line("stallscope: DataLoader hooks installed")
+        assert "following 1 running iterator" in hooks, hooks
+        a.wait_line("stallscope: instrumented 2 DataLoader worker processes")
+        t.ready()
+        t.go()
+        rc, out, err = t.finish()
+        assert a.finish() == 0, a.lines
+    finally:
+        t.kill()
+    assert rc == 0 and without_tracker_noise(err) == "", err
+    rec = Recording(db)
+    # The next() that waited for the first batch had begun before the attach: not a span.
+    assert handed_batches(rec) == 39
+    # The workers were joined while starting up and instrumented within ~10 ms of reaching the
+    # worker loop: at most each one's first batch went by unlabelled.
+    puts = pids_with(rec, "dl.put", "instant")
+    assert set(puts) == worker_pids(rec) and len(puts) == 2
+    assert 40 - 2 <= sum(puts.values()) <= 40, puts
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def test_ctrl_c_detaches_and_training_goes_on_as_before(tmp_path):
@@ -206,13 +268,16 @@ def test_ctrl_c_detaches_and_training_goes_on_as_before(tmp_path):
 
 
 def test_the_traceback_and_exit_status_are_unchanged(tmp_path):
-    args = ["--workers", 2, "--epochs", 2, "--fail-at", 200]
+    # One worker: with two, which of torch's code paths re-raises the error (and so the traceback's
+    # line numbers) depends on the order results arrive in, run to run.
+    args = ["--workers", 1, "--epochs", 2, "--fail-at", 200]
     ref_rc, ref_out, ref_err = reference(tmp_path, *args)
     assert ref_rc == 1 and "ValueError: item 200 is broken" in ref_err
+    assert reference(tmp_path, *args) == (ref_rc, ref_out, ref_err), "the reference itself varies"
     t = Target(tmp_path, *args)
     try:
         a = Attach(t.p.pid, tmp_path / "f.db")
-        a.wait_line("stallscope: instrumented 2")
+        a.wait_line("stallscope: instrumented 1 DataLoader worker process ")
         t.go()
         rc, out, err = t.finish()
         assert a.finish() == 0, a.lines

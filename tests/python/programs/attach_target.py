@@ -7,6 +7,7 @@ READY and waits for the --go file; then it trains. Items are known numbers, so t
   --epochs 0          train until the --stop file appears (then finish the current epoch)
   --fail-at K         the dataset raises ValueError for item K (in the worker that fetches it)
   --exit-code C       exit with C after the RESULT line
+  --slow-child-import S   spawned workers take S seconds to import this module
   --child             after training, start a Python child and report the stallscope variables
                       it sees in its environment
 """
@@ -21,6 +22,12 @@ import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+
+# --slow-child-import S: spawned workers take S seconds to import this module, so that an attach
+# can find them still starting up.
+if __name__ == "__mp_main__" and os.environ.get("ATTACH_TARGET_SLOW_IMPORT"):
+    time.sleep(float(os.environ["ATTACH_TARGET_SLOW_IMPORT"]))
 
 
 class Numbers(Dataset):
@@ -56,10 +63,13 @@ def main():
     ap.add_argument("--fail-at", type=int, default=-1)
     ap.add_argument("--exit-code", type=int, default=0)
     ap.add_argument("--child", action="store_true")
+    ap.add_argument("--slow-child-import", type=float, default=0)
     ap.add_argument("--go", required=True)
     ap.add_argument("--stop", default="")
     a = ap.parse_args()
 
+    if a.slow_child_import:
+        os.environ["ATTACH_TARGET_SLOW_IMPORT"] = str(a.slow_child_import)
     kw = {}
     if a.workers > 0:
         kw = dict(multiprocessing_context=a.start_method, persistent_workers=a.persistent)
