@@ -30,9 +30,11 @@ def rate(ends, bs, lo, hi):
 
 def one(launcher, mode, tmp, rep):
     log = os.path.join(tmp, f"{mode}-{rep}.json")
-    total = BEFORE + ATTACHED + AFTER + 1.0
+    total = BEFORE + ATTACHED + AFTER + 1.5
     p = subprocess.Popen([sys.executable, os.path.join(HERE, "overhead_train.py"), "--mode", mode, "--seconds",
                           str(total), "--step-log", log], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.stdout.readline().strip() != "TRAINING":
+        sys.exit(f"attach_bench: the training loop did not start: {p.stderr.read()[-500:]}")
     time.sleep(BEFORE + 0.5)
     t_a = time.perf_counter()
     a = subprocess.run([launcher, "attach", "-o", os.path.join(tmp, f"{mode}-{rep}.db"), "--duration", str(ATTACHED),
