@@ -447,6 +447,9 @@ int attach_command(const AttachOptions& opt) {
       if (err.empty()) {
         joined = true;
         workers.push_back(std::move(j));
+      } else if (err.find("already recorded by stallscope") != std::string::npos) {
+        joined = true;  // forked from the training process after its attach: in the session already
+        if (!j.status.empty()) ::unlink(j.status.c_str());
       } else {
         if (!j.status.empty()) ::unlink(j.status.c_str());
         std::fprintf(stderr, "stallscope: process %d (started by %d) is sampled only: %s\n", static_cast<int>(child),
