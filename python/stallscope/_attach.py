@@ -79,7 +79,7 @@ def _begin(shm: str, lib: str, python_dir: str) -> str:
         return "torch's DataLoader is not imported yet: the hooks install when it is"
     hooks.install()
     if hooks.problem() is not None:
-        return hooks.problem()
+        return hooks.problem().removeprefix("stallscope: ")
     iterators, workers = hooks.adopt_running()
     if iterators == 0:
         return "DataLoader hooks installed; no DataLoader iterator runs now: recording starts with the next epoch"

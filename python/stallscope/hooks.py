@@ -915,9 +915,9 @@ def adopt_running() -> tuple[int, int]:
     """For `stallscope attach`: follow the DataLoader iterators that were already running when the
     hooks were installed, from their next batch on. Their loader's settings (dl.config) and a
     dl.epoch_begin are emitted now; the epoch is numbered from the attach, not from the start of
-    training. Worker processes that exist already are announced (dl.worker_start, for the /proc
-    figures); their fetches are not seen, the workers started after the attach are instrumented as
-    usual. Returns (iterators followed, worker processes announced)."""
+    training. Worker processes that exist already are announced (dl.worker_start); the attach
+    command joins them too, where adopt_worker() instruments their loop, and the workers started
+    after the attach are instrumented as usual. Returns (iterators followed, workers announced)."""
     if not _shallow_done or not N.is_recording():
         return 0, 0
     _deep_install()
@@ -930,6 +930,7 @@ def adopt_running() -> tuple[int, int]:
     DL = getattr(dl, "DataLoader", None)
     if base is None or DL is None:
         return 0, 0
+
     def family(cls):
         out, todo = {cls}, [cls]
         while todo:
@@ -1022,10 +1023,9 @@ def adopt_worker() -> str | None:
     and result queues, through their methods; its fetcher), as _worker_loop does for a new worker.
     The batch being fetched now is not labelled; the next ones are. None if this process is not
     running torch's worker loop."""
-    global _wctx
+    global _wctx, adopt_worker_why
     import threading
 
-    global adopt_worker_why
     _install_worker_side()
     loop = _orig_worker_loop
     if loop is None:
