@@ -129,9 +129,15 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
     const long long v = std::strtoll(it->second.c_str(), &end, 10);
     if (end != it->second.c_str() && v > 0) r.cpu_count = v;
   }
+  if (auto it = s.meta.find("mode"); it != s.meta.end()) r.recorded_by = it->second;
   r.dataloader_seen = m.seen;
   r.train_pid = m.train_pid;
   r.notes = m.notes;
+  if (r.recorded_by == "attach") {
+    r.notes.push_back("recorded by `stallscope attach` from the middle of the run: the epoch under way at the "
+                      "attach is counted from there, and what was in progress then (a next() call, batches "
+                      "already sent or put) has no events (docs/attach.md)");
+  }
   if (!s.complete) {
     r.notes.push_back("the recording is not finished (still being written, or the recorder was stopped): "
                       "figures cover what it holds so far");

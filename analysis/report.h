@@ -128,6 +128,7 @@ struct Report {
   std::vector<Recommendation> recommendations;
   std::vector<std::string> notes;
   std::optional<int64_t> cpu_count;  // meta cpu_count, when the recorder wrote it
+  std::string recorded_by;           // meta mode: "launcher", "in-process" or "attach" ("" if absent)
   GpuStats gpu;                      // mode "gpu": the GPU timeline's figures
 
   // Share of the window the training loop waited in next() while it mattered: in CPU mode the

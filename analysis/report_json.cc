@@ -188,6 +188,7 @@ json::Value to_json(const Report& r) {
   }
   d.set("recommendations", std::move(recs));
   d.set("cpu_count", r.cpu_count);
+  d.set("recorded_by", r.recorded_by.empty() ? json::Value() : json::Value(r.recorded_by));
   json::Value train = json::Value::object();
   train.set("pid", r.train_pid ? json::Value(r.train_pid) : json::Value());
   train.set("cpu_util", r.train_cpu_util);

@@ -168,6 +168,8 @@ def test_attach_follows_the_running_epoch_and_the_workers_that_exist(tmp_path):
     assert rep.returncode == 0, rep.stderr
     doc = json.loads(rep.stdout)
     assert doc["steps"] == 79
+    assert doc["recorded_by"] == "attach"
+    assert any("recorded by `stallscope attach`" in n for n in doc["notes"]), doc["notes"]
 
 
 def test_attach_to_persistent_spawned_workers_follows_them_across_epochs(tmp_path):
