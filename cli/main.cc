@@ -45,6 +45,7 @@ constexpr const char* kRunHelp =
 
 constexpr const char* kAttachHelp =
     "Usage: stallscope attach [OPTIONS] PID\n"
+    "       stallscope attach --list\n"
     "\n"
     "Records a Python training process that is already running, started without stallscope:\n"
     "loads the collector into it (ptrace), installs the DataLoader hooks, including on the\n"
@@ -62,6 +63,7 @@ constexpr const char* kAttachHelp =
     "      --ring-events N   events buffered per thread between flushes (power of two, default 16384)\n"
     "      --rings N         threads that can record at once (default 64)\n"
     "  -q, --quiet           print nothing but errors\n"
+    "  -l, --list            list the Python processes with torch loaded (to find PID), and exit\n"
     "  -h, --help            show this help\n"
     "\n"
     "Example:\n"
@@ -126,13 +128,16 @@ int cmd_run(int argc, char** argv) {
 int cmd_attach(int argc, char** argv) {
   stallscope::AttachOptions opt;
   std::string pid_arg;
+  bool list = false;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
       std::printf("%s", kAttachHelp);
       return 0;
     }
-    if (a == "-q" || a == "--quiet") {
+    if (a == "-l" || a == "--list") {
+      list = true;
+    } else if (a == "-q" || a == "--quiet") {
       opt.quiet = true;
     } else if (a == "-o" || a == "--output") {
       if (i + 1 >= argc) return usage_error(a + " needs a file name", "stallscope attach");
@@ -166,7 +171,14 @@ int cmd_attach(int argc, char** argv) {
       pid_arg = a;
     }
   }
-  if (pid_arg.empty()) return usage_error("attach: no process id given; usage: stallscope attach [-o FILE] PID", "stallscope attach");
+  if (list) {
+    if (!pid_arg.empty()) return usage_error("--list takes no process id", "stallscope attach");
+    return stallscope::attach_list();
+  }
+  if (pid_arg.empty()) {
+    return usage_error("attach: no process id given; usage: stallscope attach [-o FILE] PID (find it with --list)",
+                       "stallscope attach");
+  }
   char* end = nullptr;
   const long pid = std::strtol(pid_arg.c_str(), &end, 10);
   if (*end != '\0' || pid <= 0 || pid > (1l << 22)) return usage_error("'" + pid_arg + "' is not a process id", "stallscope attach");

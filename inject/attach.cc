@@ -321,6 +321,72 @@ void say(bool quiet, const std::string& msg) {
 
 }  // namespace
 
+int attach_list() {
+  struct Row {
+    pid_t pid;
+    size_t children;
+    double age_s;
+    bool recorded;
+    std::string cmd;
+  };
+  std::vector<Row> rows;
+  double uptime = 0;
+  {
+    std::istringstream in(read_file("/proc/uptime", 128));
+    in >> uptime;
+  }
+  const long ticks = ::sysconf(_SC_CLK_TCK);
+  if (DIR* d = ::opendir("/proc")) {
+    while (dirent* e = ::readdir(d)) {
+      char* end = nullptr;
+      const long pid = std::strtol(e->d_name, &end, 10);
+      if (pid <= 0 || *end != '\0' || pid == ::getpid()) continue;
+      struct stat st;
+      if (::stat(proc_path(static_cast<pid_t>(pid), "").c_str(), &st) != 0) continue;
+      if (::geteuid() != 0 && st.st_uid != ::geteuid()) continue;
+      if (!is_python(static_cast<pid_t>(pid))) continue;
+      const std::string maps = read_file(proc_path(static_cast<pid_t>(pid), "maps"), 64 << 20);
+      if (maps.find("libtorch") == std::string::npos) continue;
+      // A DataLoader worker is a child of another process listed here: shown under it, not alone.
+      const std::string stat_text = read_file(proc_path(static_cast<pid_t>(pid), "stat"), 1024);
+      const size_t close = stat_text.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream f(stat_text.substr(close + 2));
+      std::string field;
+      std::vector<std::string> fields;
+      while (f >> field) fields.push_back(field);
+      if (fields.size() < 20) continue;
+      const pid_t ppid = static_cast<pid_t>(std::atoi(fields[1].c_str()));
+      const std::string parent_maps = read_file(proc_path(ppid, "maps"), 64 << 20);
+      if (is_python(ppid) && parent_maps.find("libtorch") != std::string::npos) continue;
+      const double start_s = static_cast<double>(std::strtoull(fields[19].c_str(), nullptr, 10)) / static_cast<double>(ticks);
+      rows.push_back(Row{static_cast<pid_t>(pid), descendants(static_cast<pid_t>(pid)).size(), uptime - start_s,
+                         maps.find("libstallscope.so") != std::string::npos, cmdline_of(static_cast<pid_t>(pid))});
+    }
+    ::closedir(d);
+  }
+  if (rows.empty()) {
+    std::fprintf(stderr, "stallscope: no Python process with torch loaded%s\n",
+                 ::geteuid() == 0 ? "" : " among this user's processes");
+    return 0;
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.pid < b.pid; });
+  std::printf("%8s %9s %9s  %s\n", "PID", "CHILDREN", "RUNNING", "COMMAND");
+  for (const Row& r : rows) {
+    char age[32];
+    if (r.age_s >= 3600) {
+      std::snprintf(age, sizeof age, "%.1f h", r.age_s / 3600);
+    } else if (r.age_s >= 60) {
+      std::snprintf(age, sizeof age, "%.0f min", r.age_s / 60);
+    } else {
+      std::snprintf(age, sizeof age, "%.0f s", r.age_s);
+    }
+    std::printf("%8d %9zu %9s  %s%s\n", static_cast<int>(r.pid), r.children, age, r.cmd.c_str(),
+                r.recorded ? "   [stallscope loaded]" : "");
+  }
+  return 0;
+}
+
 std::string attach_precheck(pid_t pid) {
   const std::string p = std::to_string(pid);
   if (pid <= 0) return "'" + p + "' is not a process id";

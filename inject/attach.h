@@ -29,6 +29,10 @@ struct AttachOptions {
 // process ended; 1: could not attach, with one line on stderr saying why and what to do).
 int attach_command(const AttachOptions& options);
 
+// `stallscope attach --list`: prints the Python processes (this user's; everyone's for root) that
+// have torch loaded, with their DataLoader-worker-like children, to pick a pid from. Returns 0.
+int attach_list();
+
 // Checks that `pid` can be attached to (exists, not a zombie, not traced, same user, a Python
 // program). Empty when it can; else the one-line reason.
 std::string attach_precheck(pid_t pid);

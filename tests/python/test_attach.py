@@ -428,3 +428,25 @@ def test_attach_before_torch_is_imported_installs_the_hooks_at_the_import(tmp_pa
     assert handed_batches(rec) == 16
     assert len(worker_pids(rec)) == 2  # workers started after the attach: joined as under `run`
     assert sum(pids_with(rec, "dl.put", "instant").values()) == 16
+
+
+def test_list_shows_the_training_processes_to_attach_to(tmp_path):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=base_env())
+    t = Target(tmp_path, "--workers", 2, "--epochs", 1)
+    try:
+        rc, out, err = _attach_rc("--list")
+        assert rc == 0, err
+        rows = {int(line.split()[0]): line for line in out.splitlines()[1:]}
+        assert out.splitlines()[0].split() == ["PID", "CHILDREN", "RUNNING", "COMMAND"]
+        assert t.p.pid in rows and "attach_target.py" in rows[t.p.pid], out
+        assert int(rows[t.p.pid].split()[1]) >= 2  # its two workers, listed under it, not as rows
+        for child in _children(t.p.pid):
+            assert child not in rows, out
+        assert sleeper.pid not in rows  # Python, but no torch
+        assert _attach_rc("--list", t.p.pid)[0] == 2
+        t.go()
+        assert t.finish()[0] == 0
+    finally:
+        t.kill()
+        sleeper.kill()
+        sleeper.wait()
