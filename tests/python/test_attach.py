@@ -20,7 +20,23 @@ import pytest
 from conftest import LAUNCHER, PROGRAMS, Recording, base_env
 
 TARGET = PROGRAMS / "attach_target.py"
-pytestmark = pytest.mark.torch
+
+
+def _ptrace_blocked() -> str | None:
+    """Why `stallscope attach` cannot trace a process that is not its child here, or None."""
+    try:
+        scope = int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
+    except (OSError, ValueError):
+        return None
+    if scope >= 3:
+        return f"kernel.yama.ptrace_scope={scope}: ptrace is disabled on this machine"
+    if scope >= 1 and os.geteuid() != 0:
+        return f"kernel.yama.ptrace_scope={scope}: only root may attach to a process that is not its child"
+    return None
+
+
+pytestmark = [pytest.mark.torch,
+              pytest.mark.skipif(_ptrace_blocked() is not None, reason=_ptrace_blocked() or "")]
 
 
 class Target:
