@@ -21,7 +21,6 @@
 #include <sstream>
 #include <vector>
 
-#include "analysis/report.h"
 #include "collector/arena.h"
 #include "inject/launcher.h"
 #include "inject/remote_call.h"
@@ -303,16 +302,6 @@ bool worker_candidate(pid_t pid) {
     return false;
   }
   return is_python(pid);
-}
-
-void print_summary(const std::string& path) {
-  try {
-    auto session = analysis::load_session(path);
-    if (!session.ok()) return;
-    const analysis::Report r = analysis::analyze(*session);
-    std::fputs(analysis::short_summary(r).c_str(), stderr);
-  } catch (...) {
-  }
 }
 
 void say(bool quiet, const std::string& msg) {

@@ -106,7 +106,8 @@ void add_python_hooks(const std::string& python_dir) {
   ::_exit(e == ENOENT ? 127 : 126);
 }
 
-// The short report at the end of a run; analysis problems never change the exit status.
+}  // namespace
+
 void print_summary(const std::string& path) {
   try {
     auto session = analysis::load_session(path);
@@ -116,8 +117,6 @@ void print_summary(const std::string& path) {
   } catch (...) {
   }
 }
-
-}  // namespace
 
 std::string default_output_name(const std::string& program) {
   std::string prog = basename_of(program);

@@ -19,6 +19,10 @@ struct RunOptions {
 // by a signal, kills this process with the same signal instead of returning.
 int run_command(const RunOptions& options);
 
+// The short report printed at the end of a recording (stderr); analysis problems are not reported
+// and never change the exit status.
+void print_summary(const std::string& db_path);
+
 // The default recording name for a program, e.g. stallscope-python-20261122-093512.db.
 std::string default_output_name(const std::string& program);
 
