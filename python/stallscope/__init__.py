@@ -77,6 +77,16 @@ def start(path) -> bool:
     return True
 
 
+def _restore_env(saved: dict) -> None:
+    """Puts back the environment variables recorded in `saved` (None: was unset) and empties it."""
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    saved.clear()
+
+
 def stop() -> bool:
     """Ends the session started by start(): final flush, database closed. Returns True on success."""
     global _started
@@ -86,12 +96,7 @@ def stop() -> bool:
     from . import _native as N
 
     ok = N.session_stop()
-    for k, v in _env_saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    _env_saved.clear()
+    _restore_env(_env_saved)
     try:
         from . import hooks
 

@@ -48,13 +48,19 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+def _outcome(fn, *args) -> str:
+    """The status line for fn(*args): "ok <what it returned>" or "error <why it failed>"."""
+    try:
+        return "ok " + fn(*args)
+    except Exception as e:
+        return f"error {type(e).__name__}: {e}"
+
+
 def begin(shm: str, lib: str, python_dir: str, status_path: str) -> None:
     t0 = time.perf_counter()
-    try:
-        line = "ok " + _begin(shm, lib, python_dir)
+    line = _outcome(_begin, shm, lib, python_dir)
+    if line.startswith("ok "):
         line += f" ({(time.perf_counter() - t0) * 1e3:.0f} ms holding the GIL)"
-    except Exception as e:
-        line = f"error {type(e).__name__}: {e}"
     _report(status_path, line)
 
 
@@ -90,11 +96,7 @@ def _begin(shm: str, lib: str, python_dir: str) -> str:
 def begin_worker(shm: str, lib: str, python_dir: str, status_path: str) -> None:
     """In a process the training process started before the attach (a DataLoader worker, most
     likely): instruments torch's worker loop if it runs here, else leaves the session again."""
-    try:
-        line = "ok " + _begin_worker(shm, lib, python_dir)
-    except Exception as e:
-        line = f"error {type(e).__name__}: {e}"
-    _report(status_path, line)
+    _report(status_path, _outcome(_begin_worker, shm, lib, python_dir))
 
 
 def _begin_worker(shm: str, lib: str, python_dir: str) -> str:
@@ -140,21 +142,18 @@ def _starting_up() -> bool:
 
 
 def _restore_env() -> None:
-    for k, v in _saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    _saved.clear()
+    from . import _restore_env as restore
+
+    restore(_saved)
 
 
 def end(status_path: str) -> None:
-    try:
-        _restore_env()
-        from . import hooks
+    _report(status_path, _outcome(_end))
 
-        hooks.on_session_change()
-        line = "ok detached"
-    except Exception as e:
-        line = f"error {type(e).__name__}: {e}"
-    _report(status_path, line)
+
+def _end() -> str:
+    _restore_env()
+    from . import hooks
+
+    hooks.on_session_change()
+    return "detached"

@@ -126,6 +126,20 @@ def without_tracker_noise(err: str) -> str:
     return "".join(out)
 
 
+def run_attached(t: Target, db: Path, wait_for: str, *extra):
+    """Attaches to `t`, waits for the attach's line starting `wait_for`, lets the training go, and
+    waits for both to end (the attach must succeed). Returns (rc, stdout, stderr, Attach)."""
+    try:
+        a = Attach(t.p.pid, db, *extra)
+        a.wait_line(wait_for)
+        t.go()
+        rc, out, err = t.finish()
+        assert a.finish() == 0, a.lines
+    finally:
+        t.kill()
+    return rc, out, err, a
+
+
 def handed_batches(rec: Recording) -> int:
     return sum(1 for s in rec.spans("dl.next") if s["arg1"] is not None and s["arg1"] >= 0 and s["dur_ns"])
 
@@ -145,19 +159,12 @@ def test_attach_follows_the_running_epoch_and_the_workers_that_exist(tmp_path):
     ref_rc, ref_out, ref_err = reference(tmp_path, *args)
     t = Target(tmp_path, *args)
     db = tmp_path / "a.db"
-    try:
-        old_workers = set(_children(t.p.pid))
-        assert len(old_workers) >= 2, old_workers
-        a = Attach(t.p.pid, db)
-        a.wait_line("stallscope: attached to process")
-        hooks = a.wait_line("stallscope: DataLoader hooks installed")
-        assert "following 1 running iterator" in hooks and "2 worker processes" in hooks, hooks
-        a.wait_line("stallscope: instrumented 2 DataLoader worker processes")
-        t.go()
-        rc, out, err = t.finish()
-        assert a.finish() == 0, a.lines
-    finally:
-        t.kill()
+    old_workers = set(_children(t.p.pid))
+    assert len(old_workers) >= 2, old_workers
+    rc, out, err, a = run_attached(t, db, "stallscope: instrumented 2 DataLoader worker processes")
+    assert a.wait_line("stallscope: attached to process")
+    hooks = a.wait_line("stallscope: DataLoader hooks installed")
+    assert "following 1 running iterator" in hooks and "2 worker processes" in hooks, hooks
     # The training ran as it would have without stallscope.
     assert (rc, out, err) == (ref_rc, ref_out, ref_err)
     assert any(line.startswith(f"stallscope: process {t.p.pid} ended") for line in a.lines), a.lines
@@ -191,14 +198,7 @@ def test_attach_follows_the_running_epoch_and_the_workers_that_exist(tmp_path):
 def test_attach_to_persistent_spawned_workers_follows_them_across_epochs(tmp_path):
     t = Target(tmp_path, "--workers", 2, "--persistent", "--start-method", "spawn", "--epochs", 3)
     db = tmp_path / "p.db"
-    try:
-        a = Attach(t.p.pid, db)
-        a.wait_line("stallscope: instrumented 2 DataLoader worker processes")
-        t.go()
-        rc, out, err = t.finish()
-        assert a.finish() == 0, a.lines
-    finally:
-        t.kill()
+    rc, out, err, _ = run_attached(t, db, "stallscope: instrumented 2 DataLoader worker processes")
     assert rc == 0 and without_tracker_noise(err) == "", err
     assert json.loads(out.split("RESULT ", 1)[1])["handed"] == 120
     rec = Recording(db)
@@ -293,29 +293,15 @@ def test_the_traceback_and_exit_status_are_unchanged(tmp_path):
     assert ref_rc == 1 and "ValueError: item 200 is broken" in ref_err
     assert reference(tmp_path, *args) == (ref_rc, ref_out, ref_err), "the reference itself varies"
     t = Target(tmp_path, *args)
-    try:
-        a = Attach(t.p.pid, tmp_path / "f.db")
-        a.wait_line("stallscope: instrumented 1 DataLoader worker process ")
-        t.go()
-        rc, out, err = t.finish()
-        assert a.finish() == 0, a.lines
-    finally:
-        t.kill()
+    rc, out, err, _ = run_attached(t, tmp_path / "f.db", "stallscope: instrumented 1 DataLoader worker process ")
     assert (rc, out, err) == (ref_rc, ref_out, ref_err)
 
     args = ["--workers", 0, "--epochs", 1, "--exit-code", 3]
     ref = reference(tmp_path, *args)
     t = Target(tmp_path, *args, name="x")
-    try:
-        a = Attach(t.p.pid, tmp_path / "x.db")
-        hooks = a.wait_line("stallscope: DataLoader hooks installed")
-        assert "following 1 running iterator" in hooks
-        t.go()
-        got = t.finish()
-        assert a.finish() == 0, a.lines
-    finally:
-        t.kill()
-    assert got == ref and got[0] == 3
+    *got, a = run_attached(t, tmp_path / "x.db", "stallscope: DataLoader hooks installed")
+    assert "following 1 running iterator" in a.wait_line("stallscope: DataLoader hooks installed")
+    assert tuple(got) == ref and got[0] == 3
     rec = Recording(tmp_path / "x.db")
     assert handed_batches(rec) == 39
     assert len(rec.spans("dl.fetch")) == 39  # the single-process fetcher, instrumented in place
