@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "collector/gpu_choice.h"
 #include "inject/attach.h"
 #include "inject/launcher.h"
 #include "stallscope/version.h"
@@ -35,13 +36,18 @@ constexpr const char* kRunHelp =
     "\n"
     "Options:\n"
     "  -o, --output FILE     database to write (default: stallscope-PROG-YYYYmmdd-HHMMSS.db here)\n"
+    "      --gpu SPEC        GPU-side capture (CUPTI): all (default), off, or a comma list of\n"
+    "                        kernel, memcpy, memset, sync, calls. CUPTI serves one tool per\n"
+    "                        process: use off to profile the GPU with torch.profiler or Nsight\n"
+    "                        under stallscope. Also read from STALLSCOPE_GPU.\n"
     "      --ring-events N   events buffered per thread between flushes (power of two, default 16384)\n"
     "      --rings N         threads that can record at once (default 64)\n"
     "  -q, --quiet           print nothing but errors\n"
     "  -h, --help            show this help\n"
     "\n"
     "Example:\n"
-    "  stallscope run -o run.db -- python train.py --epochs 2\n";
+    "  stallscope run -o run.db -- python train.py --epochs 2\n"
+    "  stallscope run --gpu off -o run.db -- python train_with_torch_profiler.py\n";
 
 constexpr const char* kAttachHelp =
     "Usage: stallscope attach [OPTIONS] PID\n"
@@ -85,6 +91,8 @@ bool parse_uint(const char* s, unsigned* out) {
 
 int cmd_run(int argc, char** argv) {
   stallscope::RunOptions opt;
+  const char* gpu_env = std::getenv("STALLSCOPE_GPU");
+  std::string gpu = gpu_env != nullptr ? gpu_env : "";
   int i = 0;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
@@ -104,6 +112,10 @@ int cmd_run(int argc, char** argv) {
       opt.output = argv[++i];
     } else if (a.rfind("--output=", 0) == 0) {
       opt.output = a.substr(9);
+    } else if (a == "--gpu" || a.rfind("--gpu=", 0) == 0) {
+      if (a == "--gpu" && i + 1 >= argc)
+        return usage_error(std::string("--gpu needs ") + stallscope::kGpuChoiceHelp, "stallscope run");
+      gpu = a == "--gpu" ? argv[++i] : a.substr(6);
     } else if (a == "--ring-events" || a == "--rings") {
       unsigned v = 0;
       if (i + 1 >= argc || !parse_uint(argv[i + 1], &v)) return usage_error(a + " needs a positive number", "stallscope run");
@@ -122,6 +134,14 @@ int cmd_run(int argc, char** argv) {
   for (; i < argc; ++i) opt.command.emplace_back(argv[i]);
   if (opt.command.empty()) return usage_error("run: no program given; usage: stallscope run [-o FILE] -- PROGRAM [ARGS...]", "stallscope run");
   if (opt.output.empty() == false && opt.output.back() == '/') return usage_error("-o needs a file name, not a directory", "stallscope run");
+  stallscope::GpuChoice choice;
+  std::string bad;
+  if (!stallscope::parse_gpu_choice(gpu, &choice, &bad)) {
+    return usage_error(
+        "--gpu (or STALLSCOPE_GPU) '" + gpu + "': unknown item '" + bad + "'; use " + stallscope::kGpuChoiceHelp,
+        "stallscope run");
+  }
+  if (!gpu.empty()) ::setenv("STALLSCOPE_GPU", gpu.c_str(), 1);  // the program's processes read it
   return stallscope::run_command(opt);
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "collector/collector.h"
+#include "collector/gpu_hooks.h"
 #include "stallscope/stallscope.h"
 #include "stallscope/version.h"
 
@@ -75,6 +76,8 @@ uint64_t ss_dropped_events(void) {
 }
 
 const char* ss_version(void) { return STALLSCOPE_VERSION; }
+
+int ss_gpu_capture_on(void) { return cupti_capture_on() ? 1 : 0; }
 
 const char* ss_session_shm(void) {
   Arena* a = Collector::arena();

@@ -11,6 +11,10 @@
 // Time: CUPTI is given CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback), so GPU records
 // arrive on the clock the drainer converts host events to: a kernel and the next() wait before it
 // line up.
+//
+// What: STALLSCOPE_GPU (`stallscope run --gpu`, gpu_choice.h) picks the record kinds and whether
+// the callback API is used. One CUPTI client per process: while this layer runs, torch.profiler's
+// CUDA activity records nothing (docs/decisions.md); --gpu off leaves CUPTI to it.
 #include <dlfcn.h>
 #include <link.h>
 #include <unistd.h>
@@ -25,6 +29,7 @@
 #include "collector/clock.h"
 #include "collector/collector.h"
 #include "collector/cupti_decode.h"
+#include "collector/gpu_choice.h"
 #include "collector/gpu_hooks.h"
 #include "stallscope/stallscope.h"
 
@@ -237,6 +242,7 @@ bool resolve(void* lib, const char* name, F* out) {
 
 int start_cupti() {
   if (g_generation.load() == 0) return 1;  // not recording: nothing to do, let CUDA go on
+  const GpuChoice choice = gpu_choice_from_env();
   std::string tried;
   void* lib = open_cupti(&tried);
   if (lib == nullptr) {
@@ -268,14 +274,18 @@ int start_cupti() {
              "); GPU activity is not recorded, everything else is");
     return 1;
   }
-  for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                               CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION}) {
+  for (auto [k, on] :
+       {std::pair{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, choice.kernel},
+        std::pair{CUPTI_ACTIVITY_KIND_MEMCPY, choice.memcpy}, std::pair{CUPTI_ACTIVITY_KIND_MEMSET, choice.memset},
+        std::pair{CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, choice.sync}}) {
+    if (!on) continue;
     r = c.activity_enable(k);
     if (r != CUPTI_SUCCESS) say_once(std::string("CUPTI activity kind not enabled: ") + result_string(r));
   }
   g_cupti_on.store(true);
-  r = c.subscribe(&g_subscriber, api_callback, nullptr);
-  if (r == CUPTI_SUCCESS) {
+  // The blocking host calls, as spans on the calling thread (left out with --gpu without "calls").
+  r = choice.calls ? c.subscribe(&g_subscriber, api_callback, nullptr) : CUPTI_SUCCESS;
+  if (choice.calls && r == CUPTI_SUCCESS) {
     for (CUpti_CallbackId id :
          {CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
           CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
@@ -283,7 +293,7 @@ int start_cupti() {
           CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000}) {
       c.enable_callback(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
     }
-  } else {
+  } else if (choice.calls) {
     say_once(std::string("another tool holds the CUPTI callback API (") + result_string(r) +
              "); host synchronisations are not recorded, GPU activity is");
   }
@@ -295,6 +305,8 @@ int start_cupti() {
 }  // namespace
 
 bool cuda_injection_available() { return true; }
+
+bool cupti_capture_on() { return g_cupti_on.load(); }
 
 }  // namespace stallscope
 

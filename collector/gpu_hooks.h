@@ -9,5 +9,8 @@ namespace stallscope {
 bool nvtx_injection_available();
 // True when libstallscope.so can be the CUDA injection library (InitializeInjection, CUPTI).
 bool cuda_injection_available();
+// True once stallscope's CUPTI capture runs in this process (it then holds CUPTI, which one client
+// per process may use).
+bool cupti_capture_on();
 
 }  // namespace stallscope

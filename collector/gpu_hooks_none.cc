@@ -5,5 +5,6 @@ namespace stallscope {
 
 bool nvtx_injection_available() { return false; }
 bool cuda_injection_available() { return false; }
+bool cupti_capture_on() { return false; }
 
 }  // namespace stallscope

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "collector/collector.h"
+#include "collector/gpu_choice.h"
 #include "collector/gpu_hooks.h"
 #include "stallscope/stallscope.h"
 #include "storage/recorder.h"
@@ -143,11 +144,14 @@ void offer_nvtx_injection() {
   Dl_info info;
   if (::dladdr(reinterpret_cast<void*>(&offer_nvtx_injection), &info) == 0 || info.dli_fname == nullptr) return;
   if (nvtx_injection_available()) ::setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
-  if (cuda_injection_available()) ::setenv("CUDA_INJECTION64_PATH", info.dli_fname, 0);
+  // STALLSCOPE_GPU=off (stallscope run --gpu off): leave CUDA alone, so that another CUPTI client
+  // (torch.profiler, Nsight) can have it.
+  if (cuda_injection_available() && !gpu_choice_from_env().off()) ::setenv("CUDA_INJECTION64_PATH", info.dli_fname, 0);
 }
 
 __attribute__((constructor)) void stallscope_preload_init() {
   try {
+    gpu_choice_from_env();  // read before any setenv here (see gpu_choice.cc)
     const char* shm = std::getenv("STALLSCOPE_SHM");
     if (shm != nullptr && *shm != '\0') {
       std::string error;

@@ -49,6 +49,9 @@ STALLSCOPE_API int ss_is_recording(void);
 /* Events this process's threads dropped so far because their ring was full or none was free. */
 STALLSCOPE_API uint64_t ss_dropped_events(void);
 STALLSCOPE_API const char* ss_version(void);
+/* 1 once stallscope's GPU capture (CUPTI) runs in this process. Another CUPTI client started in
+ * the process then records no GPU activity (docs/gpu.md). */
+STALLSCOPE_API int ss_gpu_capture_on(void);
 
 /* Starts an in-process session writing `db_path` (this process owns the drainer). Returns 0 on
  * success; on failure returns -1 and writes a one-line reason into err[err_len]. */

@@ -44,6 +44,7 @@ _SIGNATURES = {
     "ss_session_stop": (ctypes.c_int, [], False),
     "ss_session_shm": (ctypes.c_char_p, [], True),
     "ss_attach_end": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t], False),
+    "ss_gpu_capture_on": (ctypes.c_int, [], True),
 }
 
 _LIB_NAME = "libstallscope.so"
@@ -124,6 +125,7 @@ if available:
     _ss_session_shm = _f["ss_session_shm"]
     _ss_is_recording = _f["ss_is_recording"]
     _ss_attach_end = _f["ss_attach_end"]
+    _ss_gpu_capture_on = _f["ss_gpu_capture_on"]
     # Hot path: the raw ctypes functions, no Python wrapper in between.
     span_begin = _f["ss_span_begin"]
     span_begin_args = _f["ss_span_begin_args"]
@@ -139,6 +141,7 @@ else:
     _ss_thread_name = _ss_version = _ss_session_shm = _noop
     _ss_session_start = None
     _ss_attach_end = lambda *_args: -1  # noqa: E731
+    _ss_gpu_capture_on = _zero
     span_begin = span_begin_args = span_end = span_end_args = instant = _noop
     counter = counter_for = _noop
     dropped_events = _zero
@@ -189,6 +192,11 @@ def is_recording() -> bool:
 def version() -> str | None:
     v = _ss_version()
     return v.decode() if v else None
+
+
+def gpu_capture_on() -> bool:
+    """True once stallscope's GPU capture (CUPTI) runs in this process."""
+    return bool(_ss_gpu_capture_on())
 
 
 def session_shm() -> str | None:
