@@ -1,6 +1,8 @@
 """Overhead of stallscope's GPU capture (CUPTI activity + callbacks, NVTX) on a GPU training loop
-with a high kernel rate (a small MLP), beside torch.profiler's (CPU + CUDA activities) on the same
-loop, interleaved in one run. Prints "no GPU" and exits 0 where CUDA is not available.
+with a high kernel rate (a small MLP), beside torch.profiler's on the same loop, interleaved in one
+run. Rows: plain; stallscope (all GPU capture); stallscope --gpu off (the host side alone);
+torch.profiler with CUDA activity only (CUPTI's own cost, as Kineto uses it); torch.profiler with
+CPU + CUDA activities. Prints "no GPU" and exits 0 where CUDA is not available.
     python3 bench/gpu_overhead_bench.py [--reps N] [--build DIR]
 Goal: stallscope costs under 3 % of throughput with CUPTI on.
 """
@@ -32,7 +34,8 @@ def timed():
     t0 = time.perf_counter(); loop(1500); return 1500 / (time.perf_counter() - t0)
 if prof:
     from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+    acts = [ProfilerActivity.CUDA] if sys.argv[2:] == ["cuda-only"] else [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    with profile(activities=acts):
         rate = timed()
 else:
     rate = timed()
@@ -65,18 +68,23 @@ def main():
     script = os.path.join(tmp, "train.py")
     with open(script, "w") as f:
         f.write(TRAIN)
-    rates = {"plain": [], "stallscope": [], "torch.profiler": []}
+    configs = {
+        "plain": [sys.executable, script, "plain"],
+        "stallscope": [launcher, "run", "-q", "-o", "DB", "--", sys.executable, script, "plain"],
+        "stallscope --gpu off": [launcher, "run", "-q", "--gpu", "off", "-o", "DB", "--", sys.executable, script, "plain"],
+        "torch.profiler, CUDA only": [sys.executable, script, "profiler", "cuda-only"],
+        "torch.profiler, CPU + CUDA": [sys.executable, script, "profiler"],
+    }
+    rates = {k: [] for k in configs}
     for rep in range(args.reps):
-        rates["plain"].append(run([sys.executable, script, "plain"]))
-        rates["stallscope"].append(run([launcher, "run", "-q", "-o", os.path.join(tmp, f"{rep}.db"), "--",
-                                        sys.executable, script, "plain"]))
-        rates["torch.profiler"].append(run([sys.executable, script, "profiler"]))
+        for i, (name, cmd) in enumerate(configs.items()):
+            rates[name].append(run([os.path.join(tmp, f"{rep}-{i}.db") if a == "DB" else a for a in cmd]))
     med = {k: statistics.median(v) for k, v in rates.items()}
     base = med["plain"]
     print(f"GPU capture overhead: small MLP, {torch.cuda.get_device_name()}, median of {args.reps} interleaved runs")
     print("| configuration | steps/s | cost | goal |")
     print("|---|---|---|---|")
-    for k in ("plain", "stallscope", "torch.profiler"):
+    for k in configs:
         cost = (base - med[k]) / base * 100
         goal = f"< 3 % ({'met' if cost < 3 else 'MISSED'})" if k == "stallscope" else ""
         print(f"| {k} | {med[k]:.0f} | {cost:+.1f} % | {goal} |")

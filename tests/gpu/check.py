@@ -1,53 +1,131 @@
 """Checks the three GPU recordings made by tests/gpu/run.sh and prints a table.
 
-For each variant: kernels and copies were recorded; host-to-device copies are pageable for
-`pageable` and pinned for `pinned`; the report's mode is gpu and the dominant stall cause matches
-the variant (data-bound: data_wait; compute: GPU busy most of the loop).
+For each variant:
+- kernels were recorded, and the report's mode is gpu;
+- the batches' host-to-device copies (the copies of exactly one input batch's bytes) are pageable
+  for `pageable` and pinned for `pinned` and `compute`; other copies (the model's weights at
+  `.to(device)`) are counted apart;
+- every batch's NVTX range "train_step" (torch.cuda.nvtx) is in the timeline, one per batch;
+- clocks line up: each batch copy starts on the GPU after the host call that issued it (joined by
+  CUPTI's correlation id) began, and, for pageable copies, which the host waits for, before that
+  call returned;
+- the dominant stall cause matches the variant (data-bound: data_wait; compute: GPU busy most of
+  the loop);
+- `profiler` (torch.profiler with CUDA activity over batches 30-39): stallscope's GPU capture goes
+  on through the profiler's span (all batch copies recorded); if the profiler saw no GPU events (one
+  CUPTI client per process), stallscope said so on stderr, with what to do;
+- `profiler` again under STALLSCOPE_GPU=off: the profiler sees GPU events, the recording has no GPU
+  records, and the rest (NVTX ranges, the DataLoader) is still there.
 """
 import json
 import sqlite3
 import subprocess
 import sys
 
+BATCHES = 60
+BATCH_BYTES = 64 * 3 * 64 * 64 * 4  # gpu_train.py: 64 images of 3x64x64 float32
+TOLERANCE_NS = 2_000  # clock alignment slack: 2 us
+
+
+def alignment(con):
+    """(copies joined to their host call, copies starting before their call, pageable copies
+    starting after their call returned, median lead in us) for the batch H2D copies."""
+    rows = con.execute(
+        "SELECT g.src_kind, g.start_ns, s.start_ns, s.end_ns FROM gpu_view g JOIN span_view s "
+        "ON s.arg0 = g.correlation_id AND s.name LIKE 'cuda.cudaMemcpy%' "
+        "WHERE g.kind = 'memcpy' AND g.copy_kind = 'HtoD' AND g.bytes = ?", (BATCH_BYTES,)).fetchall()
+    early = sum(1 for _, g, s, _ in rows if g < s - TOLERANCE_NS)
+    late = sum(1 for kind, g, _, e in rows if kind == "pageable" and g > e + TOLERANCE_NS)
+    leads = sorted((g - s) / 1000 for _, g, s, _ in rows)
+    return len(rows), early, late, leads[len(leads) // 2] if leads else None
+
+
+def profiler_events(out, name):
+    with open(f"{out}/{name}.out") as f:
+        for line in f:
+            if line.startswith("profiler gpu events:"):
+                return int(line.split(":")[1])
+    return None
+
+
+def profiler_checks(out, failures):
+    """torch.profiler beside stallscope's GPU capture, and with it off. Returns the profiler's GPU
+    event counts (GPU capture on, off)."""
+    on = profiler_events(out, "profiler")
+    with open(f"{out}/profiler.err") as f:
+        said = "torch.profiler asks for CUDA activity" in f.read()
+    if on is None:
+        failures.append("profiler: the profiler's event count is missing")
+    elif on == 0 and not said:
+        failures.append("profiler: torch.profiler saw no GPU events and stallscope did not say why")
+    off = profiler_events(out, "profiler-gpu-off")
+    if not off:
+        failures.append(f"profiler-gpu-off: torch.profiler saw {off} GPU events with STALLSCOPE_GPU=off")
+    con = sqlite3.connect(f"{out}/profiler-gpu-off.db")
+    gpu = con.execute("SELECT count(*) FROM gpu_activities").fetchone()[0]
+    nvtx = con.execute("SELECT count(*) FROM span_view WHERE name = 'train_step'").fetchone()[0]
+    nexts = con.execute("SELECT count(*) FROM span_view WHERE name = 'dl.next'").fetchone()[0]
+    if gpu or nvtx != BATCHES or nexts < BATCHES:
+        failures.append(f"profiler-gpu-off: {gpu} GPU records (expected 0), {nvtx} NVTX ranges, {nexts} next() calls")
+    return on, off
+
 
 def main():
     build, out = sys.argv[1], sys.argv[2]
     failures = []
     rows = []
-    for variant in ("pageable", "pinned", "compute"):
+    variants = ("pageable", "pinned", "compute", "profiler")
+    for variant in variants:
         db = f"{out}/{variant}.db"
         con = sqlite3.connect(db)
         kernels = con.execute("SELECT count(*) FROM gpu_activities WHERE kind = 'kernel'").fetchone()[0]
-        h2d = dict(con.execute(
+        batch = dict(con.execute(
             "SELECT src_kind, count(*) FROM gpu_activities WHERE kind = 'memcpy' AND copy_kind = 'HtoD' "
-            "GROUP BY src_kind").fetchall())
+            "AND bytes = ? GROUP BY src_kind", (BATCH_BYTES,)).fetchall())
+        other = con.execute("SELECT count(*) FROM gpu_activities WHERE kind = 'memcpy' AND copy_kind = 'HtoD' "
+                            "AND bytes != ?", (BATCH_BYTES,)).fetchone()[0]
+        nvtx = con.execute("SELECT count(*) FROM span_view WHERE name = 'train_step'").fetchone()[0]
+        joined, early, late, lead_us = alignment(con)
         report = json.loads(subprocess.run([f"{build}/bin/stallscope", "report", "--json", db],
                                            capture_output=True, text=True, check=True).stdout)
         causes = report["stall"]["by_cause"]
         top = max(causes, key=causes.get) if causes else "-"
-        busy = report.get("gpu", {}).get("busy_fraction")
-        rows.append((variant, kernels, h2d.get("pageable", 0), h2d.get("pinned", 0), report["mode"], top,
-                     report["stall"]["fraction"], busy))
+        busy = (report.get("gpu") or {}).get("busy_fraction")
+        rows.append((variant, kernels, batch.get("pageable", 0), batch.get("pinned", 0), other, nvtx,
+                     f"{joined}/{early}/{late}", lead_us, report["mode"], top, report["stall"]["fraction"], busy))
         if kernels == 0:
             failures.append(f"{variant}: no kernels recorded")
         if report["mode"] != "gpu":
             failures.append(f"{variant}: report mode {report['mode']}")
-        if variant == "pageable" and not (h2d.get("pageable", 0) > 0 and h2d.get("pinned", 0) == 0):
-            failures.append(f"pageable: H2D copies by source {h2d}")
-        if variant == "pinned" and not (h2d.get("pinned", 0) > 0 and h2d.get("pageable", 0) == 0):
-            failures.append(f"pinned: H2D copies by source {h2d}")
-        if variant in ("pageable", "pinned") and top != "data_wait":
+        want = "pageable" if variant == "pageable" else "pinned"
+        if batch.get(want, 0) != BATCHES or sum(batch.values()) != BATCHES:
+            failures.append(f"{variant}: batch H2D copies by source {batch}, expected {BATCHES} {want}")
+        if nvtx != BATCHES:
+            failures.append(f"{variant}: {nvtx} NVTX train_step ranges, expected {BATCHES}")
+        if joined < BATCHES:
+            failures.append(f"{variant}: only {joined} of {BATCHES} batch copies joined to their host call")
+        if early or late:
+            failures.append(f"{variant}: clocks disagree: {early} copies start before their call, "
+                            f"{late} pageable copies after it returned")
+        if variant in ("pageable", "pinned", "profiler") and top != "data_wait":
             failures.append(f"{variant}: dominant stall cause {top}, expected data_wait")
         if variant == "compute" and (busy is None or busy < 0.5):
             failures.append(f"compute: GPU busy fraction {busy}, expected > 0.5")
-    print("| variant | kernels | H2D pageable | H2D pinned | mode | top stall cause | stall fraction | GPU busy |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| variant | kernels | batch H2D pageable | batch H2D pinned | other H2D | NVTX ranges "
+          "| joined/early/late | median lead | mode | top stall cause | stall fraction | GPU busy |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        busy = "-" if r[7] is None else f"{r[7]:.2f}"
-        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {r[6]:.2f} | {busy} |")
+        lead = "-" if r[7] is None else f"{r[7]:.1f} us"
+        busy = "-" if r[11] is None else f"{r[11]:.2f}"
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {r[6]} | {lead} | {r[8]} | {r[9]} "
+              f"| {r[10]:.2f} | {busy} |")
+    on, off = profiler_checks(out, failures)
+    print(f"torch.profiler's GPU events: {on} beside stallscope's GPU capture, {off} with STALLSCOPE_GPU=off")
     for f in failures:
         print("FAIL:", f)
-    print(f"{3 - len({f.split(':')[0] for f in failures})} passed, {len({f.split(':')[0] for f in failures})} failed")
+    checked = len(variants) + 1  # + profiler-gpu-off
+    failed = len({f.split(':')[0] for f in failures})
+    print(f"{checked - failed} passed, {failed} failed")
     sys.exit(1 if failures else 0)
 
 

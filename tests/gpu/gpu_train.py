@@ -3,6 +3,9 @@
 --variant pageable:  data-bound, pin_memory=False: batches are copied from pageable memory
 --variant pinned:    data-bound, pin_memory=True and non_blocking copies
 --variant compute:   compute-bound: data ready in advance, a large model
+--variant profiler:  as pinned, with torch.profiler (CPU + CUDA) over batches 30-39; prints how
+                     many GPU events the profiler saw ("profiler gpu events: N")
+Each batch's work is an NVTX range "train_step" (torch.cuda.nvtx), which the checks count.
 """
 import argparse
 import time
@@ -27,7 +30,7 @@ class Images(Dataset):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--variant", choices=["pageable", "pinned", "compute"], required=True)
+    ap.add_argument("--variant", choices=["pageable", "pinned", "compute", "profiler"], required=True)
     ap.add_argument("--batches", type=int, default=60)
     args = ap.parse_args()
     dev = torch.device("cuda")
@@ -37,7 +40,7 @@ def main():
         width = 4096
     else:
         loader = DataLoader(Images(bs * args.batches, 0.002), batch_size=bs, num_workers=2,
-                            pin_memory=args.variant == "pinned")
+                            pin_memory=args.variant != "pageable")
         width = 256
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 64 * 64, width), torch.nn.ReLU(),
                                 *[m for _ in range(4 if args.variant == "compute" else 0)
@@ -45,7 +48,18 @@ def main():
                                 torch.nn.Linear(width, 10)).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
-    for x, y in loader:
+    prof = None
+    for i, (x, y) in enumerate(loader):
+        if args.variant == "profiler" and i == 30:
+            from torch.profiler import ProfilerActivity, profile
+            prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+            prof.__enter__()
+        if prof is not None and i == 40:
+            torch.cuda.synchronize()
+            prof.__exit__(None, None, None)
+            from torch.autograd import DeviceType
+            print("profiler gpu events:", sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA))
+        torch.cuda.nvtx.range_push("train_step")
         x = x.to(dev, non_blocking=args.variant != "pageable")
         y = y.to(dev, non_blocking=args.variant != "pageable")
         for _ in range(20 if args.variant == "compute" else 1):
@@ -53,6 +67,7 @@ def main():
             loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
+        torch.cuda.nvtx.range_pop()
     torch.cuda.synchronize()
     print("gpu_train: done", args.variant)
 

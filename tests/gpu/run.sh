@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # GPU checks, for a machine with an NVIDIA GPU and a CUDA build of PyTorch:
 #   tests/gpu/run.sh
-# Builds stallscope, records tests/gpu/gpu_train.py in three variants under `stallscope run`,
-# and checks kernels, copies (pinned vs pageable) and the attributed stall causes (check.py).
+# Builds stallscope, records tests/gpu/gpu_train.py in four variants under `stallscope run` (and
+# the profiler variant again with STALLSCOPE_GPU=off), and checks kernels, copies (pinned vs
+# pageable), NVTX ranges, clock alignment, the attributed stall causes and torch.profiler beside
+# stallscope (check.py). STALLSCOPE_GPU_RECORDINGS=DIR keeps the recordings there.
 # CTest runs it under the label `gpu` only when asked (ctest -L gpu); CI skips it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -14,8 +16,18 @@ if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
 fi
 BUILD=${STALLSCOPE_BUILD:-$ROOT/build}
 [ -x "$BUILD/bin/stallscope" ] || { cmake -S . -B "$BUILD" -G Ninja >/dev/null && cmake --build "$BUILD"; }
-OUT=$(mktemp -d)
-for v in pageable pinned compute; do
-  "$BUILD/bin/stallscope" run -q -o "$OUT/$v.db" -- "$PY" tests/gpu/gpu_train.py --variant "$v"
-done
-"$PY" tests/gpu/check.py "$BUILD" "$OUT"
+REC=${STALLSCOPE_GPU_RECORDINGS:-$(mktemp -d)}
+mkdir -p "$REC"
+record() {  # record NAME VARIANT [ENV=VALUE...]: NAME.db, NAME.out and NAME.err in $REC
+  local name=$1 variant=$2 rc=0
+  shift 2
+  env "$@" "$BUILD/bin/stallscope" run -q -o "$REC/$name.db" -- "$PY" tests/gpu/gpu_train.py --variant "$variant" \
+    >"$REC/$name.out" 2>"$REC/$name.err" || rc=$?
+  cat "$REC/$name.out"
+  cat "$REC/$name.err" >&2
+  return $rc
+}
+rm -f "$REC"/*.db
+for v in pageable pinned compute profiler; do record "$v" "$v"; done
+record profiler-gpu-off profiler STALLSCOPE_GPU=off
+"$PY" tests/gpu/check.py "$BUILD" "$REC"
