@@ -50,7 +50,7 @@ STALLSCOPE_API int ss_is_recording(void);
 STALLSCOPE_API uint64_t ss_dropped_events(void);
 STALLSCOPE_API const char* ss_version(void);
 /* 1 once stallscope's GPU capture (CUPTI) runs in this process. Another CUPTI client started in
- * the process then records no GPU activity (docs/gpu.md). */
+ * the process then records no GPU activity (docs/events.md, "CUDA"). */
 STALLSCOPE_API int ss_gpu_capture_on(void);
 
 /* Starts an in-process session writing `db_path` (this process owns the drainer). Returns 0 on

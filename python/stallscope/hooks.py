@@ -826,8 +826,9 @@ def _warn_profiler_gpu() -> None:
     sys.stderr.write(
         "stallscope: torch.profiler asks for CUDA activity, but stallscope's GPU capture holds CUPTI, which one "
         "tool per process may use: the profiler will record no GPU activity (Kineto says "
-        "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED). To profile the GPU with torch.profiler, run with "
-        "STALLSCOPE_GPU=off (stallscope then records everything but the GPU side)\n")
+        "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED). To profile the GPU with torch.profiler, run "
+        "`stallscope run --gpu off` (or set STALLSCOPE_GPU=off): stallscope then records everything but the GPU "
+        "side\n")
 
 
 def _install_profiler_check() -> None:

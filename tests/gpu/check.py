@@ -1,4 +1,4 @@
-"""Checks the three GPU recordings made by tests/gpu/run.sh and prints a table.
+"""Checks the GPU recordings made by tests/gpu/run.sh and prints a table.
 
 For each variant:
 - kernels were recorded, and the report's mode is gpu;
