@@ -114,7 +114,11 @@ std::string render_text(const Report& r) {
     o += "\n";
     if (l.epoch_start_s.size() > 1 || l.respawned_epochs > 0) {
       o += "  epoch start (epoch_begin -> first batch):";
-      for (size_t i = 0; i < l.epoch_start_s.size() && i < 8; ++i) o += " " + fixed(l.epoch_start_s[i], 3) + "s";
+      for (size_t i = 0; i < l.epoch_start_s.size() && i < 8; ++i) {
+        o += ' ';  // appended piece by piece: GCC 12 at -O3 warns (-Wrestrict) on " " + fixed(...)
+        o += fixed(l.epoch_start_s[i], 3);
+        o += 's';
+      }
       if (l.epoch_start_s.size() > 8) o += " ...";
       o += "\n";
     }
