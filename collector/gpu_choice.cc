@@ -10,11 +10,11 @@ namespace stallscope {
 bool parse_gpu_choice(std::string_view spec, GpuChoice* out, std::string* bad) {
   *out = GpuChoice{};
   if (spec.empty() || spec == "all") return true;
+  GpuChoice c{false, false, false, false, false};  // "off", or the items named
   if (spec == "off") {
-    *out = GpuChoice{false, false, false, false, false};
+    *out = c;
     return true;
   }
-  GpuChoice c{false, false, false, false, false};
   bool ok = true;
   size_t at = 0;
   for (;;) {
