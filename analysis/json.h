@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace stallscope::json {
 

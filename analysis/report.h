@@ -1,7 +1,7 @@
-// The report: every figure `stallscope report` (and later the dashboard) shows about one
-// recording, computed by analyze() as a pure function of a loaded Session. Formulas and
-// thresholds are documented in docs/report.md; renderings (text, JSON, short summary) are in
-// report_text.cc and report_json.cc.
+// The report: every figure `stallscope report` and the dashboard show about one recording,
+// computed by analyze() as a pure function of a loaded Session. Formulas and thresholds are
+// documented in docs/report.md; renderings (text, JSON, short summary) are in report_text.cc and
+// report_json.cc.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@ inline constexpr const char* kReportSchema = "stallscope.report/1";
 // input-pipeline speed recommendation (docs/report.md).
 inline constexpr double kDataBoundFraction = 0.10;
 
-// Stall causes. CPU mode knows only kDataWait; GPU mode will add the others.
+// Stall causes. CPU mode knows only kDataWait; GPU mode attributes the GPU's idle time to all four.
 inline constexpr const char* kCauseDataWait = "data_wait";
 inline constexpr const char* kCauseH2d = "h2d_transfer";
 inline constexpr const char* kCauseSync = "sync";

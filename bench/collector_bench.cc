@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -27,6 +28,13 @@
 using namespace stallscope;
 
 namespace {
+
+// A benchmark whose database step fails measures nothing: stop with the reason.
+void must(const Status& s) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "collector_bench: %s\n", s.message().c_str());
+  std::exit(1);
+}
 
 std::string tmp_path(const std::string& name) {
   const char* t = std::getenv("TMPDIR");
@@ -155,7 +163,7 @@ IngestResult ingest(uint32_t spans_per_ring, uint32_t rings) {
     std::exit(1);
   }
   Ingest in(arena, w->get());
-  in.write_meta({});
+  must(in.write_meta({}));
   // Fill the rings from `rings` threads with DataLoader-like spans (loader, batch, epoch args).
   std::vector<std::thread> ts;
   for (uint32_t t = 0; t < rings; ++t) {
@@ -174,7 +182,7 @@ IngestResult ingest(uint32_t spans_per_ring, uint32_t rings) {
   Status s = in.drain(true);
   const uint64_t t1 = monotonic_ns();
   const double c1 = cpu_seconds(RUSAGE_THREAD);
-  (*w)->finish();
+  must((*w)->finish());
   if (!s.ok()) std::fprintf(stderr, "collector_bench: drain failed: %s\n", s.message().c_str());
   const double secs = static_cast<double>(t1 - t0) / 1e9;
   (void)c0;
@@ -188,7 +196,7 @@ IngestResult ingest(uint32_t spans_per_ring, uint32_t rings) {
   // The cost of a time index on spans, for docs/decisions.md.
   {
     auto d = Db::open(db, Db::Mode::kReadWrite);
-    (*d)->exec("CREATE INDEX spans_start ON spans(start_ns); VACUUM;");
+    must((*d)->exec("CREATE INDEX spans_start ON spans(start_ns); VACUUM;"));
   }
   ::stat(db.c_str(), &st);
   r.bytes_per_span_indexed = static_cast<double>(st.st_size) / spans;
@@ -217,7 +225,7 @@ TransportResult transport_arena(int workers, int spans) {
   ::unlink(db.c_str());
   auto w = Writer::create(db);
   Ingest in(arena, w->get());
-  in.write_meta({});
+  must(in.write_meta({}));
   const uint32_t id = ss_intern("dl.fetch");
   const double children_before = cpu_seconds(RUSAGE_CHILDREN);
   const uint64_t t0 = monotonic_ns();
@@ -238,14 +246,14 @@ TransportResult transport_arena(int workers, int spans) {
   int alive = workers;
   while (alive > 0) {
     const double c0 = cpu_seconds(RUSAGE_THREAD);
-    in.drain(false);
+    must(in.drain(false));
     drain_cpu += cpu_seconds(RUSAGE_THREAD) - c0;
     usleep(20000);
     alive = 0;
     for (pid_t p : pids) alive += waitpid(p, nullptr, WNOHANG) == 0;
   }
   const double c0 = cpu_seconds(RUSAGE_THREAD);
-  in.drain(true);
+  must(in.drain(true));
   drain_cpu += cpu_seconds(RUSAGE_THREAD) - c0;
   const double wall = static_cast<double>(monotonic_ns() - t0) / 1e9;
   const double worker_cpu = cpu_seconds(RUSAGE_CHILDREN) - children_before;
@@ -278,7 +286,7 @@ TransportResult transport_writer_per_process(int workers, int spans) {
       // and every 100 ms-worth of events open a transaction on the shared database.
       auto d = Db::open(db, Db::Mode::kReadWrite);
       if (!d.ok()) _exit(1);
-      (*d)->exec("PRAGMA synchronous = NORMAL");
+      must((*d)->exec("PRAGMA synchronous = NORMAL"));
       auto st = (*d)->prepare(
           "INSERT INTO spans (thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1, arg2) VALUES (?,?,?,?,?,?,?,?)");
       struct Row {
@@ -294,7 +302,7 @@ TransportResult transport_writer_per_process(int workers, int spans) {
           (*st)->bind(6, int64_t{r.i}).bind(7, int64_t{k}).bind(8, int64_t{0});
           (void)(*st)->run();
         }
-        (*d)->exec("COMMIT");
+        must((*d)->exec("COMMIT"));
         buf.clear();
       };
       for (int i = 0; i < spans; ++i) {

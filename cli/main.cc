@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/summary.h"
 #include "collector/gpu_choice.h"
 #include "inject/attach.h"
 #include "inject/launcher.h"
@@ -142,6 +143,7 @@ int cmd_run(int argc, char** argv) {
         "stallscope run");
   }
   if (!gpu.empty()) ::setenv("STALLSCOPE_GPU", gpu.c_str(), 1);  // the program's processes read it
+  opt.summary = print_summary;
   return stallscope::run_command(opt);
 }
 
@@ -204,6 +206,7 @@ int cmd_attach(int argc, char** argv) {
   if (*end != '\0' || pid <= 0 || pid > (1l << 22)) return usage_error("'" + pid_arg + "' is not a process id", "stallscope attach");
   if (!opt.output.empty() && opt.output.back() == '/') return usage_error("-o needs a file name, not a directory", "stallscope attach");
   opt.pid = static_cast<pid_t>(pid);
+  opt.summary = print_summary;
   return stallscope::attach_command(opt);
 }
 

@@ -1,5 +1,5 @@
 // The C API's event functions (include/stallscope/stallscope.h); session start/stop live in
-// inject/session.cc because they need the database writer.
+// inject/preload.cc because they need the database writer.
 #include <unistd.h>
 
 #include <cstring>

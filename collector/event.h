@@ -9,6 +9,7 @@
 //    refuses an arena of another version.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 

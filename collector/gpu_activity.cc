@@ -69,23 +69,46 @@ void record_gpu_activity(const GpuActivity& a) {
   } else {
     name = intern_cached(sync_type_name(a.sync_type));
   }
-  Event first{};
-  first.ticks = a.start_ns;
-  first.a0 = static_cast<int64_t>(a.end_ns);
-  first.a1 = static_cast<int32_t>(a.stream);
-  first.a2 = static_cast<int32_t>((a.device << 8) | static_cast<uint32_t>(a.kind));
-  first.name = name;
-  first.kind = EventKind::kGpuActivity;
-  first.flags = kFlagTimeNs | kFlagArgs;
-  Event second{};
-  second.ticks = a.correlation;
-  second.a0 = static_cast<int64_t>(a.bytes);
-  second.a1 = static_cast<int32_t>((uint32_t{a.copy_kind} << 16) | (uint32_t{a.src_kind} << 8) | a.dst_kind);
-  second.a2 = static_cast<int32_t>(a.context);
-  second.name = a.sync_type;
-  second.kind = EventKind::kGpuActivityExt;
-  second.flags = kFlagArgs;
-  emit_pair(first, second);
+  const GpuEventPair p = pack_gpu_activity(a, name);
+  emit_pair(p.first, p.second);
+}
+
+GpuEventPair pack_gpu_activity(const GpuActivity& a, uint32_t name_id) {
+  GpuEventPair p{};
+  p.first.ticks = a.start_ns;
+  p.first.a0 = static_cast<int64_t>(a.end_ns);
+  p.first.a1 = static_cast<int32_t>(a.stream);
+  p.first.a2 = static_cast<int32_t>((a.device << 8) | static_cast<uint32_t>(a.kind));
+  p.first.name = name_id;
+  p.first.kind = EventKind::kGpuActivity;
+  p.first.flags = kFlagTimeNs | kFlagArgs;
+  p.second.ticks = a.correlation;
+  p.second.a0 = static_cast<int64_t>(a.bytes);
+  p.second.a1 = static_cast<int32_t>((uint32_t{a.copy_kind} << 16) | (uint32_t{a.src_kind} << 8) | a.dst_kind);
+  p.second.a2 = static_cast<int32_t>(a.context);
+  p.second.name = a.sync_type;
+  p.second.kind = EventKind::kGpuActivityExt;
+  p.second.flags = kFlagArgs;
+  return p;
+}
+
+GpuActivity unpack_gpu_activity(const GpuEventPair& p, uint32_t* name_id) {
+  GpuActivity a;
+  a.kind = static_cast<GpuActivityKind>(p.first.a2 & 0xff);
+  a.device = static_cast<uint32_t>(p.first.a2) >> 8;
+  a.stream = static_cast<uint32_t>(p.first.a1);
+  a.start_ns = p.first.ticks;
+  a.end_ns = static_cast<uint64_t>(p.first.a0);
+  a.correlation = static_cast<uint32_t>(p.second.ticks);
+  a.bytes = static_cast<uint64_t>(p.second.a0);
+  const uint32_t kinds = static_cast<uint32_t>(p.second.a1);
+  a.copy_kind = static_cast<uint8_t>(kinds >> 16);
+  a.src_kind = static_cast<uint8_t>(kinds >> 8);
+  a.dst_kind = static_cast<uint8_t>(kinds);
+  a.context = static_cast<uint32_t>(p.second.a2);
+  a.sync_type = static_cast<uint8_t>(p.second.name);
+  *name_id = p.first.name;
+  return a;
 }
 
 }  // namespace stallscope

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "collector/event.h"
+
 namespace stallscope {
 
 enum class GpuActivityKind : uint8_t { kKernel = 1, kMemcpy = 2, kMemset = 3, kSync = 4 };
@@ -32,6 +34,16 @@ struct GpuActivity {
 
 // Writes `a` into the calling thread's ring (two slots, published together).
 void record_gpu_activity(const GpuActivity& a);
+
+// The two ring slots of an activity (EventKind::kGpuActivity, then kGpuActivityExt; event.h), packed
+// by the collector and unpacked by the drainer: their layout is written here and nowhere else.
+// `name_id` is the interned kernel name, copy kind or sync type.
+struct GpuEventPair {
+  Event first, second;
+};
+GpuEventPair pack_gpu_activity(const GpuActivity& a, uint32_t name_id);
+// The inverse: every field but `name` (the pointer), with the interned name in *name_id.
+GpuActivity unpack_gpu_activity(const GpuEventPair& p, uint32_t* name_id);
 
 // Display names, shared by the drainer and readers.
 const char* copy_kind_name(uint8_t copy_kind);

@@ -2,6 +2,7 @@
 #include "collector/proc_sampler.h"
 
 #include "collector/clock.h"
+#include "common/procfs.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,21 +17,6 @@
 
 namespace stallscope {
 namespace {
-
-// Reads a small /proc file whole; false if it is gone.
-bool slurp(const char* path, std::string* out) {
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  out->clear();
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    out->append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return !out->empty();
-}
 
 // Value of "Key:   123 kB" lines (in bytes when the unit is kB).
 bool field_value(const std::string& text, const char* key, uint64_t* out) {
@@ -101,7 +87,7 @@ namespace {
 double age_s(const char* path, std::string* text) {
   static const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
   uint64_t start_ticks = 0;
-  if (ticks_per_s <= 0 || !slurp(path, text) || !ProcSampler::parse_stat_starttime(*text, &start_ticks)) return -1;
+  if (ticks_per_s <= 0 || !procfs::read_file(path, text) || !ProcSampler::parse_stat_starttime(*text, &start_ticks)) return -1;
   timespec ts{};
   ::clock_gettime(CLOCK_BOOTTIME, &ts);  // starttime counts from boot, suspend included
   const double now_s = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
@@ -128,7 +114,7 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
   for (int pid : pids) {
     // status: the process's liveness, RSS and context switches in one read.
     std::snprintf(path, sizeof path, "/proc/%d/status", pid);
-    if (!slurp(path, &text)) {
+    if (!procfs::read_file(path, &text)) {
       prev_.erase(pid);
       continue;  // gone
     }
@@ -174,7 +160,7 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
       char tpath[128];
       std::snprintf(tpath, sizeof tpath, "/proc/%d/task/%d/schedstat", pid, tid);
       uint64_t run = 0, wait = 0;
-      if (!slurp(tpath, &text) || !parse_schedstat(text, &run, &wait)) continue;  // thread ended
+      if (!procfs::read_file(tpath, &text) || !parse_schedstat(text, &run, &wait)) continue;  // thread ended
       sched = true;
       tasks[tid] = {run, wait};
       auto old = p.tasks.find(tid);
@@ -205,7 +191,7 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
 
     std::snprintf(path, sizeof path, "/proc/%d/io", pid);
     uint64_t rchar = 0;
-    if (slurp(path, &text) && parse_io_rchar(text, &rchar)) {
+    if (procfs::read_file(path, &text) && parse_io_rchar(text, &rchar)) {
       if ((p.have_io || from_birth) && dt > 0) s.read_bytes_per_s = static_cast<double>(rchar - std::min(rchar, p.rchar)) / dt;
       p.rchar = rchar;
       p.have_io = true;
@@ -215,7 +201,7 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
       std::snprintf(path, sizeof path, "/proc/%d/smaps_rollup", pid);
       uint64_t pss = 0, pd = 0;
       const uint64_t t0 = monotonic_ns();
-      if (slurp(path, &text) && parse_smaps_rollup(text, &pss, &pd)) {
+      if (procfs::read_file(path, &text) && parse_smaps_rollup(text, &pss, &pd)) {
         s.pss_bytes = pss;
         s.private_dirty_bytes = pd;
       }

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -22,35 +21,14 @@
 #include <vector>
 
 #include "collector/arena.h"
+#include "common/procfs.h"
 #include "inject/launcher.h"
 #include "inject/remote_call.h"
-#include "inject/session_registry.h"
+#include "storage/session_registry.h"
 #include "storage/recorder.h"
 
 namespace stallscope {
 namespace {
-
-std::string read_file(const std::string& path, size_t max = 1 << 20) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::string s(max, '\0');
-  in.read(s.data(), static_cast<std::streamsize>(max));
-  s.resize(static_cast<size_t>(in.gcount()));
-  return s;
-}
-
-std::string proc_path(pid_t pid, const char* what) { return "/proc/" + std::to_string(pid) + "/" + what; }
-
-// "python train.py --epochs 2", shortened for messages.
-std::string cmdline_of(pid_t pid) {
-  std::string c = read_file(proc_path(pid, "cmdline"), 4096);
-  while (!c.empty() && c.back() == '\0') c.pop_back();
-  for (char& ch : c) {
-    if (ch == '\0') ch = ' ';
-  }
-  if (c.size() > 120) c = c.substr(0, 117) + "...";
-  return c;
-}
 
 std::string status_field(const std::string& status, const char* key) {
   const std::string k = std::string(key) + ":";
@@ -67,27 +45,14 @@ std::string status_field(const std::string& status, const char* key) {
   return {};
 }
 
-// State letter from /proc/PID/stat ('?' when unreadable).
-char proc_state(pid_t pid) {
-  const std::string s = read_file(proc_path(pid, "stat"), 512);
-  const size_t close = s.rfind(')');
-  return close == std::string::npos || close + 2 >= s.size() ? '?' : s[close + 2];
-}
-
-bool alive(pid_t pid) {
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
-  const char st = proc_state(pid);
-  return st != '?' && st != 'Z' && st != 'X';
-}
-
 // A Python interpreter: the executable is python* or libpython is mapped (embedded interpreters).
 bool is_python(pid_t pid) {
   char exe[PATH_MAX];
-  const ssize_t n = ::readlink(proc_path(pid, "exe").c_str(), exe, sizeof exe - 1);
+  const ssize_t n = ::readlink(procfs::path(pid, "exe").c_str(), exe, sizeof exe - 1);
   std::string name = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
   name = name.substr(name.rfind('/') + 1);
   return name.rfind("python", 0) == 0 ||
-         read_file(proc_path(pid, "maps"), 64 << 20).find("libpython") != std::string::npos;
+         procfs::read_file(procfs::path(pid, "maps"), 64 << 20).find("libpython") != std::string::npos;
 }
 
 // Every process whose parent chain leads to `root` (DataLoader workers, their helpers).
@@ -98,7 +63,7 @@ std::vector<std::pair<pid_t, pid_t>> descendants(pid_t root) {
       char* end = nullptr;
       const long pid = std::strtol(e->d_name, &end, 10);
       if (pid <= 0 || *end != '\0') continue;
-      const std::string s = read_file("/proc/" + std::string(e->d_name) + "/stat", 512);
+      const std::string s = procfs::read_file("/proc/" + std::string(e->d_name) + "/stat", 512);
       const size_t close = s.rfind(')');
       if (close == std::string::npos) continue;
       char state = 0;
@@ -186,9 +151,9 @@ std::string make_status_file(pid_t pid) {
 // Waits up to `timeout_ms` for the status file to be written; "" if nothing came.
 std::string wait_status(const std::string& path, int timeout_ms, pid_t pid) {
   for (int waited = 0; waited <= timeout_ms; waited += 20) {
-    std::string s = read_file(path, 4096);
+    std::string s = procfs::read_file(path, 4096);
     if (!s.empty()) return s;
-    if (!alive(pid)) return {};
+    if (!procfs::alive(pid)) return {};
     timespec ts{0, 20 * 1000000L};
     ::nanosleep(&ts, nullptr);
   }
@@ -295,7 +260,7 @@ struct Joined {
 // Whether a process the training process started is worth joining: a Python process that is not
 // one of multiprocessing's helpers (resource tracker, fork server), which never run the worker loop.
 bool worker_candidate(pid_t pid) {
-  const std::string cmd = cmdline_of(pid);
+  const std::string cmd = procfs::cmdline(pid);
   if (cmd.find("multiprocessing.resource_tracker") != std::string::npos ||
       cmd.find("multiprocessing.forkserver import main") != std::string::npos ||
       cmd.find("multiprocessing.semaphore_tracker") != std::string::npos) {
@@ -321,7 +286,7 @@ int attach_list() {
   std::vector<Row> rows;
   double uptime = 0;
   {
-    std::istringstream in(read_file("/proc/uptime", 128));
+    std::istringstream in(procfs::read_file("/proc/uptime", 128));
     in >> uptime;
   }
   const long ticks = ::sysconf(_SC_CLK_TCK);
@@ -331,13 +296,13 @@ int attach_list() {
       const long pid = std::strtol(e->d_name, &end, 10);
       if (pid <= 0 || *end != '\0' || pid == ::getpid()) continue;
       struct stat st;
-      if (::stat(proc_path(static_cast<pid_t>(pid), "").c_str(), &st) != 0) continue;
+      if (::stat(procfs::path(static_cast<pid_t>(pid), "").c_str(), &st) != 0) continue;
       if (::geteuid() != 0 && st.st_uid != ::geteuid()) continue;
       if (!is_python(static_cast<pid_t>(pid))) continue;
-      const std::string maps = read_file(proc_path(static_cast<pid_t>(pid), "maps"), 64 << 20);
+      const std::string maps = procfs::read_file(procfs::path(static_cast<pid_t>(pid), "maps"), 64 << 20);
       if (maps.find("libtorch") == std::string::npos) continue;
       // A DataLoader worker is a child of another process listed here: shown under it, not alone.
-      const std::string stat_text = read_file(proc_path(static_cast<pid_t>(pid), "stat"), 1024);
+      const std::string stat_text = procfs::read_file(procfs::path(static_cast<pid_t>(pid), "stat"), 1024);
       const size_t close = stat_text.rfind(')');
       if (close == std::string::npos) continue;
       std::istringstream f(stat_text.substr(close + 2));
@@ -346,11 +311,11 @@ int attach_list() {
       while (f >> field) fields.push_back(field);
       if (fields.size() < 20) continue;
       const pid_t ppid = static_cast<pid_t>(std::atoi(fields[1].c_str()));
-      const std::string parent_maps = read_file(proc_path(ppid, "maps"), 64 << 20);
+      const std::string parent_maps = procfs::read_file(procfs::path(ppid, "maps"), 64 << 20);
       if (is_python(ppid) && parent_maps.find("libtorch") != std::string::npos) continue;
       const double start_s = static_cast<double>(std::strtoull(fields[19].c_str(), nullptr, 10)) / static_cast<double>(ticks);
       rows.push_back(Row{static_cast<pid_t>(pid), descendants(static_cast<pid_t>(pid)).size(), uptime - start_s,
-                         maps.find("libstallscope.so") != std::string::npos, cmdline_of(static_cast<pid_t>(pid))});
+                         maps.find("libstallscope.so") != std::string::npos, procfs::cmdline(static_cast<pid_t>(pid))});
     }
     ::closedir(d);
   }
@@ -381,8 +346,8 @@ std::string attach_precheck(pid_t pid) {
   if (pid <= 0) return "'" + p + "' is not a process id";
   if (pid == ::getpid()) return "cannot attach to stallscope itself";
   struct stat st;
-  if (::stat(proc_path(pid, "").c_str(), &st) != 0) return "no process " + p + " (check the pid with `ps`)";
-  const std::string status = read_file(proc_path(pid, "status"), 8192);
+  if (::stat(procfs::path(pid, "").c_str(), &st) != 0) return "no process " + p + " (check the pid with `ps`)";
+  const std::string status = procfs::read_file(procfs::path(pid, "status"), 8192);
   if (status.empty()) return "cannot read /proc/" + p + "/status";
   const std::string state = status_field(status, "State");
   if (!state.empty() && (state[0] == 'Z' || state[0] == 'X')) return "process " + p + " has already exited";
@@ -399,7 +364,7 @@ std::string attach_precheck(pid_t pid) {
            "); run stallscope attach as that user";
   }
   if (!is_python(pid)) {
-    return "process " + p + " (" + cmdline_of(pid) +
+    return "process " + p + " (" + procfs::cmdline(pid) +
            ") is not a Python program; stallscope attach records Python training processes";
   }
   return {};
@@ -419,7 +384,7 @@ int attach_command(const AttachOptions& opt) {
                  lib.empty() ? "STALLSCOPE_LIBRARY" : "STALLSCOPE_PYTHONPATH");
     return 1;
   }
-  const std::string target_cmd = cmdline_of(pid);
+  const std::string target_cmd = procfs::cmdline(pid);
   std::string prog = target_cmd.substr(0, target_cmd.find(' '));
   if (const size_t sp = target_cmd.find(' '); sp != std::string::npos && prog.find("python") != std::string::npos) {
     std::string script = target_cmd.substr(sp + 1);
@@ -458,7 +423,7 @@ int attach_command(const AttachOptions& opt) {
   const std::string code = python_source(python_dir, "begin", {shm, lib, python_dir, status_path}, status_path);
   const std::string failure = inject(pid, lib, shm, code, &entries);
   if (!failure.empty()) {
-    recorder->stop();
+    (void)recorder->stop();  // the recording is deleted below
     Arena::unlink(shm);
     ::unlink(output.c_str());
     for (const char* suffix : {"-wal", "-shm"}) ::unlink((output + suffix).c_str());
@@ -484,7 +449,7 @@ int attach_command(const AttachOptions& opt) {
   } else if (hooks.rfind("error ", 0) == 0) {
     std::fprintf(stderr, "stallscope: the DataLoader hooks could not be installed (%s); recording the rest\n",
                  hooks.substr(6).c_str());
-  } else if (alive(pid)) {
+  } else if (procfs::alive(pid)) {
     std::fprintf(stderr, "stallscope: no word yet from the Python side of process %d (its interpreter may be "
                  "busy in C code without releasing the GIL); recording goes on\n", static_cast<int>(pid));
   }
@@ -512,7 +477,7 @@ int attach_command(const AttachOptions& opt) {
       }
     }
     if (!joined) {  // the /proc sampler follows the processes of the session's table
-      std::string cmd = read_file(proc_path(child, "cmdline"), 500);
+      std::string cmd = procfs::read_file(procfs::path(child, "cmdline"), 500);
       arena->register_process(child, parent, cmd.data(), cmd.size());
     }
   }
@@ -522,11 +487,11 @@ int attach_command(const AttachOptions& opt) {
   auto poll_workers = [&](bool last) {
     for (Joined& j : workers) {
       if (j.resolved) continue;
-      const std::string st = read_file(j.status, 4096);
+      const std::string st = procfs::read_file(j.status, 4096);
       if (st.empty()) {
-        if (!last && alive(j.pid)) continue;
+        if (!last && procfs::alive(j.pid)) continue;
         j.resolved = true;
-        if (alive(j.pid)) {
+        if (procfs::alive(j.pid)) {
           std::fprintf(stderr, "stallscope: no word from the Python side of process %d; it is sampled only\n",
                        static_cast<int>(j.pid));
         }
@@ -540,7 +505,7 @@ int attach_command(const AttachOptions& opt) {
         std::fprintf(stderr, "stallscope: process %d is sampled only: %s\n", static_cast<int>(j.pid),
                      st.substr(6).c_str());
       } else {
-        say(opt.quiet, "process " + std::to_string(j.pid) + " (" + cmdline_of(j.pid) +
+        say(opt.quiet, "process " + std::to_string(j.pid) + " (" + procfs::cmdline(j.pid) +
                            ") is sampled only: " + st.substr(st.find(' ') + 1));
       }
     }
@@ -557,7 +522,7 @@ int attach_command(const AttachOptions& opt) {
   timespec start;
   ::clock_gettime(CLOCK_MONOTONIC, &start);
   bool detach = false;
-  while (alive(pid)) {
+  while (procfs::alive(pid)) {
     timespec tick{0, 100 * 1000000L};
     const int s = ::sigtimedwait(&stop_set, nullptr, &tick);
     poll_workers(false);
@@ -579,7 +544,7 @@ int attach_command(const AttachOptions& opt) {
   int rc = 0;
   for (Joined& j : workers) {
     if (!j.status.empty()) ::unlink(j.status.c_str());
-    if (detach && j.worker && alive(j.pid)) {
+    if (detach && j.worker && procfs::alive(j.pid)) {
       const std::string err = eject(j.pid, j.entries.end, "");
       if (!err.empty()) {
         std::fprintf(stderr, "stallscope: cannot detach cleanly from process %d (%s)\n", static_cast<int>(j.pid),
@@ -587,7 +552,7 @@ int attach_command(const AttachOptions& opt) {
       }
     }
   }
-  if (detach && alive(pid)) {
+  if (detach && procfs::alive(pid)) {
     if (!status_path.empty() && ::truncate(status_path.c_str(), 0) != 0) {
       // a stale "ok" would only make the wait below shorter
     }
@@ -617,7 +582,7 @@ int attach_command(const AttachOptions& opt) {
       std::fprintf(stderr, "stallscope: recording saved to %s (%llu events, %llu spans, %llu dropped)\n",
                    output.c_str(), static_cast<unsigned long long>(st.events),
                    static_cast<unsigned long long>(st.spans), static_cast<unsigned long long>(st.dropped));
-      print_summary(output);
+      if (opt.summary) opt.summary(output);
     }
   } else {
     std::fprintf(stderr, "stallscope: the recording %s did not close cleanly\n", output.c_str());

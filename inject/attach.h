@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 
 namespace stallscope {
@@ -23,6 +24,8 @@ struct AttachOptions {
   bool quiet = false;
   unsigned ring_events = 16384;
   unsigned rings = 64;
+  // Called with the recording's path once it is saved (not with quiet): the end-of-run summary.
+  std::function<void(const std::string& db_path)> summary;
 };
 
 // Returns the exit status for the `stallscope attach` command (0: recorded and detached or the

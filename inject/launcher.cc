@@ -16,9 +16,8 @@
 #include <memory>
 #include <random>
 
-#include "analysis/report.h"
 #include "collector/arena.h"
-#include "inject/session_registry.h"
+#include "storage/session_registry.h"
 #include "storage/recorder.h"
 
 extern char** environ;
@@ -107,16 +106,6 @@ void add_python_hooks(const std::string& python_dir) {
 }
 
 }  // namespace
-
-void print_summary(const std::string& path) {
-  try {
-    auto session = analysis::load_session(path);
-    if (!session.ok()) return;
-    const analysis::Report r = analysis::analyze(*session);
-    std::fputs(analysis::short_summary(r).c_str(), stderr);
-  } catch (...) {
-  }
-}
 
 std::string default_output_name(const std::string& program) {
   std::string prog = basename_of(program);
@@ -208,7 +197,7 @@ int run_command(const RunOptions& opt) {
   const pid_t child = ::fork();
   if (child < 0) {
     std::fprintf(stderr, "stallscope: cannot start the program: %s\n", std::strerror(errno));
-    if (recorder) recorder->stop();
+    if (recorder) (void)recorder->stop();  // nothing was recorded; the error above is the news
     if (!shm_name.empty()) Arena::unlink(shm_name);
     return 125;
   }
@@ -245,7 +234,7 @@ int run_command(const RunOptions& opt) {
       std::fprintf(stderr, "stallscope: recording saved to %s (%llu events, %llu spans, %llu dropped)\n",
                    output.c_str(), static_cast<unsigned long long>(st.events),
                    static_cast<unsigned long long>(st.spans), static_cast<unsigned long long>(st.dropped));
-      print_summary(output);
+      if (opt.summary) opt.summary(output);
     }
   }
   if (WIFSIGNALED(status)) {

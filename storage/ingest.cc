@@ -1,9 +1,6 @@
 // The drainer; see ingest.h.
 #include "storage/ingest.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,30 +11,12 @@
 
 #include "collector/event.h"
 #include "collector/gpu_activity.h"
+#include "common/procfs.h"
 #include "stallscope/version.h"
 #include "storage/schema.h"
 
 namespace stallscope {
 namespace {
-
-// A process is gone when it no longer exists or is a zombie (exited, not yet reaped).
-bool process_alive(int pid) {
-  if (pid <= 0) return false;
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[256];
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  const char* close_paren = std::strrchr(buf, ')');
-  if (close_paren == nullptr || close_paren[1] == '\0') return true;
-  const char state = close_paren[2];
-  return state != 'Z' && state != 'X';
-}
 
 std::optional<int64_t> to_opt64(std::optional<int> v) {
   if (v) return static_cast<int64_t>(*v);
@@ -119,7 +98,7 @@ Status Ingest::write_meta(const std::map<std::string, std::string>& extra) {
   if (Status s = writer_->begin(); !s.ok()) return s;
   for (const auto& [k, v] : m) {
     if (Status s = writer_->set_meta(k, v); !s.ok()) {
-      writer_->commit();
+      (void)writer_->commit();  // the set_meta error is the one to report
       return s;
     }
   }
@@ -189,7 +168,7 @@ void Ingest::sync_processes(bool final, int64_t now_ns) {
         if (!code && p->has_exit_code.load(std::memory_order_acquire)) code = p->exit_code;
       }
     }
-    if (!ended && t.pid != ::getpid() && !process_alive(t.pid)) ended = true;
+    if (!ended && t.pid != ::getpid() && !procfs::alive(t.pid)) ended = true;
     if (!ended && final) ended = true;
     if (ended) {
       t.ended = true;
@@ -306,7 +285,7 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
     t.row = writer_->add_thread(row);
     ring_dropped_seen_[index] = 0;
   }
-  if (state == kRingActive && r->h.pid != ::getpid() && !process_alive(r->h.pid)) {
+  if (state == kRingActive && r->h.pid != ::getpid() && !procfs::alive(r->h.pid)) {
     uint32_t expected = kRingActive;
     if (r->h.state.compare_exchange_strong(expected, kRingRetired, std::memory_order_acq_rel)) state = kRingRetired;
   }
@@ -362,22 +341,22 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
       case EventKind::kGpuActivityExt: {
         if (!t.gpu_pending) break;
         t.gpu_pending = false;
-        const Event& f = t.gpu_first;
+        uint32_t name_id = 0;
+        const GpuActivity a = unpack_gpu_activity(GpuEventPair{t.gpu_first, e}, &name_id);
         GpuActivityRow row;
         row.process_id = process_row_for(r->h.pid);
-        row.device = (static_cast<uint32_t>(f.a2) >> 8);
-        row.kind = gpu_activity_kind_name(static_cast<GpuActivityKind>(f.a2 & 0xff));
-        row.stream = static_cast<uint32_t>(f.a1);
-        row.context = static_cast<uint32_t>(e.a2);
-        row.start_ns = clock_.mono_to_session_ns(f.ticks);
-        row.dur_ns = static_cast<int64_t>(static_cast<uint64_t>(f.a0) - f.ticks);
-        row.name_id = f.name;
-        row.bytes = e.a0;
-        const uint32_t kinds = static_cast<uint32_t>(e.a1);
-        row.copy_kind = copy_kind_name(static_cast<uint8_t>(kinds >> 16));
-        row.src_kind = memory_kind_name(static_cast<uint8_t>(kinds >> 8));
-        row.dst_kind = memory_kind_name(static_cast<uint8_t>(kinds));
-        row.correlation_id = static_cast<int64_t>(e.ticks);
+        row.device = a.device;
+        row.kind = gpu_activity_kind_name(a.kind);
+        row.stream = a.stream;
+        row.context = a.context;
+        row.start_ns = clock_.mono_to_session_ns(a.start_ns);
+        row.dur_ns = static_cast<int64_t>(a.end_ns - a.start_ns);
+        row.name_id = name_id;
+        row.bytes = static_cast<int64_t>(a.bytes);
+        row.copy_kind = copy_kind_name(a.copy_kind);
+        row.src_kind = memory_kind_name(a.src_kind);
+        row.dst_kind = memory_kind_name(a.dst_kind);
+        row.correlation_id = a.correlation;
         writer_->add_gpu_activity(row);
         ++stats_.gpu_activities;
         break;
@@ -439,13 +418,19 @@ Status Ingest::drain(bool final) {
   f.min_start_ns = min_start_;
   if (!open_ended_) f.max_end_ns = max_end_;  // NULL: a span of this flush never ended
   writer_->add_flush(f);
+  // The end of the session, `complete` last: a reader trusts a recording that says complete=1, so
+  // a failure to write any of these fails the drain (and the recorder says so).
+  Status end = Status::Ok();
   if (final) {
-    writer_->set_meta("end_ns", std::to_string(now_ns));
-    writer_->set_meta("dropped_events", std::to_string(dropped));
-    writer_->set_meta("complete", "1");
+    const std::pair<const char*, std::string> kEnd[] = {
+        {"end_ns", std::to_string(now_ns)}, {"dropped_events", std::to_string(dropped)}, {"complete", "1"}};
+    for (const auto& [key, value] : kEnd) {
+      if (end.ok()) end = writer_->set_meta(key, value);
+    }
   }
   ++stats_.drains;
-  return writer_->commit();
+  Status committed = writer_->commit();
+  return end.ok() ? committed : end;
 }
 
 }  // namespace stallscope

@@ -17,7 +17,7 @@
 #include "collector/arena.h"
 #include "collector/clock.h"
 #include "collector/proc_sampler.h"
-#include "storage/status.h"
+#include "common/status.h"
 #include "storage/writer.h"
 
 namespace stallscope {

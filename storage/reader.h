@@ -9,7 +9,7 @@
 
 #include "storage/rows.h"
 #include "storage/sqlite.h"
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace stallscope {
 

@@ -39,7 +39,7 @@ Result<std::unique_ptr<Recorder>> Recorder::start(Arena* arena, const std::strin
 }
 
 Recorder::~Recorder() {
-  stop();
+  (void)stop();  // a failure was said on stderr when it happened (fail())
   if (wake_pipe_[0] >= 0) ::close(wake_pipe_[0]);
   if (wake_pipe_[1] >= 0) ::close(wake_pipe_[1]);
 }

@@ -13,7 +13,7 @@
 
 #include "collector/arena.h"
 #include "storage/ingest.h"
-#include "storage/status.h"
+#include "common/status.h"
 #include "storage/writer.h"
 
 namespace stallscope {

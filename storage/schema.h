@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "storage/sqlite.h"
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace stallscope {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "storage/status.h"
+#include "common/status.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -32,7 +32,6 @@ class Db {
   std::string last_error() const;
   int64_t last_insert_rowid() const;
   const std::string& path() const { return path_; }
-  sqlite3* raw() const { return db_; }
 
  private:
   Db(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
@@ -46,7 +45,7 @@ class ReadTransaction {
  public:
   explicit ReadTransaction(Db& db) : db_(db), open_(db.exec("BEGIN").ok()) {}
   ~ReadTransaction() {
-    if (open_) db_.exec("COMMIT");
+    if (open_) (void)db_.exec("COMMIT");  // a read transaction has nothing to keep
   }
   ReadTransaction(const ReadTransaction&) = delete;
   ReadTransaction& operator=(const ReadTransaction&) = delete;

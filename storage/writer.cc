@@ -79,7 +79,7 @@ Status Writer::begin() {
 Status Writer::commit() {
   Status c = db_->exec("COMMIT");
   if (!c.ok()) {
-    db_->exec("ROLLBACK");
+    (void)db_->exec("ROLLBACK");  // the COMMIT's error is the one that matters
     return c;
   }
   Status b = batch_status_;

@@ -8,7 +8,7 @@
 
 #include "storage/rows.h"
 #include "storage/sqlite.h"
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace stallscope {
 

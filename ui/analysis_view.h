@@ -14,7 +14,7 @@
 
 #include "analysis/dataloader.h"
 #include "analysis/report.h"
-#include "storage/status.h"
+#include "common/status.h"
 #include "ui/snapshot.h"
 
 namespace stallscope::ui {

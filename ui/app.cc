@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "inject/session_registry.h"
+#include "storage/session_registry.h"
 #include "ui/dashboard.h"
 #include "ui/fonts.h"
 #include "ui/png_writer.h"

@@ -12,7 +12,7 @@
 
 #include "storage/reader.h"
 #include "storage/rows.h"
-#include "storage/status.h"
+#include "common/status.h"
 
 namespace stallscope::ui {
 

@@ -1,6 +1,7 @@
 // The dashboard's model: an immutable Snapshot of one recording that the views draw from. The
 // snapshot thread (snapshot_source.h) builds a new one after each read of the database and
-// publishes it atomically; the render thread only ever reads the current one.
+// publishes it (a shared_ptr swapped under a small mutex); the render thread only ever reads the
+// current one.
 //
 // [SECTION] Timeline items: Item, Marker, Row (sorted, non-overlapping: lower_bound by time)
 // [SECTION] Lanes: GPU streams, main thread, pin-memory thread, workers, other threads

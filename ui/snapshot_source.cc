@@ -1,12 +1,11 @@
 // The dashboard's background threads; see snapshot_source.h.
 #include "ui/snapshot_source.h"
 
-#include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 
+#include "common/procfs.h"
 #include "ui/analysis_view.h"
 #include "ui/recording_tail.h"
 #include "ui/snapshot_builder.h"
@@ -32,7 +31,7 @@ bool recorder_alive(const std::map<std::string, std::string>& meta) {
   char* end = nullptr;
   const long pid = std::strtol(pid_it->second.c_str(), &end, 10);
   if (end == pid_it->second.c_str() || pid <= 0) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  return procfs::alive(static_cast<int>(pid));
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "inject/session_registry.h"
+#include "storage/session_registry.h"
 #include "ui/analysis_view.h"
 #include "ui/geometry_cache.h"
 #include "ui/layout_dump.h"

@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "inject/session_registry.h"
+#include "storage/session_registry.h"
 #include "storage/reader.h"
 #include "tests/unit/test_util.h"
 

@@ -190,7 +190,7 @@ TEST_F(SimTest, TailReadsOnlyNewRows) {
   ASSERT_TRUE(w.ok());
   Writer& wr = **w;
   ASSERT_TRUE(wr.begin().ok());
-  wr.set_meta("complete", "0");
+  ASSERT_TRUE(wr.set_meta("complete", "0").ok());
   wr.add_string(1, "dl.next");
   ProcessRow p;
   p.pid = 42;

@@ -223,15 +223,15 @@ SimTruth write_sim_recording(const std::string& path, const SimOptions& o) {
   SimTruth truth;
   Sim sim(path, o);
   Writer& w = sim.w();
-  w.set_meta("format", "stallscope.session");
-  w.set_meta("schema_version", "1");
-  w.set_meta("stallscope_version", "sim");
-  w.set_meta("host", "sim");
-  w.set_meta("mode", "launcher");
-  w.set_meta("command", "python train.py (simulated)");
-  w.set_meta("cpu_count", "8");
-  w.set_meta("start_real_ns", "1700000000000000000");
-  w.set_meta("complete", "0");
+  check(w.set_meta("format", "stallscope.session"), "meta");
+  check(w.set_meta("schema_version", "1"), "meta");
+  check(w.set_meta("stallscope_version", "sim"), "meta");
+  check(w.set_meta("host", "sim"), "meta");
+  check(w.set_meta("mode", "launcher"), "meta");
+  check(w.set_meta("command", "python train.py (simulated)"), "meta");
+  check(w.set_meta("cpu_count", "8"), "meta");
+  check(w.set_meta("start_real_ns", "1700000000000000000"), "meta");
+  check(w.set_meta("complete", "0"), "meta");
 
   const uint32_t n_next = sim.str("dl.next"), n_fetch = sim.str("dl.fetch"), n_collate = sim.str("dl.collate"),
                  n_pin = sim.str("dl.pin"), n_sent = sim.str("dl.sent"), n_recv = sim.str("dl.recv"),
@@ -399,9 +399,9 @@ SimTruth write_sim_recording(const std::string& path, const SimOptions& o) {
   }
   truth.end_ns = t;
   w.update_process_end(main.row, t + 2 * kMsNs, 0, std::nullopt);
-  w.set_meta("end_ns", std::to_string(t + 2 * kMsNs));
-  w.set_meta("dropped_events", "0");
-  w.set_meta("complete", o.complete ? "1" : "0");
+  check(w.set_meta("end_ns", std::to_string(t + 2 * kMsNs)), "meta");
+  check(w.set_meta("dropped_events", "0"), "meta");
+  check(w.set_meta("complete", o.complete ? "1" : "0"), "meta");
   sim.commit();
   check(w.commit(), "final commit");
   if (o.complete) check(w.finish(), "finish");

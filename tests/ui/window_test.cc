@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "analysis/json.h"
-#include "inject/session_registry.h"
+#include "storage/session_registry.h"
 #include "storage/sqlite.h"
 #include "tests/ui/sim_recording.h"
 #include "tests/unit/test_util.h"

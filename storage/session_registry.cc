@@ -1,11 +1,12 @@
 // Session registry; see session_registry.h. One small key=value file per live session; one
 // append-only "recent" file of finished recordings (tab-separated: ended, started, path, command).
-#include "inject/session_registry.h"
+#include "storage/session_registry.h"
+
+#include "common/procfs.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,7 +98,7 @@ std::vector<SessionEntry> list_live_sessions() {
     SessionEntry e;
     const std::string path = dir + "/" + name;
     if (!read_entry(path, &e)) continue;
-    if (::kill(e.launcher_pid, 0) != 0 && errno == ESRCH) {
+    if (!procfs::alive(e.launcher_pid)) {
       ::unlink(path.c_str());  // the launcher was killed: not live any more
       continue;
     }

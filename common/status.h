@@ -1,5 +1,6 @@
 // Status and Result<T>: the error type for everything that can fail at run time (files, SQLite,
-// processes). Invariants use assert; nothing here throws.
+// processes). Invariants use assert; nothing here throws. Both are [[nodiscard]]: an error that is
+// dropped must be dropped on purpose, with a cast to void and a comment saying why.
 #pragma once
 
 #include <optional>
@@ -8,7 +9,7 @@
 
 namespace stallscope {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   static Status Ok() { return Status(); }
@@ -25,7 +26,7 @@ class Status {
 };
 
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT

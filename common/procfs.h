@@ -1,0 +1,29 @@
+// Small helpers over /proc that every room may use: a /proc file read whole, a process's state
+// letter and command line, and the one answer to "is this process still running".
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace stallscope::procfs {
+
+// "/proc/PID/WHAT" ("/proc/PID/" for an empty WHAT).
+std::string path(int pid, const char* what);
+
+// Reads `file` whole, at most `max` bytes. False (and `out` empty) when it cannot be read or is
+// empty: /proc files of a process that is gone.
+bool read_file(const std::string& file, std::string* out, size_t max = size_t{1} << 20);
+std::string read_file(const std::string& file, size_t max = size_t{1} << 20);
+
+// The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), or '?' when it cannot be read.
+char state(int pid);
+
+// Whether process `pid` exists and has not exited. A zombie (exited, not yet reaped) has exited;
+// a process of another user that this one may not signal still runs.
+bool alive(int pid);
+
+// The command line with spaces between the arguments, cut to `max_len` characters ("..." at the
+// end when cut); "" when it cannot be read.
+std::string cmdline(int pid, size_t max_len = 120);
+
+}  // namespace stallscope::procfs

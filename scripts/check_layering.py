@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Checks that the rooms include each other one way only (docs/architecture.md).
+
+Each room (top-level folder of C++ code) may include its own headers and those of the rooms
+listed for it below; `stallscope/` (the public headers under include/) is open to every room.
+A room that includes one above it, or tests/, fails the check with one line per include:
+
+    ui/views.h:14: ui includes inject/ (ui may include: common, collector, storage, analysis, ui)
+
+  scripts/check_layering.py [--root DIR]   check the tree at DIR (default: this repository)
+  scripts/check_layering.py --self-test    show that a wrong include is caught
+
+Exit status: 0 when every include is allowed, 1 when some are not, 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+# Bottom up. A room may include the rooms named here (itself included); nothing else of the project.
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "common": ("common",),
+    "collector": ("common", "collector"),
+    "storage": ("common", "collector", "storage"),
+    "inject": ("common", "collector", "storage", "inject"),
+    "analysis": ("common", "collector", "storage", "analysis"),
+    "loader": ("common", "loader"),
+    "ui": ("common", "collector", "storage", "analysis", "ui"),
+    "cli": ("common", "collector", "storage", "inject", "analysis", "loader", "ui", "cli"),
+}
+# Include prefixes that name a part of the project; any other prefix is a library's.
+PROJECT = set(ALLOWED) | {"tests", "bench", "stallscope"}
+OPEN_TO_ALL = {"stallscope"}  # include/stallscope: the public C API and the version
+SUFFIXES = {".h", ".hh", ".hpp", ".c", ".cc", ".cpp"}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/[^"]+"')
+
+
+def violations(root: Path) -> list[str]:
+    out = []
+    for room, allowed in ALLOWED.items():
+        folder = root / room
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.rglob("*")):
+            if path.suffix not in SUFFIXES or not path.is_file():
+                continue
+            for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                m = INCLUDE.match(line)
+                if not m:
+                    continue
+                target = m.group(1)
+                if target not in PROJECT or target in OPEN_TO_ALL or target in allowed:
+                    continue
+                out.append(
+                    f"{path.relative_to(root)}:{number}: {room} includes {target}/ "
+                    f"({room} may include: {', '.join(allowed)})"
+                )
+    return out
+
+
+def self_test() -> int:
+    """A tree with one allowed and two forbidden includes: the check must report exactly those two."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "storage").mkdir()
+        (root / "ui").mkdir()
+        (root / "storage" / "ok.cc").write_text('#include "collector/event.h"\n#include "stallscope/version.h"\n')
+        (root / "storage" / "bad.cc").write_text('#include <vector>\n#include "analysis/report.h"\n')
+        (root / "ui" / "bad.h").write_text('#pragma once\n#include "inject/launcher.h"\n')
+        found = violations(root)
+        expected = ["storage/bad.cc:2: storage includes analysis/", "ui/bad.h:2: ui includes inject/"]
+        if len(found) != 2 or not all(f.startswith(e) for f, e in zip(found, expected, strict=True)):
+            print("check_layering self-test FAILED; found:", *found, sep="\n  ", file=sys.stderr)
+            return 1
+        print("check_layering self-test: a wrong include is reported:", *found, sep="\n  ")
+        return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--self-test", action="store_true", help="show that a wrong include is caught")
+    args = parser.parse_args()
+    if args.self_test:
+        return self_test()
+    if not args.root.is_dir():
+        print(f"check_layering: {args.root} is not a folder; pass the repository root", file=sys.stderr)
+        return 2
+    found = violations(args.root)
+    for line in found:
+        print(line, file=sys.stderr)
+    if found:
+        print(f"check_layering: {len(found)} include(s) against the layering (docs/architecture.md)", file=sys.stderr)
+        return 1
+    print(f"check_layering: {', '.join(ALLOWED)}: every include goes one way")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
