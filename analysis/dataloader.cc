@@ -4,42 +4,12 @@
 #include <algorithm>
 #include <limits>
 
+#include "analysis/dl_event.h"
+
 namespace stallscope::analysis {
 namespace {
 
-enum class Ev : uint8_t {
-  kNone,
-  kNext,
-  kFetch,
-  kCollate,
-  kPin,
-  kConfig,
-  kEpochBegin,
-  kEpochEnd,
-  kSent,
-  kRecv,
-  kWorkerStart,
-  kWorkerStop,
-  kWorkerReady,
-  kPut,
-  kHooks,
-};
-
-Ev event_of(const std::string& name) {
-  static const std::pair<const char*, Ev> kNames[] = {
-      {"dl.next", Ev::kNext},           {"dl.fetch", Ev::kFetch},           {"dl.collate", Ev::kCollate},
-      {"dl.pin", Ev::kPin},             {"dl.config", Ev::kConfig},         {"dl.epoch_begin", Ev::kEpochBegin},
-      {"dl.epoch_end", Ev::kEpochEnd},  {"dl.sent", Ev::kSent},             {"dl.recv", Ev::kRecv},
-      {"dl.worker_start", Ev::kWorkerStart}, {"dl.worker_stop", Ev::kWorkerStop},
-      {"dl.worker_ready", Ev::kWorkerReady}, {"dl.put", Ev::kPut},          {"stallscope.hooks", Ev::kHooks},
-  };
-  for (const auto& [n, e] : kNames) {
-    if (name == n) return e;
-  }
-  return Ev::kNone;
-}
-
-int64_t arg(const std::optional<int64_t>& a, int64_t fallback) { return a ? *a : fallback; }
+using vocab::Event;
 
 LoaderConfig parse_config(const json::Value& doc) {
   LoaderConfig c;
@@ -80,30 +50,33 @@ class Builder {
 
  private:
   void resolve_names() {
-    for (const auto& [id, name] : s_.strings) {
-      if (name.rfind("dl.", 0) != 0 && name != "stallscope.hooks") continue;
-      const Ev e = event_of(name);
-      if (e != Ev::kNone) ev_[id] = e;
-    }
+    for (const auto& [id, name] : s_.strings) names_.add(id, name);
     for (const SpanRow& sp : s_.spans) {
-      if (ev(sp.name_id) != Ev::kNone) {
+      if (ev(sp.name_id) != Event::kNone) {
         m_.seen = true;
         break;
       }
     }
     for (const InstantRow& in : s_.instants) {
-      const Ev e = ev(in.name_id);
-      if (e == Ev::kHooks) {
-        m_.notes.push_back("the DataLoader hooks could not attach fully: " + s_.string(static_cast<uint32_t>(arg(in.arg0, 0))));
-      } else if (e != Ev::kNone) {
+      const Event e = ev(in.name_id);
+      if (e == Event::kHooks) {
+        const DlEvent d = decode(e, false, in);
+        m_.notes.push_back("the DataLoader hooks could not attach fully: " +
+                           s_.string(static_cast<uint32_t>(d.text.value_or(0))));
+      } else if (e != Event::kNone) {
         m_.seen = true;
       }
     }
   }
 
-  Ev ev(uint32_t name_id) const {
-    auto it = ev_.find(name_id);
-    return it == ev_.end() ? Ev::kNone : it->second;
+  // The DataLoader event a row's name is (kNone for every other name).
+  Event ev(uint32_t name_id) const {
+    const Event e = names_.event(name_id);
+    return vocab::is_dataloader(e) ? e : Event::kNone;
+  }
+  template <typename Row>
+  static DlEvent decode(Event e, bool in_worker, const Row& r) {
+    return decode_dl(e, in_worker, r.arg0, r.arg1, r.arg2);
   }
 
   // The training thread: the one whose next() calls handed the most batches (any next() call if
@@ -111,10 +84,10 @@ class Builder {
   void pick_training_thread() {
     std::unordered_map<int64_t, std::pair<int64_t, int64_t>> counts;  // thread -> (handed, calls)
     for (const SpanRow& sp : s_.spans) {
-      if (ev(sp.name_id) != Ev::kNext) continue;
+      if (ev(sp.name_id) != Event::kDlNext) continue;
       auto& c = counts[sp.thread_id];
       ++c.second;
-      if (sp.dur_ns && arg(sp.arg1, -1) >= 0) ++c.first;
+      if (sp.dur_ns && decode(Event::kDlNext, false, sp).batch.value_or(-1) >= 0) ++c.first;
     }
     int64_t best = 0;
     std::pair<int64_t, int64_t> best_count{-1, -1};
@@ -126,8 +99,8 @@ class Builder {
     }
     if (counts.empty()) {
       for (const InstantRow& in : s_.instants) {
-        const Ev e = ev(in.name_id);
-        if (e == Ev::kConfig || e == Ev::kEpochBegin) {
+        const Event e = ev(in.name_id);
+        if (e == Event::kDlConfig || e == Event::kDlEpochBegin) {
           best = in.thread_id;
           break;
         }
@@ -178,20 +151,21 @@ class Builder {
   void read_main_instants() {
     int other = 0;
     for (const InstantRow& in : s_.instants) {
-      const Ev e = ev(in.name_id);
-      if (e != Ev::kConfig && e != Ev::kEpochBegin && e != Ev::kEpochEnd && e != Ev::kWorkerStart &&
-          e != Ev::kWorkerStop) {
+      const Event e = ev(in.name_id);
+      if (e != Event::kDlConfig && e != Event::kDlEpochBegin && e != Event::kDlEpochEnd &&
+          e != Event::kDlWorkerStart && e != Event::kDlWorkerStop) {
         continue;
       }
       if (!in_training_process(in.thread_id)) {
         ++other;
         continue;
       }
-      const int64_t l = arg(in.arg0, 0);
+      const DlEvent d = decode(e, false, in);
+      const int64_t l = d.loader.value_or(0);
       LoaderInfo& li = loader(l);
       switch (e) {
-        case Ev::kConfig: {
-          const std::string& text = s_.string(static_cast<uint32_t>(arg(in.arg1, 0)));
+        case Event::kDlConfig: {
+          const std::string& text = s_.string(static_cast<uint32_t>(d.text.value_or(0)));
           auto doc = json::parse(text);
           if (doc.ok() && doc->is_object()) {
             li.has_config = true;
@@ -202,28 +176,28 @@ class Builder {
           }
           break;
         }
-        case Ev::kEpochBegin: {
-          const int64_t ep = arg(in.arg1, 0);
+        case Event::kDlEpochBegin: {
+          const int64_t ep = d.epoch.value_or(0);
           EpochInfo& ei = li.epochs[ep];
           ei.epoch = ep;
           ei.begin_ns = in.ts_ns;
-          ei.num_workers = in.arg2;
+          ei.num_workers = d.count;
           li.epoch_starts.emplace_back(in.ts_ns, ep);
           break;
         }
-        case Ev::kEpochEnd: {
-          const int64_t ep = arg(in.arg1, 0);
+        case Event::kDlEpochEnd: {
+          const int64_t ep = d.epoch.value_or(0);
           EpochInfo& ei = li.epochs[ep];
           ei.epoch = ep;
           ei.end_ns = in.ts_ns;
-          ei.batches_yielded = in.arg2;
+          ei.batches_yielded = d.count;
           break;
         }
-        case Ev::kWorkerStart: {
+        case Event::kDlWorkerStart: {
           WorkerInfo w;
           w.loader = l;
-          w.worker_id = static_cast<int32_t>(arg(in.arg1, 0));
-          w.pid = arg(in.arg2, 0);
+          w.worker_id = static_cast<int32_t>(d.worker.value_or(0));
+          w.pid = d.pid.value_or(0);
           w.start_ns = in.ts_ns;
           w.start_epoch = epoch_at(l, in.ts_ns);
           li.epochs[w.start_epoch].epoch = w.start_epoch;
@@ -231,8 +205,8 @@ class Builder {
           m_.workers.push_back(w);
           break;
         }
-        case Ev::kWorkerStop: {
-          const int64_t pid = arg(in.arg2, 0);
+        case Event::kDlWorkerStop: {
+          const int64_t pid = d.pid.value_or(0);
           for (auto it = m_.workers.rbegin(); it != m_.workers.rend(); ++it) {
             if (it->pid == pid && it->loader == l && !it->stop_ns) {
               it->stop_ns = in.ts_ns;
@@ -274,15 +248,20 @@ class Builder {
     };
     std::map<int64_t, bool> loaders;  // loaders iterated by the training thread
     for (const SpanRow& sp : s_.spans) {
-      const Ev e = ev(sp.name_id);
-      if (e == Ev::kFetch) consider(sp.thread_id, sp.start_ns, arg(sp.arg1, 0), arg(sp.arg2, 0));
-      if (e == Ev::kNext && sp.thread_id == m_.train_thread_id) loaders[arg(sp.arg0, 0)] = true;
+      const Event e = ev(sp.name_id);
+      if (e == Event::kDlFetch) {  // outside the training process: a worker's
+        const DlEvent d = decode(e, true, sp);
+        consider(sp.thread_id, sp.start_ns, d.worker.value_or(0), d.generation.value_or(0));
+      }
+      if (e == Event::kDlNext && sp.thread_id == m_.train_thread_id) loaders[decode(e, false, sp).loader.value_or(0)] = true;
     }
     if (unnamed.empty()) return;
     for (const InstantRow& in : s_.instants) {
-      const Ev e = ev(in.name_id);
-      if (e == Ev::kPut) consider(in.thread_id, in.ts_ns, arg(in.arg1, 0), arg(in.arg2, 0));
-      if (e == Ev::kWorkerReady) consider(in.thread_id, in.ts_ns, arg(in.arg0, 0), arg(in.arg1, 0));
+      const Event e = ev(in.name_id);
+      if (e == Event::kDlPut || e == Event::kDlWorkerReady) {
+        const DlEvent d = decode(e, true, in);
+        consider(in.thread_id, in.ts_ns, d.worker.value_or(0), d.generation.value_or(0));
+      }
     }
     for (const LoaderInfo& l : m_.loaders) loaders[l.id] = true;
     std::vector<int64_t> candidates;
@@ -357,27 +336,30 @@ class Builder {
   void read_spans() {
     int unattributed = 0;
     for (const SpanRow& sp : s_.spans) {
-      const Ev e = ev(sp.name_id);
-      if (e == Ev::kNone) continue;
+      const Event e = ev(sp.name_id);
+      if (e == Event::kNone) continue;
       const int64_t end = s_.span_end(sp);
-      if (sp.thread_id == m_.train_thread_id && e == Ev::kNext) {
+      if (sp.thread_id == m_.train_thread_id && e == Event::kDlNext) {
+        const DlEvent d = decode(e, false, sp);
         NextCall c;
         c.start_ns = sp.start_ns;
         c.end_ns = end;
         c.ended = sp.dur_ns.has_value();
-        c.loader = arg(sp.arg0, 0);
-        c.batch = c.ended ? arg(sp.arg1, -1) : -1;
-        c.epoch = sp.arg2 ? *sp.arg2 : epoch_at(c.loader, sp.start_ns);
+        c.loader = d.loader.value_or(0);
+        c.batch = c.ended ? d.batch.value_or(-1) : -1;
+        c.epoch = d.epoch ? *d.epoch : epoch_at(c.loader, sp.start_ns);
         loader(c.loader);
         m_.next_calls.push_back(c);
         continue;
       }
+      if (e != Event::kDlFetch && e != Event::kDlCollate) continue;
       if (in_training_process(sp.thread_id)) {
-        // num_workers=0: fetch and collate run inside next() (arg0 L, arg1 B); pin on its thread.
-        const int64_t l = arg(sp.arg0, 0);
-        const int64_t b = arg(sp.arg1, -1);
+        // num_workers=0: fetch and collate run inside next().
+        const DlEvent d = decode(e, false, sp);
+        const int64_t l = d.loader.value_or(0);
+        const int64_t b = d.batch.value_or(-1);
         if (b < 0) continue;
-        if (e == Ev::kFetch) {
+        if (e == Event::kDlFetch) {
           const int64_t ep = epoch_at(l, sp.start_ns);
           BatchInfo& bi = batch(l, ep, b);
           bi.fetch_start_ns = sp.start_ns;
@@ -393,23 +375,23 @@ class Builder {
           f.worker = -1;
           f.samples = bi.samples;
           m_.fetches.push_back(f);
-        } else if (e == Ev::kCollate) {
+        } else {
           BatchInfo& bi = batch(l, epoch_at(l, sp.start_ns), b);
-          bi.samples = sp.arg2;
+          bi.samples = d.samples;
         }
         continue;
       }
       const int wi = worker_of(sp.thread_id, sp.start_ns);
       if (wi < 0) {
-        if (e == Ev::kFetch || e == Ev::kCollate) ++unattributed;
+        ++unattributed;
         continue;
       }
       WorkerInfo& w = m_.workers[static_cast<size_t>(wi)];
-      const int64_t b = arg(sp.arg0, -1);
-      const int64_t g = e == Ev::kFetch || e == Ev::kCollate ? arg(sp.arg2, 0) : 0;
+      const DlEvent d = decode(e, true, sp);
+      const int64_t b = d.batch.value_or(-1);
       if (b < 0) continue;
-      const int64_t ep = w.start_epoch + g;
-      if (e == Ev::kFetch) {
+      const int64_t ep = w.start_epoch + d.generation.value_or(0);
+      if (e == Event::kDlFetch) {
         BatchInfo& bi = batch(w.loader, ep, b);
         bi.fetch_start_ns = sp.start_ns;
         bi.fetch_end_ns = end;
@@ -425,9 +407,9 @@ class Builder {
         f.worker_index = wi;
         w.fetches.push_back(m_.fetches.size());
         m_.fetches.push_back(f);
-      } else if (e == Ev::kCollate) {
+      } else {
         BatchInfo& bi = batch(w.loader, ep, b);
-        bi.samples = sp.arg1;
+        bi.samples = d.samples;
       }
     }
     if (unattributed > 0) {
@@ -438,15 +420,16 @@ class Builder {
 
   void read_worker_instants() {
     for (const InstantRow& in : s_.instants) {
-      const Ev e = ev(in.name_id);
-      if (e != Ev::kSent && e != Ev::kRecv && e != Ev::kPut) continue;
-      if (e == Ev::kPut) {
+      const Event e = ev(in.name_id);
+      if (e != Event::kDlSent && e != Event::kDlRecv && e != Event::kDlPut) continue;
+      if (e == Event::kDlPut) {
         const int wi = worker_of(in.thread_id, in.ts_ns);
         if (wi < 0) continue;
         const WorkerInfo& w = m_.workers[static_cast<size_t>(wi)];
-        const int64_t b = arg(in.arg0, -1);
+        const DlEvent d = decode(e, true, in);
+        const int64_t b = d.batch.value_or(-1);
         if (b < 0) continue;
-        BatchInfo& bi = batch(w.loader, w.start_epoch + arg(in.arg2, 0), b);
+        BatchInfo& bi = batch(w.loader, w.start_epoch + d.generation.value_or(0), b);
         bi.put_ns = in.ts_ns;
         if (bi.worker == -2) {
           bi.worker = w.worker_id;
@@ -455,13 +438,14 @@ class Builder {
         continue;
       }
       if (!in_training_process(in.thread_id)) continue;
-      const int64_t l = arg(in.arg0, 0);
-      const int64_t b = arg(in.arg1, -1);
+      const DlEvent d = decode(e, false, in);
+      const int64_t l = d.loader.value_or(0);
+      const int64_t b = d.batch.value_or(-1);
       if (b < 0) continue;
       BatchInfo& bi = batch(l, epoch_at(l, in.ts_ns), b);
-      if (e == Ev::kSent) {
+      if (e == Event::kDlSent) {
         bi.sent_ns = in.ts_ns;
-        if (bi.worker == -2) bi.worker = static_cast<int32_t>(arg(in.arg2, -2));
+        if (bi.worker == -2) bi.worker = static_cast<int32_t>(d.worker.value_or(-2));
       } else {
         bi.recv_ns = in.ts_ns;
       }
@@ -501,7 +485,7 @@ class Builder {
 
   const Session& s_;
   DataLoaderModel m_;
-  std::unordered_map<uint32_t, Ev> ev_;
+  vocab::NameTable names_;
   std::unordered_map<int64_t, size_t> loader_index_;
   std::unordered_map<int64_t, std::vector<size_t>> by_pid_;
 };

@@ -3,33 +3,7 @@
 
 #include <algorithm>
 
-#include "storage/row_decode.h"
-
 namespace stallscope::analysis {
-namespace {
-
-bool wanted(const std::string& name, const std::vector<std::string>& prefixes) {
-  if (prefixes.empty()) return true;
-  for (const std::string& p : prefixes) {
-    if (name.compare(0, p.size(), p) == 0) return true;
-  }
-  return false;
-}
-
-// "a, b, c" for an IN (...) list of integer ids.
-template <typename T>
-std::string id_list(const std::vector<T>& ids) {
-  std::string out;
-  for (const T& id : ids) {
-    if (!out.empty()) out += ",";
-    out += std::to_string(id);
-  }
-  return out;
-}
-
-Status query_error(Db& db, const Status& s) { return in_file(db.path(), s); }
-
-}  // namespace
 
 const ProcessRow* Session::process(int64_t process_id) const {
   auto it = process_index_.find(process_id);
@@ -75,49 +49,37 @@ void Session::index() {
 }
 
 Result<Session> load_session(Reader& reader, const LoadOptions& options) {
-  Db& db = reader.db();
-  ReadTransaction txn(db);
+  Reader::Snapshot snapshot(reader);
   Session s;
-  s.path = db.path();
+  s.path = reader.path();
 
   auto meta = reader.meta();
-  if (!meta.ok()) return query_error(db, meta.status());
+  if (!meta.ok()) return in_file(s.path, meta.status());
   s.meta = std::move(*meta);
   auto complete = s.meta.find("complete");
   s.complete = complete != s.meta.end() && complete->second == "1";
 
   auto strings = reader.strings();
-  if (!strings.ok()) return query_error(db, strings.status());
+  if (!strings.ok()) return in_file(s.path, strings.status());
   std::vector<uint32_t> name_ids;
   for (auto& [id, value] : *strings) {
-    if (wanted(value, options.name_prefixes)) name_ids.push_back(id);
+    if (options.all_names || vocab::event_of(value) != vocab::Event::kNone) name_ids.push_back(id);
     s.strings.emplace(id, std::move(value));
   }
 
   auto processes = reader.processes();
-  if (!processes.ok()) return query_error(db, processes.status());
+  if (!processes.ok()) return in_file(s.path, processes.status());
   s.processes = std::move(*processes);
   auto threads = reader.threads();
-  if (!threads.ok()) return query_error(db, threads.status());
+  if (!threads.ok()) return in_file(s.path, threads.status());
   s.threads = std::move(*threads);
 
-  // Spans and instants of the wanted names: one query each, no ORDER BY (there is no index on
-  // the time columns; sorting here is cheaper than in SQLite).
-  const std::string name_filter =
-      options.name_prefixes.empty() ? "" : " WHERE name_id IN (" + id_list(name_ids) + ")";
-  if (options.name_prefixes.empty() || !name_ids.empty()) {
-    auto st = db.prepare(std::string("SELECT ") + kSpanColumns + " FROM spans" + name_filter);
-    if (!st.ok()) return query_error(db, st.status());
-    Stmt& q = **st;
-    while (q.step()) s.spans.push_back(decode_span(q));
-    if (!q.status().ok()) return query_error(db, q.status());
-
-    auto it = db.prepare(std::string("SELECT ") + kInstantColumns + " FROM instants" + name_filter);
-    if (!it.ok()) return query_error(db, it.status());
-    Stmt& qi = **it;
-    while (qi.step()) s.instants.push_back(decode_instant(qi));
-    if (!qi.status().ok()) return query_error(db, qi.status());
-  }
+  auto spans = options.all_names ? reader.all_spans() : reader.spans_named(name_ids);
+  if (!spans.ok()) return in_file(s.path, spans.status());
+  s.spans = std::move(*spans);
+  auto instants = options.all_names ? reader.instants() : reader.instants_named(name_ids);
+  if (!instants.ok()) return in_file(s.path, instants.status());
+  s.instants = std::move(*instants);
   std::sort(s.spans.begin(), s.spans.end(), [](const SpanRow& a, const SpanRow& b) {
     if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
     if (a.depth != b.depth) return a.depth < b.depth;
@@ -128,42 +90,29 @@ Result<Session> load_session(Reader& reader, const LoadOptions& options) {
   });
 
   auto tracks = reader.counter_tracks();
-  if (!tracks.ok()) return query_error(db, tracks.status());
+  if (!tracks.ok()) return in_file(s.path, tracks.status());
   s.counter_tracks = std::move(*tracks);
   std::vector<int64_t> track_ids;
   for (const CounterTrackRow& t : s.counter_tracks) {
-    if (options.counter_names.empty() ||
-        std::find(options.counter_names.begin(), options.counter_names.end(), t.name) != options.counter_names.end()) {
+    if (options.counters.empty() || std::find(options.counters.begin(), options.counters.end(),
+                                              vocab::counter_of(t.name)) != options.counters.end()) {
       track_ids.push_back(t.id);
     }
   }
-  if (!track_ids.empty()) {
-    auto st = db.prepare("SELECT track_id, ts_ns, value FROM counters WHERE track_id IN (" + id_list(track_ids) + ")");
-    if (!st.ok()) return query_error(db, st.status());
-    Stmt& q = **st;
-    while (q.step()) s.counters.push_back(CounterRow{q.int64(0), q.int64(1), q.real(2)});
-    if (!q.status().ok()) return query_error(db, q.status());
-    std::stable_sort(s.counters.begin(), s.counters.end(), [](const CounterRow& a, const CounterRow& b) {
-      return a.track_id != b.track_id ? a.track_id < b.track_id : a.ts_ns < b.ts_ns;
-    });
-  }
+  auto counters = reader.counters_of(track_ids);
+  if (!counters.ok()) return in_file(s.path, counters.status());
+  s.counters = std::move(*counters);
+  std::stable_sort(s.counters.begin(), s.counters.end(), [](const CounterRow& a, const CounterRow& b) {
+    return a.track_id != b.track_id ? a.track_id < b.track_id : a.ts_ns < b.ts_ns;
+  });
 
   auto gpu = reader.gpu_activities();
-  if (!gpu.ok()) return query_error(db, gpu.status());
+  if (!gpu.ok()) return in_file(s.path, gpu.status());
   s.gpu = std::move(*gpu);
 
-  // The end of the recording: the latest time any row reaches (spans that never ended reach it).
-  int64_t end = 0;
-  for (const char* sql : {"SELECT coalesce(max(start_ns + coalesce(dur_ns, 0)), 0) FROM spans",
-                          "SELECT coalesce(max(ts_ns), 0) FROM instants", "SELECT coalesce(max(ts_ns), 0) FROM counters",
-                          "SELECT coalesce(max(ts_ns), 0) FROM flushes",
-                          "SELECT coalesce(max(start_ns + dur_ns), 0) FROM gpu_activities",
-                          "SELECT coalesce(max(max(coalesce(start_ns, 0), coalesce(end_ns, 0))), 0) FROM processes"}) {
-    auto v = db.query_int(sql);
-    if (!v.ok()) return query_error(db, v.status());
-    end = std::max(end, *v);
-  }
-  s.end_ns = end;
+  auto end = reader.end_ns();
+  if (!end.ok()) return in_file(s.path, end.status());
+  s.end_ns = *end;
   s.index();
   return s;
 }

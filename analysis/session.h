@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/vocabulary.h"
 #include "storage/reader.h"
 #include "storage/rows.h"
 #include "common/status.h"
@@ -19,10 +20,11 @@
 namespace stallscope::analysis {
 
 struct LoadOptions {
-  // Spans and instants whose name starts with one of these are loaded (empty: all of them).
-  std::vector<std::string> name_prefixes = {"dl.", "stallscope.", "cuda."};
-  // Counter tracks whose name is one of these have their samples loaded (empty: all tracks).
-  std::vector<std::string> counter_names = {"proc.cpu", "proc.runq_wait", "proc.private_dirty", "proc.rss", "proc.pss"};
+  // Spans and instants: those named in the vocabulary (common/vocabulary.h), or every one.
+  bool all_names = false;
+  // Counter tracks whose samples are loaded (empty: all tracks).
+  std::vector<vocab::Counter> counters = {vocab::Counter::kCpu, vocab::Counter::kRunqWait, vocab::Counter::kPrivateDirty,
+                                          vocab::Counter::kRss, vocab::Counter::kPss};
 };
 
 struct Session {

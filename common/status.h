@@ -42,4 +42,16 @@ class [[nodiscard]] Result {
   Status status_;
 };
 
+// `s` as one line that starts with `path` (messages from libraries may hold newlines and lack the
+// file's name). OK stays OK.
+inline Status in_file(const std::string& path, const Status& s) {
+  if (s.ok()) return s;
+  std::string m = s.message();
+  for (char& c : m) {
+    if (c == '\n') c = ' ';
+  }
+  if (m.rfind(path, 0) == 0) return Status::Error(m);
+  return Status::Error(path + ": " + m);
+}
+
 }  // namespace stallscope

@@ -3,7 +3,9 @@
 
 Each room (top-level folder of C++ code) may include its own headers and those of the rooms
 listed for it below; `stallscope/` (the public headers under include/) is open to every room.
-A room that includes one above it, or tests/, fails the check with one line per include:
+Some headers are private to their room: SQLite is seen by storage/ only, so SQL lives there.
+A room that includes one above it, tests/, or another room's private header fails the check with
+one line per include:
 
     ui/views.h:14: ui includes inject/ (ui may include: common, collector, storage, analysis, ui)
 
@@ -35,8 +37,10 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 # Include prefixes that name a part of the project; any other prefix is a library's.
 PROJECT = set(ALLOWED) | {"tests", "bench", "stallscope"}
 OPEN_TO_ALL = {"stallscope"}  # include/stallscope: the public C API and the version
+# Headers only their own room may include.
+PRIVATE = {"storage/sqlite.h": "storage", "storage/row_decode.h": "storage"}
 SUFFIXES = {".h", ".hh", ".hpp", ".c", ".cc", ".cpp"}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/[^"]+"')
+INCLUDE = re.compile(r'^\s*#\s*include\s+"(([A-Za-z0-9_]+)/[^"]+)"')
 
 
 def violations(root: Path) -> list[str]:
@@ -52,7 +56,10 @@ def violations(root: Path) -> list[str]:
                 m = INCLUDE.match(line)
                 if not m:
                     continue
-                target = m.group(1)
+                header, target = m.group(1), m.group(2)
+                if header in PRIVATE and PRIVATE[header] != room:
+                    out.append(f"{path.relative_to(root)}:{number}: {room} includes {header}, private to {PRIVATE[header]}/")
+                    continue
                 if target not in PROJECT or target in OPEN_TO_ALL or target in allowed:
                     continue
                 out.append(
@@ -63,17 +70,23 @@ def violations(root: Path) -> list[str]:
 
 
 def self_test() -> int:
-    """A tree with one allowed and two forbidden includes: the check must report exactly those two."""
+    """A tree with allowed and forbidden includes: the check must report exactly the forbidden ones."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "storage").mkdir()
         (root / "ui").mkdir()
         (root / "storage" / "ok.cc").write_text('#include "collector/event.h"\n#include "stallscope/version.h"\n')
         (root / "storage" / "bad.cc").write_text('#include <vector>\n#include "analysis/report.h"\n')
-        (root / "ui" / "bad.h").write_text('#pragma once\n#include "inject/launcher.h"\n')
+        (root / "storage" / "sql.cc").write_text('#include "storage/sqlite.h"\n')
+        (root / "ui" / "bad.h").write_text('#pragma once\n#include "inject/launcher.h"\n#include "storage/reader.h"\n')
+        (root / "ui" / "sql.cc").write_text('#include "storage/sqlite.h"\n')
         found = violations(root)
-        expected = ["storage/bad.cc:2: storage includes analysis/", "ui/bad.h:2: ui includes inject/"]
-        if len(found) != 2 or not all(f.startswith(e) for f, e in zip(found, expected, strict=True)):
+        expected = [
+            "storage/bad.cc:2: storage includes analysis/",
+            "ui/bad.h:2: ui includes inject/",
+            "ui/sql.cc:1: ui includes storage/sqlite.h, private to storage/",
+        ]
+        if len(found) != len(expected) or not all(f.startswith(e) for f, e in zip(found, expected, strict=True)):
             print("check_layering self-test FAILED; found:", *found, sep="\n  ", file=sys.stderr)
             return 1
         print("check_layering self-test: a wrong include is reported:", *found, sep="\n  ")

@@ -3,8 +3,12 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <initializer_list>
+
 #include "storage/row_decode.h"
 #include "storage/schema.h"
+#include "storage/sqlite.h"
 
 namespace stallscope {
 namespace {
@@ -19,7 +23,44 @@ Result<std::vector<T>> collect(Db& db, const std::string& sql, F row) {
   return out;
 }
 
+// Runs `sql` with `binds` as ?1, ?2, ... and hands each row's statement to `row`.
+template <typename F>
+Status stream(Db& db, const std::string& sql, std::initializer_list<int64_t> binds, F&& row) {
+  auto st = db.prepare(sql);
+  if (!st.ok()) return in_file(db.path(), st.status());
+  Stmt& s = **st;
+  int i = 1;
+  for (int64_t b : binds) s.bind(i++, b);
+  while (s.step()) row(s);
+  return in_file(db.path(), s.status());
+}
+
+// "1,2,3" for an IN (...) list of integer ids.
+template <typename T>
+std::string id_list(const std::vector<T>& ids) {
+  std::string out;
+  for (const T& id : ids) {
+    if (!out.empty()) out += ",";
+    out += std::to_string(id);
+  }
+  return out;
+}
+
 }  // namespace
+
+Reader::Reader(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+Reader::~Reader() = default;
+
+const std::string& Reader::path() const { return db_->path(); }
+
+void Reader::prefer_large_scans() {
+  (void)db_->exec("PRAGMA mmap_size = 4294967296; PRAGMA cache_size = -65536;");  // a hint: reads work without it
+}
+
+Reader::Snapshot::Snapshot(Reader& r) : db_(*r.db_), open_(db_.exec("BEGIN").ok()) {}
+Reader::Snapshot::~Snapshot() {
+  if (open_) (void)db_.exec("COMMIT");  // a read transaction has nothing to keep
+}
 
 Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
   struct stat st;
@@ -60,6 +101,8 @@ Result<std::map<uint32_t, std::string>> Reader::strings() {
   if (!(*st)->status().ok()) return (*st)->status();
   return out;
 }
+
+Result<int64_t> Reader::string_count() { return db_->query_int("SELECT count(*) FROM strings"); }
 
 Result<std::vector<ProcessRow>> Reader::processes() {
   return collect<ProcessRow>(
@@ -156,6 +199,95 @@ Result<int64_t> Reader::count(const std::string& table) {
     if (table == t) return db_->query_int("SELECT count(*) FROM " + table);
   }
   return Status::Error("unknown table " + table);
+}
+
+Result<std::vector<SpanRow>> Reader::spans_named(const std::vector<uint32_t>& name_ids) {
+  std::vector<SpanRow> out;
+  if (name_ids.empty()) return out;
+  Status s = stream(*db_, std::string("SELECT ") + kSpanColumns + " FROM spans WHERE name_id IN (" + id_list(name_ids) + ")",
+                    {}, [&](const Stmt& st) { out.push_back(decode_span(st)); });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::vector<InstantRow>> Reader::instants_named(const std::vector<uint32_t>& name_ids) {
+  std::vector<InstantRow> out;
+  if (name_ids.empty()) return out;
+  Status s = stream(*db_,
+                    std::string("SELECT ") + kInstantColumns + " FROM instants WHERE name_id IN (" + id_list(name_ids) + ")",
+                    {}, [&](const Stmt& st) { out.push_back(decode_instant(st)); });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::vector<CounterRow>> Reader::counters_of(const std::vector<int64_t>& track_ids) {
+  std::vector<CounterRow> out;
+  if (track_ids.empty()) return out;
+  Status s = stream(*db_, "SELECT track_id, ts_ns, value FROM counters WHERE track_id IN (" + id_list(track_ids) + ")", {},
+                    [&](const Stmt& st) { out.push_back(CounterRow{st.int64(0), st.int64(1), st.real(2)}); });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<int64_t> Reader::end_ns() {
+  int64_t end = 0;
+  for (const char* sql : {"SELECT coalesce(max(start_ns + coalesce(dur_ns, 0)), 0) FROM spans",
+                          "SELECT coalesce(max(ts_ns), 0) FROM instants", "SELECT coalesce(max(ts_ns), 0) FROM counters",
+                          "SELECT coalesce(max(ts_ns), 0) FROM flushes",
+                          "SELECT coalesce(max(start_ns + dur_ns), 0) FROM gpu_activities",
+                          "SELECT coalesce(max(max(coalesce(start_ns, 0), coalesce(end_ns, 0))), 0) FROM processes"}) {
+    auto v = db_->query_int(sql);
+    if (!v.ok()) return in_file(db_->path(), v.status());
+    end = std::max(end, *v);
+  }
+  return end;
+}
+
+Result<TableHeads> Reader::heads() {
+  TableHeads h;
+  const std::pair<const char*, int64_t*> kQueries[] = {
+      {"SELECT coalesce(max(id), 0) FROM spans", &h.spans},
+      {"SELECT coalesce(max(id), 0) FROM instants", &h.instants},
+      {"SELECT coalesce(max(rowid), 0) FROM counters", &h.counters},
+      {"SELECT coalesce(max(id), 0) FROM gpu_activities", &h.gpu_activities}};
+  for (const auto& [sql, into] : kQueries) {
+    auto v = db_->query_int(sql);
+    if (!v.ok()) return in_file(db_->path(), v.status());
+    *into = *v;
+  }
+  return h;
+}
+
+Status Reader::for_each_string(int64_t after_id, const std::function<void(uint32_t, std::string)>& row) {
+  return stream(*db_, "SELECT id, value FROM strings WHERE id > ?1 ORDER BY id", {after_id},
+                [&](const Stmt& s) { row(static_cast<uint32_t>(s.int64(0)), s.text(1)); });
+}
+
+Status Reader::for_each_span(int64_t after, int64_t upto, const std::function<void(const SpanRow&)>& row) {
+  return stream(*db_, std::string("SELECT ") + kSpanColumns + " FROM spans WHERE id > ?1 AND id <= ?2", {after, upto},
+                [&](const Stmt& s) { row(decode_span(s)); });
+}
+
+Status Reader::for_each_instant(int64_t after, int64_t upto, const std::function<void(const InstantRow&)>& row) {
+  return stream(*db_, std::string("SELECT ") + kInstantColumns + " FROM instants WHERE id > ?1 AND id <= ?2 ORDER BY id",
+                {after, upto}, [&](const Stmt& s) { row(decode_instant(s)); });
+}
+
+Status Reader::for_each_counter(int64_t after_rowid, int64_t upto_rowid,
+                                const std::function<void(const CounterRow&)>& row) {
+  return stream(*db_, "SELECT track_id, ts_ns, value FROM counters WHERE rowid > ?1 AND rowid <= ?2",
+                {after_rowid, upto_rowid}, [&](const Stmt& s) { row(CounterRow{s.int64(0), s.int64(1), s.real(2)}); });
+}
+
+Status Reader::for_each_gpu_activity(int64_t after, int64_t upto, const std::function<void(const GpuActivityRow&)>& row) {
+  return stream(*db_,
+                std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities WHERE id > ?1 AND id <= ?2 ORDER BY id",
+                {after, upto}, [&](const Stmt& s) { row(decode_gpu_activity(s)); });
+}
+
+Status Reader::for_each_flush(int64_t after_id, const std::function<void(int64_t, int64_t)>& row) {
+  return stream(*db_, "SELECT id, ts_ns FROM flushes WHERE id > ?1 ORDER BY id", {after_id},
+                [&](const Stmt& s) { row(s.int64(0), s.int64(1)); });
 }
 
 }  // namespace stallscope

@@ -1,43 +1,97 @@
 // Reads a session database, finished or still being written (WAL lets a reader see every
-// committed flush while the drainer goes on). Used by the CLI, the analysis library and the UI.
+// committed flush while the drainer goes on). Every query the other rooms need is a method here:
+// whole small tables, time windows, the rows of a set of names (the analysis), and id ranges of
+// the append-only tables streamed to a callback (the dashboard's incremental reads). No other
+// room sees SQL (scripts/check_layering.py keeps storage/sqlite.h private to storage/).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "storage/rows.h"
-#include "storage/sqlite.h"
 #include "common/status.h"
+#include "storage/rows.h"
 
 namespace stallscope {
+
+class Db;
+
+// The largest id of each append-only table (rowid for counters): what a read transaction sees.
+struct TableHeads {
+  int64_t spans = 0, instants = 0, counters = 0, gpu_activities = 0;
+};
 
 class Reader {
  public:
   // Opens `path` read-only and checks that it is a recording this build reads; the error is one
   // line fit for a user.
   static Result<std::unique_ptr<Reader>> open(const std::string& path);
+  ~Reader();
 
+  const std::string& path() const;
+  // For long sequential scans (opening a large recording): maps the file instead of copying pages
+  // through SQLite's cache. A hint; reads work without it.
+  void prefer_large_scans();
+
+  // One read transaction around a group of calls: on a recording still being written, every call
+  // inside sees the same committed flushes.
+  class [[nodiscard]] Snapshot {
+   public:
+    explicit Snapshot(Reader& r);
+    ~Snapshot();
+    Snapshot(const Snapshot&) = delete;
+    Snapshot& operator=(const Snapshot&) = delete;
+
+   private:
+    Db& db_;
+    bool open_;
+  };
+
+  // Whole tables (small).
   Result<std::map<std::string, std::string>> meta();
   Result<std::map<uint32_t, std::string>> strings();
+  Result<int64_t> string_count();
   Result<std::vector<ProcessRow>> processes();
   Result<std::vector<ThreadRow>> threads();
+  Result<std::vector<CounterTrackRow>> counter_tracks();
+  Result<std::vector<FlushRow>> flushes();
+  Result<int64_t> count(const std::string& table);
+
   // Spans that overlap [t0, t1] (ns since session start), ordered by start. Unended spans count as
   // reaching to the end of the recording.
   Result<std::vector<SpanRow>> spans(int64_t t0, int64_t t1);
   Result<std::vector<SpanRow>> all_spans();
   Result<std::vector<InstantRow>> instants();
-  Result<std::vector<CounterTrackRow>> counter_tracks();
   Result<std::vector<CounterRow>> counters(int64_t track_id);
-  Result<std::vector<FlushRow>> flushes();
   Result<std::vector<GpuActivityRow>> gpu_activities();
-  Result<int64_t> count(const std::string& table);
 
+  // The analysis's bulk load: the spans and instants whose name is one of `name_ids`, and the
+  // samples of the tracks `track_ids`, in table order (sorting in memory is cheaper than asking
+  // SQLite to, as no index covers time).
+  Result<std::vector<SpanRow>> spans_named(const std::vector<uint32_t>& name_ids);
+  Result<std::vector<InstantRow>> instants_named(const std::vector<uint32_t>& name_ids);
+  Result<std::vector<CounterRow>> counters_of(const std::vector<int64_t>& track_ids);
+  // The latest time any row reaches (a span that never ended counts at its start).
+  Result<int64_t> end_ns();
+
+  // Incremental reads: rows with after < id <= upto, in id order, to `row`.
+  Result<TableHeads> heads();
+  Status for_each_string(int64_t after_id, const std::function<void(uint32_t, std::string)>& row);
+  Status for_each_span(int64_t after, int64_t upto, const std::function<void(const SpanRow&)>& row);
+  Status for_each_instant(int64_t after, int64_t upto, const std::function<void(const InstantRow&)>& row);
+  Status for_each_counter(int64_t after_rowid, int64_t upto_rowid, const std::function<void(const CounterRow&)>& row);
+  Status for_each_gpu_activity(int64_t after, int64_t upto, const std::function<void(const GpuActivityRow&)>& row);
+  // Flushes with id > after_id: (id, ts_ns).
+  Status for_each_flush(int64_t after_id, const std::function<void(int64_t id, int64_t ts_ns)>& row);
+
+  // The connection, for tests that query a recording with their own SQL.
   Db& db() { return *db_; }
 
  private:
-  explicit Reader(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+  explicit Reader(std::unique_ptr<Db> db);
   Result<std::vector<SpanRow>> span_query(const std::string& where, int64_t a, int64_t b);
   std::unique_ptr<Db> db_;
 };

@@ -74,16 +74,6 @@ std::string Db::last_error() const { return sqlite3_errmsg(db_); }
 
 int64_t Db::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
 
-Status in_file(const std::string& path, const Status& s) {
-  if (s.ok()) return s;
-  std::string m = s.message();
-  for (char& c : m) {
-    if (c == '\n') c = ' ';
-  }
-  if (m.rfind(path, 0) == 0) return Status::Error(m);
-  return Status::Error(path + ": " + m);
-}
-
 Stmt::~Stmt() { sqlite3_finalize(stmt_); }
 
 Stmt& Stmt::bind(int i, int64_t v) {

@@ -55,9 +55,6 @@ class ReadTransaction {
   bool open_;
 };
 
-// `s` as one line that starts with `path` (SQLite messages may hold newlines and lack the file).
-Status in_file(const std::string& path, const Status& s);
-
 class Stmt {
  public:
   ~Stmt();

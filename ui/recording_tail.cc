@@ -1,28 +1,24 @@
-// Incremental reads of a session database; see recording_tail.h.
+// Incremental reads of a session database; see recording_tail.h. Every query is storage's Reader's.
 #include "ui/recording_tail.h"
 
 #include <algorithm>
 #include <cmath>
 #include <thread>
 
-#include "storage/row_decode.h"
-
 namespace stallscope::ui {
 
 Result<std::unique_ptr<RecordingTail>> RecordingTail::open(const std::string& path) {
   auto r = Reader::open(path);
   if (!r.ok()) return r.status();
-  // Reads are large sequential scans: map the file rather than copy pages through the cache.
-  (void)(*r)->db().exec("PRAGMA mmap_size = 4294967296; PRAGMA cache_size = -65536;");  // a hint: reads work without it
+  (*r)->prefer_large_scans();
   return std::unique_ptr<RecordingTail>(new RecordingTail(std::move(*r), path));
 }
 
 Result<PollStats> RecordingTail::poll(RowSink& sink, int64_t max_rows) {
   PollStats st;
-  Db& db = reader_->db();
   Status s;
   {
-    ReadTransaction txn(db);
+    Reader::Snapshot snapshot(*reader_);
     s = poll_locked(sink, &st, max_rows);
   }
   if (!s.ok()) return in_file(path_, s);
@@ -56,54 +52,44 @@ InstantRow unpack(const PackedInstant& p) {
   return r;
 }
 
-const std::string kInstantsSql =
-    std::string("SELECT ") + kInstantColumns + " FROM instants WHERE id > ?1 AND id <= ?2 ORDER BY id";
+int64_t total(const TableHeads& h) { return h.spans + h.instants + h.counters + h.gpu_activities; }
+
+TableHeads minus(const TableHeads& a, const TableHeads& b) {
+  return TableHeads{a.spans - b.spans, a.instants - b.instants, a.counters - b.counters, a.gpu_activities - b.gpu_activities};
+}
 
 }  // namespace
 
-Status RecordingTail::read_counters(RowSink& sink, int64_t from, int64_t to, int64_t* count) {
-  Db& db = *counters_db_;
+Status RecordingTail::read_counters(Reader& reader, RowSink& sink, int64_t from, int64_t to, int64_t* count) {
   *count = 0;
-  if (counters_sql_.empty()) return Status::Ok();
-  auto q = db.prepare(counters_sql_);
-  if (!q.ok()) return q.status();
-  Stmt& s = **q;
-  s.bind(1, from).bind(2, to);
+  if (!any_track_wanted_) return Status::Ok();
   int64_t n = 0;
-  while (s.step()) {
-    const int64_t track = s.int64(0);
-    if (!wanted_track(track)) continue;
-    sink.on_counter(CounterRow{track, s.int64(1), s.real(2)});
+  Status s = reader.for_each_counter(from, to, [&](const CounterRow& r) {
+    if (!wanted_track(r.track_id)) return;
+    sink.on_counter(r);
     ++n;
-  }
+  });
   *count = n;
-  return s.status();
+  return s;
 }
 
-Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows) {
-  Db& db = reader_->db();
+Status RecordingTail::read_small_tables(RowSink& sink) {
   auto meta = reader_->meta();
   if (!meta.ok()) return meta.status();
   sink.on_meta(*meta);
 
   // Strings: new ids only; a full re-read if the count says some arrived below the last id.
-  auto count = db.query_int("SELECT count(*) FROM strings");
+  auto count = reader_->string_count();
   if (!count.ok()) return count.status();
   if (*count != strings_seen_) {
     for (int pass = 0; pass < 2; ++pass) {
-      auto q = db.prepare(pass == 0 ? "SELECT id, value FROM strings WHERE id > ?1 ORDER BY id"
-                                    : "SELECT id, value FROM strings ORDER BY id");
-      if (!q.ok()) return q.status();
-      Stmt& sq = **q;
-      if (pass == 0) sq.bind(1, last_string_);
       if (pass == 1) strings_seen_ = 0;
-      while (sq.step()) {
-        const int64_t id = sq.int64(0);
-        sink.on_string(static_cast<uint32_t>(id), sq.text(1));
-        last_string_ = std::max(last_string_, id);
+      Status s = reader_->for_each_string(pass == 0 ? last_string_ : -1, [&](uint32_t id, std::string value) {
+        sink.on_string(id, std::move(value));
+        last_string_ = std::max<int64_t>(last_string_, id);
         ++strings_seen_;
-      }
-      if (!sq.status().ok()) return sq.status();
+      });
+      if (!s.ok()) return s;
       if (strings_seen_ == *count) break;
     }
   }
@@ -120,73 +106,53 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows
   // The wanted tracks are picked here rather than with "track_id IN (...)": SQLite answers an IN
   // list with an index probe per row, which cost ~5 % of opening a large recording.
   wanted_tracks_.clear();
-  bool any = false;
+  any_track_wanted_ = false;
   for (const CounterTrackRow& t : *tracks) {
     if (!sink.wants_counter_track(t) || t.id < 0) continue;
     if (static_cast<size_t>(t.id) >= wanted_tracks_.size()) wanted_tracks_.resize(static_cast<size_t>(t.id) + 1, false);
     wanted_tracks_[static_cast<size_t>(t.id)] = true;
-    any = true;
+    any_track_wanted_ = true;
   }
-  counters_sql_ = any ? "SELECT track_id, ts_ns, value FROM counters WHERE rowid > ?1 AND rowid <= ?2" : "";
+  return Status::Ok();
+}
 
-  // What this transaction sees: every read stops there, whichever connection does it.
-  auto max_counter = db.query_int("SELECT coalesce(max(rowid), 0) FROM counters");
-  if (!max_counter.ok()) return max_counter.status();
-  auto max_instant = db.query_int("SELECT coalesce(max(id), 0) FROM instants");
-  if (!max_instant.ok()) return max_instant.status();
-  auto max_span = db.query_int("SELECT coalesce(max(id), 0) FROM spans");
-  if (!max_span.ok()) return max_span.status();
-  auto max_gpu = db.query_int("SELECT coalesce(max(id), 0) FROM gpu_activities");
-  if (!max_gpu.ok()) return max_gpu.status();
-  int64_t hi_counter = *max_counter, hi_instant = *max_instant, hi_span = *max_span, hi_gpu = *max_gpu;
+TableHeads RecordingTail::plan(const TableHeads& heads, int64_t max_rows) const {
   // A large backlog (opening a big recording) is read in parts of about max_rows: the same share
   // of every table's new ids each time, which is about the same stretch of time, since every
   // table grows flush by flush.
-  const int64_t pending = (hi_counter - last_counter_) + (hi_instant - last_instant_) + (hi_span - last_span_) +
-                          (hi_gpu - last_gpu_);
-  if (max_rows > 0 && pending > max_rows) {
-    const double share = static_cast<double>(max_rows) / static_cast<double>(pending);
-    auto cut = [share](int64_t last, int64_t hi) {
-      return std::min(hi, last + static_cast<int64_t>(std::ceil(static_cast<double>(hi - last) * share)));
-    };
-    hi_counter = cut(last_counter_, hi_counter);
-    hi_instant = cut(last_instant_, hi_instant);
-    hi_span = cut(last_span_, hi_span);
-    hi_gpu = cut(last_gpu_, hi_gpu);
-  }
-  st->pending = (*max_counter - hi_counter) + (*max_instant - hi_instant) + (*max_span - hi_span) + (*max_gpu - hi_gpu);
+  const int64_t pending = total(minus(heads, last_));
+  if (max_rows <= 0 || pending <= max_rows) return heads;
+  const double share = static_cast<double>(max_rows) / static_cast<double>(pending);
+  auto cut = [share](int64_t last, int64_t hi) {
+    return std::min(hi, last + static_cast<int64_t>(std::ceil(static_cast<double>(hi - last) * share)));
+  };
+  return TableHeads{cut(last_.spans, heads.spans), cut(last_.instants, heads.instants),
+                    cut(last_.counters, heads.counters), cut(last_.gpu_activities, heads.gpu_activities)};
+}
 
-  // Many new rows (the first read of a large recording): a second connection reads the counters
-  // (straight into the sink) and the instants (into a buffer, replayed below) while this one reads
-  // the spans. The order rows reach the sink in does not matter: lanes are grouped at publish.
-  constexpr int64_t kParallelRows = 200000;
-  const bool parallel = (hi_counter - last_counter_) + (hi_instant - last_instant_) > kParallelRows;
+Status RecordingTail::read_rows(RowSink& sink, const TableHeads& upto, bool parallel, PollStats* st) {
+  // In parallel, a second connection reads the counters (straight into the sink) and the
+  // instants (into a buffer, replayed below) while this one reads the spans. The order rows reach
+  // the sink in does not matter: lanes are grouped at publish.
   Status side_status;
   int64_t side_counters = 0;
   std::vector<PackedInstant> side_instants;
   std::thread side;
   if (parallel) {
-    if (!counters_db_) {
-      auto second = Db::open(path_, Db::Mode::kReadOnly);
+    if (!side_) {
+      auto second = Reader::open(path_);
       if (!second.ok()) return second.status();
-      (void)(*second)->exec("PRAGMA mmap_size = 4294967296; PRAGMA cache_size = -65536;");  // a hint
-      counters_db_ = std::move(*second);
+      side_ = std::move(*second);
+      side_->prefer_large_scans();
     }
-    const int64_t c0 = last_counter_, c1 = hi_counter, i0 = last_instant_, i1 = hi_instant;
-    side = std::thread([&, c0, c1, i0, i1] {
-      ReadTransaction txn(*counters_db_);
-      side_status = read_counters(sink, c0, c1, &side_counters);
+    const TableHeads from = last_;
+    side = std::thread([&, from, upto] {
+      Reader::Snapshot snapshot(*side_);
+      side_status = read_counters(*side_, sink, from.counters, upto.counters, &side_counters);
       if (!side_status.ok()) return;
-      auto q = counters_db_->prepare(kInstantsSql);
-      if (!q.ok()) {
-        side_status = q.status();
-        return;
-      }
-      Stmt& s = **q;
-      s.bind(1, i0).bind(2, i1);
-      side_instants.reserve(static_cast<size_t>(std::max<int64_t>(0, i1 - i0)));
-      while (s.step()) side_instants.push_back(pack(decode_instant(s)));  // one decoder for instants
-      side_status = s.status();
+      side_instants.reserve(static_cast<size_t>(std::max<int64_t>(0, upto.instants - from.instants)));
+      side_status = side_->for_each_instant(from.instants, upto.instants,
+                                            [&](const InstantRow& r) { side_instants.push_back(pack(r)); });
     });
   }
   struct Joiner {
@@ -196,18 +162,12 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows
     }
   } joiner{side};
 
-  {  // Bounded like the others.
-    auto q = db.prepare(std::string("SELECT ") + kSpanColumns + " FROM spans WHERE id > ?1 AND id <= ?2");
-    if (!q.ok()) return q.status();
-    Stmt& s = **q;
-    s.bind(1, last_span_).bind(2, hi_span);
-    while (s.step()) {
-      sink.on_span(decode_span(s));
-      ++st->spans;
-    }
-    if (!s.status().ok()) return s.status();
-    last_span_ = hi_span;
-  }
+  Status s = reader_->for_each_span(last_.spans, upto.spans, [&](const SpanRow& r) {
+    sink.on_span(r);
+    ++st->spans;
+  });
+  if (!s.ok()) return s;
+  last_.spans = upto.spans;
 
   if (parallel) {
     side.join();
@@ -216,57 +176,44 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows
     st->instants = static_cast<int64_t>(side_instants.size());
     st->counters = side_counters;
   } else {
-    auto q = db.prepare(kInstantsSql);
-    if (!q.ok()) return q.status();
-    Stmt& s = **q;
-    s.bind(1, last_instant_).bind(2, hi_instant);
-    while (s.step()) {
-      sink.on_instant(decode_instant(s));
+    s = reader_->for_each_instant(last_.instants, upto.instants, [&](const InstantRow& r) {
+      sink.on_instant(r);
       ++st->instants;
-    }
-    if (!s.status().ok()) return s.status();
-    if (!counters_sql_.empty()) {
-      auto c = db.prepare(counters_sql_);
-      if (!c.ok()) return c.status();
-      Stmt& sc = **c;
-      sc.bind(1, last_counter_).bind(2, hi_counter);
-      while (sc.step()) {
-        const int64_t track = sc.int64(0);
-        if (!wanted_track(track)) continue;
-        sink.on_counter(CounterRow{track, sc.int64(1), sc.real(2)});
-        ++st->counters;
-      }
-      if (!sc.status().ok()) return sc.status();
-    }
+    });
+    if (!s.ok()) return s;
+    s = read_counters(*reader_, sink, last_.counters, upto.counters, &st->counters);
+    if (!s.ok()) return s;
   }
-  last_instant_ = hi_instant;
-  last_counter_ = hi_counter;
+  last_.instants = upto.instants;
+  last_.counters = upto.counters;
+  return Status::Ok();
+}
 
-  {
-    auto q = db.prepare(std::string("SELECT ") + kGpuActivityColumns +
-                        " FROM gpu_activities WHERE id > ?1 AND id <= ?2 ORDER BY id");
-    if (!q.ok()) return q.status();
-    Stmt& s = **q;
-    s.bind(1, last_gpu_).bind(2, hi_gpu);
-    while (s.step()) {
-      const GpuActivityRow r = decode_gpu_activity(s);
-      sink.on_gpu(r);
-      ++st->gpu;
-    }
-    if (!s.status().ok()) return s.status();
-    last_gpu_ = hi_gpu;
-  }
-  {
-    auto q = db.prepare("SELECT id, ts_ns FROM flushes WHERE id > ?1 ORDER BY id");
-    if (!q.ok()) return q.status();
-    Stmt& s = **q;
-    s.bind(1, last_flush_);
-    while (s.step()) {
-      last_flush_ = s.int64(0);
-      sink.on_flush(s.int64(1));
-    }
-    if (!s.status().ok()) return s.status();
-  }
+Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows) {
+  if (Status s = read_small_tables(sink); !s.ok()) return s;
+
+  // What this transaction sees: every read stops there, whichever connection does it.
+  auto heads = reader_->heads();
+  if (!heads.ok()) return heads.status();
+  const TableHeads upto = plan(*heads, max_rows);
+  st->pending = total(minus(*heads, upto));
+
+  constexpr int64_t kParallelRows = 200000;
+  const bool parallel = (upto.counters - last_.counters) + (upto.instants - last_.instants) > kParallelRows;
+  if (Status s = read_rows(sink, upto, parallel, st); !s.ok()) return s;
+
+  Status s = reader_->for_each_gpu_activity(last_.gpu_activities, upto.gpu_activities, [&](const GpuActivityRow& r) {
+    sink.on_gpu(r);
+    ++st->gpu;
+  });
+  if (!s.ok()) return s;
+  last_.gpu_activities = upto.gpu_activities;
+
+  s = reader_->for_each_flush(last_flush_, [&](int64_t id, int64_t ts_ns) {
+    last_flush_ = id;
+    sink.on_flush(ts_ns);
+  });
+  if (!s.ok()) return s;
   st->rows = st->spans + st->instants + st->counters + st->gpu;
   return Status::Ok();
 }

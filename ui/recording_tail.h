@@ -57,19 +57,27 @@ class RecordingTail {
  private:
   RecordingTail(std::unique_ptr<Reader> r, std::string path) : reader_(std::move(r)), path_(std::move(path)) {}
   Status poll_locked(RowSink& sink, PollStats* st, int64_t max_rows);
+  // The small tables, read whole: meta, new strings, processes, threads, counter tracks.
+  Status read_small_tables(RowSink& sink);
+  // What this poll reads of each append-only table: up to `heads`, cut to about max_rows.
+  TableHeads plan(const TableHeads& heads, int64_t max_rows) const;
+  // Counters with rowid in (from, to] from `reader`, the wanted tracks only.
+  Status read_counters(Reader& reader, RowSink& sink, int64_t from, int64_t to, int64_t* count);
+  // Spans, instants and counters up to `upto` (then last_ moves there): the instants and counters
+  // on the second connection, in parallel with the spans, when there are many (`parallel`).
+  Status read_rows(RowSink& sink, const TableHeads& upto, bool parallel, PollStats* st);
 
-  // Reads counters with rowid in (from, to] on the second connection (large reads).
-  Status read_counters(RowSink& sink, int64_t from, int64_t to, int64_t* count);
   bool wanted_track(int64_t id) const {
     return id >= 0 && static_cast<size_t>(id) < wanted_tracks_.size() && wanted_tracks_[static_cast<size_t>(id)];
   }
   std::vector<bool> wanted_tracks_;  // by counter track id
-  std::string counters_sql_;  // the counters query for the wanted tracks (empty: none wanted)
+  bool any_track_wanted_ = false;
 
   std::unique_ptr<Reader> reader_;
-  std::unique_ptr<Db> counters_db_;  // the second connection (large reads), opened when first needed
+  std::unique_ptr<Reader> side_;  // the second connection (large reads), opened when first needed
   std::string path_;
-  int64_t last_span_ = 0, last_instant_ = 0, last_counter_ = 0, last_gpu_ = 0, last_flush_ = 0;
+  TableHeads last_;                 // what earlier polls read up to
+  int64_t last_flush_ = 0;
   int64_t last_string_ = 0, strings_seen_ = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "storage/reader.h"
+#include "storage/sqlite.h"
 #include "tests/unit/test_util.h"
 
 namespace stallscope {

@@ -13,6 +13,7 @@
 
 #include "storage/session_registry.h"
 #include "storage/reader.h"
+#include "storage/sqlite.h"
 #include "tests/unit/test_util.h"
 
 namespace stallscope {

@@ -11,6 +11,7 @@
 #include "stallscope/stallscope.h"
 #include "storage/ingest.h"
 #include "storage/reader.h"
+#include "storage/sqlite.h"
 #include "tests/unit/test_util.h"
 
 extern "C" int InitializeInjection(void);

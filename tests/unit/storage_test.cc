@@ -9,6 +9,7 @@
 
 #include "collector/event.h"
 #include "storage/reader.h"
+#include "storage/sqlite.h"
 #include "storage/schema.h"
 #include "storage/writer.h"
 #include "tests/unit/test_util.h"

@@ -1,0 +1,189 @@
+// The vocabulary: every name that the capture side writes and the reading side looks for, written
+// once. Event names (dl.*, stallscope.hooks, nvtx.*, cuda.*), counter tracks (proc.*) and their
+// units, stall causes, recommendation ids, severities, report modes and how a session was recorded.
+// docs/events.md documents the events and counters; python/stallscope/_vocab.py is the Python
+// side; tests/unit/vocabulary_test.cc fails when either uses a name that is not here, or when an
+// event or counter here is missing from the docs.
+//
+// Names are compared as strings only here: the rest of the code turns a recording's string ids
+// into Event/Counter values once (NameTable) and switches on those.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace stallscope::vocab {
+
+// ---------------------------------------------------------------------------------------------
+// [SECTION] Events (spans and instants)
+// ---------------------------------------------------------------------------------------------
+
+enum class Event : uint8_t {
+  kNone = 0,  // a name outside the vocabulary: NVTX messages, user spans
+  // DataLoader hooks: training process
+  kDlConfig,
+  kDlEpochBegin,
+  kDlEpochEnd,
+  kDlNext,
+  kDlSent,
+  kDlRecv,
+  kDlWorkerStart,
+  kDlWorkerStop,
+  kDlFetch,    // main process (num_workers=0) or worker
+  kDlCollate,  // idem
+  kDlPin,      // pin-memory thread
+  // DataLoader hooks: worker processes
+  kDlWorkerReady,
+  kDlPut,
+  // hook health
+  kHooks,
+  // NVTX ranges that may end on another thread
+  kNvtxStart,
+  kNvtxEnd,
+  // host calls that block on the GPU (CUPTI callbacks)
+  kCudaStreamSynchronize,
+  kCudaDeviceSynchronize,
+  kCudaEventSynchronize,
+  kCudaMemcpy,
+  kCudaMemcpyAsync,
+  kCount  // not an event
+};
+
+enum class Shape : uint8_t { kSpan, kInstant };
+
+struct EventDef {
+  Event id;
+  std::string_view name;
+  Shape shape;
+};
+
+// In enum order (a static_assert in vocabulary.cc keeps it so).
+inline constexpr EventDef kEvents[] = {
+    {Event::kNone, "", Shape::kInstant},
+    {Event::kDlConfig, "dl.config", Shape::kInstant},
+    {Event::kDlEpochBegin, "dl.epoch_begin", Shape::kInstant},
+    {Event::kDlEpochEnd, "dl.epoch_end", Shape::kInstant},
+    {Event::kDlNext, "dl.next", Shape::kSpan},
+    {Event::kDlSent, "dl.sent", Shape::kInstant},
+    {Event::kDlRecv, "dl.recv", Shape::kInstant},
+    {Event::kDlWorkerStart, "dl.worker_start", Shape::kInstant},
+    {Event::kDlWorkerStop, "dl.worker_stop", Shape::kInstant},
+    {Event::kDlFetch, "dl.fetch", Shape::kSpan},
+    {Event::kDlCollate, "dl.collate", Shape::kSpan},
+    {Event::kDlPin, "dl.pin", Shape::kSpan},
+    {Event::kDlWorkerReady, "dl.worker_ready", Shape::kInstant},
+    {Event::kDlPut, "dl.put", Shape::kInstant},
+    {Event::kHooks, "stallscope.hooks", Shape::kInstant},
+    {Event::kNvtxStart, "nvtx.start", Shape::kInstant},
+    {Event::kNvtxEnd, "nvtx.end", Shape::kInstant},
+    {Event::kCudaStreamSynchronize, "cuda.cudaStreamSynchronize", Shape::kSpan},
+    {Event::kCudaDeviceSynchronize, "cuda.cudaDeviceSynchronize", Shape::kSpan},
+    {Event::kCudaEventSynchronize, "cuda.cudaEventSynchronize", Shape::kSpan},
+    {Event::kCudaMemcpy, "cuda.cudaMemcpy", Shape::kSpan},
+    {Event::kCudaMemcpyAsync, "cuda.cudaMemcpyAsync", Shape::kSpan},
+};
+
+// The event called `name`; kNone for a name outside the vocabulary.
+Event event_of(std::string_view name);
+// Its name ("" for kNone).
+std::string_view name_of(Event e);
+// The events of the DataLoader hooks (dl.* and stallscope.hooks).
+bool is_dataloader(Event e);
+// The host calls that block on the GPU (cuda.*).
+bool is_cuda_call(Event e);
+
+// ---------------------------------------------------------------------------------------------
+// [SECTION] Counter tracks (the /proc sampler)
+// ---------------------------------------------------------------------------------------------
+
+enum class Counter : uint8_t {
+  kNone = 0,
+  kCpu,
+  kRunqWait,
+  kCtxswVoluntary,
+  kCtxswInvoluntary,
+  kRss,
+  kPss,
+  kPrivateDirty,
+  kReadBytes,
+  kCount
+};
+
+struct CounterDef {
+  Counter id;
+  std::string_view name;
+  std::string_view unit;
+};
+
+inline constexpr CounterDef kCounters[] = {
+    {Counter::kNone, "", ""},
+    {Counter::kCpu, "proc.cpu", "cores"},
+    {Counter::kRunqWait, "proc.runq_wait", "ratio"},
+    {Counter::kCtxswVoluntary, "proc.ctxsw_voluntary", "1/s"},
+    {Counter::kCtxswInvoluntary, "proc.ctxsw_involuntary", "1/s"},
+    {Counter::kRss, "proc.rss", "bytes"},
+    {Counter::kPss, "proc.pss", "bytes"},
+    {Counter::kPrivateDirty, "proc.private_dirty", "bytes"},
+    {Counter::kReadBytes, "proc.read_bytes", "bytes/s"},
+};
+
+Counter counter_of(std::string_view name);
+std::string_view name_of(Counter c);
+std::string_view unit_of(Counter c);
+
+// ---------------------------------------------------------------------------------------------
+// [SECTION] A recording's string ids -> events and counters
+// ---------------------------------------------------------------------------------------------
+
+// Built once per recording from its strings table (string id -> text), then asked per row.
+class NameTable {
+ public:
+  // Records what `text`, string `id` of the recording, names. Later ids may come at any time (a
+  // live recording grows).
+  void add(uint32_t id, std::string_view text);
+  Event event(uint32_t id) const { return id < events_.size() ? events_[id] : Event::kNone; }
+
+ private:
+  std::vector<Event> events_;  // by string id
+};
+
+// ---------------------------------------------------------------------------------------------
+// [SECTION] Analysis words: stall causes, recommendations, severities, modes
+// ---------------------------------------------------------------------------------------------
+
+// What the training loop was doing while the GPU (GPU mode) or the loop (CPU mode) stalled.
+inline constexpr const char* kCauseDataWait = "data_wait";
+inline constexpr const char* kCauseH2d = "h2d_transfer";
+inline constexpr const char* kCauseSync = "sync";
+inline constexpr const char* kCauseHostOther = "host_other";
+
+// Recommendation ids (docs/report.md, "Recommendations").
+inline constexpr const char* kRecIncreaseNumWorkers = "increase_num_workers";
+inline constexpr const char* kRecReduceNumWorkers = "reduce_num_workers";
+inline constexpr const char* kRecSlowDatasetGetitem = "slow_dataset_getitem";
+inline constexpr const char* kRecIncreasePrefetchFactor = "increase_prefetch_factor";
+inline constexpr const char* kRecEnablePersistentWorkers = "enable_persistent_workers";
+inline constexpr const char* kRecEnablePinMemory = "enable_pin_memory";
+inline constexpr const char* kRecWorkerMemoryGrowth = "worker_memory_growth";
+inline constexpr const char* kRecPageableH2d = "pageable_h2d";
+inline constexpr const char* kRecHostSync = "host_sync";
+inline constexpr const char* kRecMoveTransformsToGpu = "move_transforms_to_gpu";
+
+// Severities, most urgent first.
+inline constexpr const char* kSeverityHigh = "high";
+inline constexpr const char* kSeverityMedium = "medium";
+inline constexpr const char* kSeverityLow = "low";
+// 0 for high, 1 for medium, 2 for anything else.
+int severity_rank(std::string_view severity);
+
+// The report's mode: what a stall is measured against.
+inline constexpr const char* kModeCpu = "cpu";
+inline constexpr const char* kModeGpu = "gpu";
+
+// How a session was recorded (the recording's meta `mode`).
+inline constexpr const char* kRecordedByLauncher = "launcher";
+inline constexpr const char* kRecordedInProcess = "in-process";
+inline constexpr const char* kRecordedByAttach = "attach";
+
+}  // namespace stallscope::vocab
