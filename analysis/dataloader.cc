@@ -50,7 +50,6 @@ class Builder {
 
  private:
   void resolve_names() {
-    for (const auto& [id, name] : s_.strings) names_.add(id, name);
     for (const SpanRow& sp : s_.spans) {
       if (ev(sp.name_id) != Event::kNone) {
         m_.seen = true;
@@ -71,7 +70,7 @@ class Builder {
 
   // The DataLoader event a row's name is (kNone for every other name).
   Event ev(uint32_t name_id) const {
-    const Event e = names_.event(name_id);
+    const Event e = s_.event(name_id);
     return vocab::is_dataloader(e) ? e : Event::kNone;
   }
   template <typename Row>
@@ -485,7 +484,6 @@ class Builder {
 
   const Session& s_;
   DataLoaderModel m_;
-  vocab::NameTable names_;
   std::unordered_map<int64_t, size_t> loader_index_;
   std::unordered_map<int64_t, std::vector<size_t>> by_pid_;
 };

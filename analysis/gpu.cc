@@ -115,10 +115,10 @@ void attribute_gpu_stalls(const Session& s, const DataLoaderModel& m, const GpuS
   for (const NextCall& c : m.next_calls) host.push_back(HostSpan{c.start_ns, c.end_ns, kData, &c});  // training thread's
   for (const SpanRow& sp : s.spans) {
     if (sp.thread_id != m.train_thread_id) continue;
-    const std::string& name = s.string(sp.name_id);
-    if (name.rfind("cuda.", 0) != 0) continue;
+    const vocab::Event call = s.event(sp.name_id);
+    if (!vocab::is_cuda_call(call)) continue;
     int cause = kSync;
-    if (name.find("Memcpy") != std::string::npos) {
+    if (call == vocab::Event::kCudaMemcpy || call == vocab::Event::kCudaMemcpyAsync) {
       // A copy to the GPU holds the host while it stages pageable memory: a transfer stall. A
       // copy back to the host waits for the GPU's work first: a synchronisation.
       auto it = sp.arg0 ? copy_kind_by_correlation.find(*sp.arg0) : copy_kind_by_correlation.end();

@@ -14,6 +14,7 @@
 #include "analysis/gpu.h"
 #include "analysis/json.h"
 #include "analysis/session.h"
+#include "common/vocabulary.h"
 
 namespace stallscope::analysis {
 
@@ -23,11 +24,12 @@ inline constexpr const char* kReportSchema = "stallscope.report/1";
 // input-pipeline speed recommendation (docs/report.md).
 inline constexpr double kDataBoundFraction = 0.10;
 
-// Stall causes. CPU mode knows only kDataWait; GPU mode attributes the GPU's idle time to all four.
-inline constexpr const char* kCauseDataWait = "data_wait";
-inline constexpr const char* kCauseH2d = "h2d_transfer";
-inline constexpr const char* kCauseSync = "sync";
-inline constexpr const char* kCauseHostOther = "host_other";
+// Stall causes (common/vocabulary.h). CPU mode knows only data_wait; GPU mode attributes the GPU's
+// idle time to all four.
+using vocab::kCauseDataWait;
+using vocab::kCauseH2d;
+using vocab::kCauseHostOther;
+using vocab::kCauseSync;
 
 struct StallInterval {
   int64_t start_ns = 0, end_ns = 0;  // clipped to the training window

@@ -38,6 +38,8 @@ void Session::index() {
   process_index_.clear();
   thread_index_.clear();
   counter_ranges_.clear();
+  names_ = vocab::NameTable();
+  for (const auto& [id, text] : strings) names_.add(id, text);
   for (size_t i = 0; i < processes.size(); ++i) process_index_[processes[i].id] = i;
   for (size_t i = 0; i < threads.size(); ++i) thread_index_[threads[i].id] = i;
   for (size_t i = 0; i < counters.size();) {

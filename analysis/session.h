@@ -46,6 +46,8 @@ struct Session {
   const ThreadRow* thread(int64_t thread_id) const;
   int64_t pid_of_thread(int64_t thread_id) const;  // 0 when unknown
   const std::string& string(uint32_t id) const;    // "" when unknown
+  // The vocabulary event string `id` names (kNone for other names and unknown ids).
+  vocab::Event event(uint32_t id) const { return names_.event(id); }
   // End of a span; spans that never ended reach the end of the recording.
   int64_t span_end(const SpanRow& s) const { return s.dur_ns ? s.start_ns + *s.dur_ns : std::max(s.start_ns, end_ns); }
   // Samples of one track, in time order.
@@ -56,6 +58,7 @@ struct Session {
 
  private:
   std::unordered_map<int64_t, size_t> process_index_, thread_index_;
+  vocab::NameTable names_;
   std::unordered_map<int64_t, std::pair<size_t, size_t>> counter_ranges_;
 };
 

@@ -10,14 +10,14 @@ namespace {
 
 constexpr double kNsPerMs = 1e6;
 
-// Samples of every track named `name` for `pid` whose time lies in [t0, t1].
+// Samples of every `counter` track of `pid` whose time lies in [t0, t1].
 std::vector<double> samples_in(const Session& s, const std::unordered_map<int64_t, std::vector<const CounterTrackRow*>>& tracks,
-                               int64_t pid, const std::string& name, int64_t t0, int64_t t1) {
+                               int64_t pid, vocab::Counter counter, int64_t t0, int64_t t1) {
   std::vector<std::pair<int64_t, double>> v;
   auto it = tracks.find(pid);
   if (it == tracks.end()) return {};
   for (const CounterTrackRow* t : it->second) {
-    if (t->name != name) continue;
+    if (vocab::counter_of(t->name) != counter) continue;
     auto [b, e] = s.samples(t->id);
     for (const CounterRow* c = b; c != e; ++c) {
       if (c->ts_ns >= t0 && c->ts_ns <= t1) v.emplace_back(c->ts_ns, c->value);
@@ -52,9 +52,10 @@ std::vector<WorkerStats> worker_stats(const Session& s, const DataLoaderModel& m
     ws.worker_id = w.worker_id;
     ws.start_epoch = w.start_epoch;
     ws.life_s = static_cast<double>(w.life_end_ns - w.life_begin_ns) / 1e9;
-    ws.cpu_util = mean(samples_in(s, tracks, w.pid, "proc.cpu", w.life_begin_ns, w.life_end_ns));
-    ws.runq_delay_fraction = mean(samples_in(s, tracks, w.pid, "proc.runq_wait", w.life_begin_ns, w.life_end_ns));
-    const std::vector<double> priv = samples_in(s, tracks, w.pid, "proc.private_dirty", w.life_begin_ns, w.life_end_ns);
+    using vocab::Counter;
+    ws.cpu_util = mean(samples_in(s, tracks, w.pid, Counter::kCpu, w.life_begin_ns, w.life_end_ns));
+    ws.runq_delay_fraction = mean(samples_in(s, tracks, w.pid, Counter::kRunqWait, w.life_begin_ns, w.life_end_ns));
+    const std::vector<double> priv = samples_in(s, tracks, w.pid, Counter::kPrivateDirty, w.life_begin_ns, w.life_end_ns);
     if (!priv.empty()) {
       ws.private_first_bytes = static_cast<int64_t>(priv.front());
       ws.private_last_bytes = static_cast<int64_t>(priv.back());

@@ -31,6 +31,7 @@
 #include "collector/cupti_decode.h"
 #include "collector/gpu_choice.h"
 #include "collector/gpu_hooks.h"
+#include "common/vocabulary.h"
 #include "stallscope/stallscope.h"
 
 namespace stallscope {
@@ -96,20 +97,22 @@ bool cupti_decode(const CUpti_Activity* record, GpuActivity* out) {
 }
 
 const char* blocking_call_name(CUpti_CallbackId cbid) {
+  // The vocabulary's names are string literals: their data() ends in '\0'.
+  auto name = [](vocab::Event e) { return vocab::name_of(e).data(); };
   switch (cbid) {
     case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020:
     case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000:
-      return "cuda.cudaStreamSynchronize";
+      return name(vocab::Event::kCudaStreamSynchronize);
     case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020:
-      return "cuda.cudaDeviceSynchronize";
+      return name(vocab::Event::kCudaDeviceSynchronize);
     case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020:
-      return "cuda.cudaEventSynchronize";
+      return name(vocab::Event::kCudaEventSynchronize);
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000:
-      return "cuda.cudaMemcpy";
+      return name(vocab::Event::kCudaMemcpy);
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000:
-      return "cuda.cudaMemcpyAsync";
+      return name(vocab::Event::kCudaMemcpyAsync);
     default:
       return nullptr;
   }

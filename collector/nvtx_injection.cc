@@ -23,6 +23,7 @@
 
 #include "collector/collector.h"
 #include "collector/gpu_hooks.h"
+#include "common/vocabulary.h"
 #include "stallscope/stallscope.h"
 
 namespace stallscope {
@@ -68,7 +69,7 @@ void NVTX_API mark_w(const wchar_t* m) { mark_a(narrow(m).c_str()); }
 
 nvtxRangeId_t range_start_in(uint32_t domain, uint32_t msg) {
   const uint64_t id = g_next_range.fetch_add(1, std::memory_order_relaxed);
-  emit(EventKind::kInstant, intern_cached("nvtx.start"), static_cast<int64_t>(id), static_cast<int32_t>(msg),
+  emit(EventKind::kInstant, intern_cached(vocab::name_of(vocab::Event::kNvtxStart).data()), static_cast<int64_t>(id), static_cast<int32_t>(msg),
        static_cast<int32_t>(domain), kFlagArgs);
   return id;
 }
@@ -76,7 +77,7 @@ nvtxRangeId_t NVTX_API range_start_ex(const nvtxEventAttributes_t* a) { return r
 nvtxRangeId_t NVTX_API range_start_a(const char* m) { return range_start_in(0, intern_cached(m)); }
 nvtxRangeId_t NVTX_API range_start_w(const wchar_t* m) { return range_start_in(0, intern_cached(narrow(m).c_str())); }
 void NVTX_API range_end(nvtxRangeId_t id) {
-  emit(EventKind::kInstant, intern_cached("nvtx.end"), static_cast<int64_t>(id), 0, 0, kFlagArg0);
+  emit(EventKind::kInstant, intern_cached(vocab::name_of(vocab::Event::kNvtxEnd).data()), static_cast<int64_t>(id), 0, 0, kFlagArg0);
 }
 
 int push_in(uint32_t domain, uint32_t msg, int32_t cat) {

@@ -226,11 +226,12 @@ int64_t Ingest::counter_track(uint32_t name, int pid) {
   return id;
 }
 
-int64_t Ingest::named_track(const char* name, const char* unit, int pid) {
-  auto key = std::make_pair(std::string(name), pid);
+int64_t Ingest::named_track(vocab::Counter counter, int pid) {
+  const auto key = std::make_pair(counter, pid);
   auto it = named_tracks_.find(key);
   if (it != named_tracks_.end()) return it->second;
-  const int64_t id = writer_->add_counter_track(CounterTrackRow{0, name, unit, pid});
+  const int64_t id = writer_->add_counter_track(
+      CounterTrackRow{0, std::string(vocab::name_of(counter)), std::string(vocab::unit_of(counter)), pid});
   named_tracks_[key] = id;
   return id;
 }
@@ -253,18 +254,19 @@ void Ingest::write_samples() {
   const int64_t start = static_cast<int64_t>(clock_.start_mono_ns());
   for (const ProcSample& s : samples_) {
     const int64_t ts = static_cast<int64_t>(s.mono_ns) - start;
-    auto put = [&](const char* name, const char* unit, double v) {
-      writer_->add_counter(CounterRow{named_track(name, unit, s.pid), ts, v});
+    auto put = [&](vocab::Counter counter, double v) {
+      writer_->add_counter(CounterRow{named_track(counter, s.pid), ts, v});
       ++stats_.counters;
     };
-    if (s.cpu_cores) put("proc.cpu", "cores", *s.cpu_cores);
-    if (s.runq_wait_ratio) put("proc.runq_wait", "ratio", *s.runq_wait_ratio);
-    if (s.ctxsw_voluntary) put("proc.ctxsw_voluntary", "1/s", *s.ctxsw_voluntary);
-    if (s.ctxsw_involuntary) put("proc.ctxsw_involuntary", "1/s", *s.ctxsw_involuntary);
-    if (s.read_bytes_per_s) put("proc.read_bytes", "bytes/s", *s.read_bytes_per_s);
-    put("proc.rss", "bytes", static_cast<double>(s.rss_bytes));
-    if (s.pss_bytes) put("proc.pss", "bytes", static_cast<double>(*s.pss_bytes));
-    if (s.private_dirty_bytes) put("proc.private_dirty", "bytes", static_cast<double>(*s.private_dirty_bytes));
+    using vocab::Counter;
+    if (s.cpu_cores) put(Counter::kCpu, *s.cpu_cores);
+    if (s.runq_wait_ratio) put(Counter::kRunqWait, *s.runq_wait_ratio);
+    if (s.ctxsw_voluntary) put(Counter::kCtxswVoluntary, *s.ctxsw_voluntary);
+    if (s.ctxsw_involuntary) put(Counter::kCtxswInvoluntary, *s.ctxsw_involuntary);
+    if (s.read_bytes_per_s) put(Counter::kReadBytes, *s.read_bytes_per_s);
+    put(Counter::kRss, static_cast<double>(s.rss_bytes));
+    if (s.pss_bytes) put(Counter::kPss, static_cast<double>(*s.pss_bytes));
+    if (s.private_dirty_bytes) put(Counter::kPrivateDirty, static_cast<double>(*s.private_dirty_bytes));
   }
   samples_.clear();
 }

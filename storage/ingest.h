@@ -17,6 +17,7 @@
 #include "collector/arena.h"
 #include "collector/clock.h"
 #include "collector/proc_sampler.h"
+#include "common/vocabulary.h"
 #include "common/status.h"
 #include "storage/writer.h"
 
@@ -96,7 +97,7 @@ class Ingest {
   void close_open_spans(ThreadTrack& t);
   void sync_strings();
   int64_t counter_track(uint32_t name, int pid);
-  int64_t named_track(const char* name, const char* unit, int pid);
+  int64_t named_track(vocab::Counter counter, int pid);
   void write_samples();
   void write_span(const ThreadTrack& t, const OpenSpan& o, std::optional<int64_t> dur, const OpenSpan& args);
 
@@ -106,7 +107,7 @@ class Ingest {
   std::vector<ThreadTrack> rings_;                // by ring index
   std::vector<ProcessTrack> processes_;           // by process table index
   std::map<std::pair<uint32_t, int>, int64_t> tracks_;
-  std::map<std::pair<std::string, int>, int64_t> named_tracks_;
+  std::map<std::pair<vocab::Counter, int>, int64_t> named_tracks_;
   std::vector<ProcSample> samples_;
   std::unordered_map<int, size_t> pid_latest_;    // pid -> index in processes_
   std::vector<uint64_t> ring_dropped_seen_;       // drops already counted per ring life

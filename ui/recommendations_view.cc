@@ -3,6 +3,7 @@
 // epoch start, the worker whose memory grew) and points at the lane. The report's notes follow.
 #include <algorithm>
 
+#include "common/vocabulary.h"
 #include "ui/draw_util.h"
 #include "ui/format.h"
 #include "ui/views.h"
@@ -32,7 +33,8 @@ void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size) {
   for (size_t i = 0; i < r.recommendations.size(); ++i) {
     const analysis::Recommendation& rec = r.recommendations[i];
     ImGui::PushID(static_cast<int>(i));
-    const ImU32 sev = rec.severity == "high" ? kBad : rec.severity == "medium" ? kWarn : kTextDim;
+    const int rank = vocab::severity_rank(rec.severity);
+    const ImU32 sev = rank == 0 ? kBad : rank == 1 ? kWarn : kTextDim;
     const bool selected = f.st->selected_recommendation == static_cast<int>(i);
     const ImVec2 p0 = ImGui::GetCursorScreenPos();
     ImGui::BeginGroup();

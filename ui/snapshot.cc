@@ -3,16 +3,20 @@
 
 #include <algorithm>
 
+#include "common/vocabulary.h"
+
 namespace stallscope::ui {
 
 const char* style_name(Style s) {
+  // The events' own names (string literals: data() ends in '\0').
+  auto event = [](vocab::Event e) { return vocab::name_of(e).data(); };
   switch (s) {
     case Style::kOther: return "other";
-    case Style::kNext: return "dl.next";
+    case Style::kNext: return event(vocab::Event::kDlNext);
     case Style::kStep: return "step";
-    case Style::kFetch: return "dl.fetch";
-    case Style::kCollate: return "dl.collate";
-    case Style::kPin: return "dl.pin";
+    case Style::kFetch: return event(vocab::Event::kDlFetch);
+    case Style::kCollate: return event(vocab::Event::kDlCollate);
+    case Style::kPin: return event(vocab::Event::kDlPin);
     case Style::kCudaSync: return "cuda sync";
     case Style::kNvtx: return "range";
     case Style::kKernel: return "kernel";

@@ -5,6 +5,8 @@
 #include <set>
 #include <tuple>
 
+#include "analysis/dl_event.h"
+
 namespace stallscope::ui {
 namespace {
 
@@ -13,7 +15,20 @@ int32_t arg32(const std::optional<int64_t>& v) {
   return static_cast<int32_t>(std::clamp<int64_t>(*v, INT32_MIN + 1, INT32_MAX));
 }
 
-bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+// The dashboard's metric of a counter track (-1: not drawn).
+int metric_of(const CounterTrackRow& t) {
+  switch (vocab::counter_of(t.name)) {
+    case vocab::Counter::kCpu: return kCpu;
+    case vocab::Counter::kRunqWait: return kRunq;
+    case vocab::Counter::kRss: return kRss;
+    default: return -1;
+  }
+}
+
+template <typename Row>
+analysis::DlEvent decode(vocab::Event e, bool in_worker, const Row& r) {
+  return analysis::decode_dl(e, in_worker, r.arg0, r.arg1, r.arg2);
+}
 
 }  // namespace
 
@@ -32,21 +47,7 @@ void SnapshotBuilder::on_string(uint32_t id, std::string value) {
     strings_published_ = false;
   }
   if (id >= strings_->size()) strings_->resize(static_cast<size_t>(id) + 1);
-  if (id >= classes_.size()) classes_.resize(static_cast<size_t>(id) + 1, NameClass::kOther);
-  NameClass c = NameClass::kOther;
-  static const std::pair<const char*, NameClass> kNames[] = {
-      {"dl.next", NameClass::kNext},           {"dl.fetch", NameClass::kFetch},
-      {"dl.collate", NameClass::kCollate},     {"dl.pin", NameClass::kPin},
-      {"dl.sent", NameClass::kSent},           {"dl.recv", NameClass::kRecv},
-      {"dl.put", NameClass::kPut},             {"dl.worker_start", NameClass::kWorkerStart},
-      {"dl.worker_stop", NameClass::kWorkerStop}, {"dl.worker_ready", NameClass::kWorkerReady},
-      {"dl.epoch_begin", NameClass::kEpochBegin}, {"dl.epoch_end", NameClass::kEpochEnd},
-      {"dl.config", NameClass::kConfig}};
-  for (const auto& [n, k] : kNames) {
-    if (value == n) c = k;
-  }
-  if (c == NameClass::kOther && starts_with(value, "cuda.")) c = NameClass::kCuda;
-  classes_[id] = c;
+  names_.add(id, value);
   (*strings_)[id] = std::move(value);
   dirty_ = true;
 }
@@ -76,10 +77,7 @@ void SnapshotBuilder::on_threads(const std::vector<ThreadRow>& all) {
 void SnapshotBuilder::on_counter_tracks(const std::vector<CounterTrackRow>& all) {
   for (const CounterTrackRow& t : all) {
     if (counter_tracks_.count(t.id)) continue;
-    int metric = -1;
-    if (t.name == "proc.cpu") metric = kCpu;
-    if (t.name == "proc.runq_wait") metric = kRunq;
-    if (t.name == "proc.rss") metric = kRss;
+    const int metric = metric_of(t);
     counter_tracks_[t.id] = {t.pid, metric};
     // A direct index for on_counter (track ids are small and dense); std::map nodes do not move.
     if (metric >= 0 && t.id >= 0 && t.id < (1 << 20)) {
@@ -90,7 +88,7 @@ void SnapshotBuilder::on_counter_tracks(const std::vector<CounterTrackRow>& all)
 }
 
 bool SnapshotBuilder::wants_counter_track(const CounterTrackRow& t) const {
-  return t.name == "proc.cpu" || t.name == "proc.runq_wait" || t.name == "proc.rss";
+  return metric_of(t) >= 0;
 }
 
 SnapshotBuilder::TrackState& SnapshotBuilder::thread_track(int64_t thread_id) {
@@ -164,7 +162,8 @@ void SnapshotBuilder::see(int64_t t) {
 void SnapshotBuilder::on_instant(const InstantRow& r) {
   ++instants_;
   dirty_ = true;
-  const NameClass c = name_class(r.name_id);
+  using vocab::Event;
+  const Event e = names_.event(r.name_id);
   TrackState& t = thread_track(r.thread_id);
   Marker m;
   m.ts_ns = r.ts_ns;
@@ -172,22 +171,28 @@ void SnapshotBuilder::on_instant(const InstantRow& r) {
   m.a1 = arg32(r.arg1);
   m.a2 = arg32(r.arg2);
   m.name_id = r.name_id;
-  switch (c) {
-    case NameClass::kSent: m.kind = kMarkSent; break;
-    case NameClass::kRecv: m.kind = kMarkRecv; break;
-    case NameClass::kPut: m.kind = kMarkPut; break;
-    case NameClass::kEpochBegin:
-    case NameClass::kEpochEnd: m.kind = kMarkEpoch; break;
-    case NameClass::kWorkerStart:
-    case NameClass::kWorkerStop:
-    case NameClass::kWorkerReady: m.kind = kMarkWorker; break;
+  switch (e) {
+    case Event::kDlSent: m.kind = kMarkSent; break;
+    case Event::kDlRecv: m.kind = kMarkRecv; break;
+    case Event::kDlPut: m.kind = kMarkPut; break;
+    case Event::kDlEpochBegin:
+    case Event::kDlEpochEnd: m.kind = kMarkEpoch; break;
+    case Event::kDlWorkerStart:
+    case Event::kDlWorkerStop:
+    case Event::kDlWorkerReady: m.kind = kMarkWorker; break;
     default: m.kind = kMarkOther; break;
   }
-  if (c == NameClass::kWorkerStart && r.arg0 && r.arg1 && r.arg2) {
-    if (!workers_.count(*r.arg2)) worker_pids_[*r.arg0].push_back(*r.arg2);
-    workers_[*r.arg2] = {*r.arg0, static_cast<int32_t>(*r.arg1)};
+  if (e == Event::kDlWorkerStart) {
+    const analysis::DlEvent d = decode(e, false, r);
+    if (d.loader && d.worker && d.pid) {
+      if (!workers_.count(*d.pid)) worker_pids_[*d.loader].push_back(*d.pid);
+      workers_[*d.pid] = {*d.loader, static_cast<int32_t>(*d.worker)};
+    }
   }
-  if (c == NameClass::kWorkerReady && r.arg0) t.worker_hint = static_cast<int32_t>(*r.arg0);
+  if (e == Event::kDlWorkerReady) {
+    const analysis::DlEvent d = decode(e, true, r);
+    if (d.worker) t.worker_hint = static_cast<int32_t>(*d.worker);
+  }
   if (t.track.markers.empty() || t.track.markers.back().ts_ns <= m.ts_ns) t.track.markers.push_back(m);
   see(r.ts_ns);
   first_ns_ = std::min(first_ns_, r.ts_ns);
@@ -196,7 +201,8 @@ void SnapshotBuilder::on_instant(const InstantRow& r) {
 void SnapshotBuilder::on_span(const SpanRow& r) {
   ++spans_;
   dirty_ = true;
-  const NameClass c = name_class(r.name_id);
+  using vocab::Event;
+  const Event e = names_.event(r.name_id);
   TrackState& t = thread_track(r.thread_id);
   Item it;
   it.start_ns = r.start_ns;
@@ -210,15 +216,14 @@ void SnapshotBuilder::on_span(const SpanRow& r) {
   it.a0 = r.arg0.value_or(Item::kNoArg);
   it.a1 = arg32(r.arg1);
   it.a2 = arg32(r.arg2);
-  switch (c) {
-    case NameClass::kNext: it.style = Style::kNext; break;
-    case NameClass::kFetch: it.style = Style::kFetch; break;
-    case NameClass::kCollate: it.style = Style::kCollate; break;
-    case NameClass::kPin: it.style = Style::kPin; break;
-    case NameClass::kCuda: it.style = Style::kCudaSync; break;
-    default: it.style = Style::kNvtx; break;
+  switch (e) {
+    case Event::kDlNext: it.style = Style::kNext; break;
+    case Event::kDlFetch: it.style = Style::kFetch; break;
+    case Event::kDlCollate: it.style = Style::kCollate; break;
+    case Event::kDlPin: it.style = Style::kPin; break;
+    default: it.style = vocab::is_cuda_call(e) ? Style::kCudaSync : Style::kNvtx; break;
   }
-  if (c == NameClass::kNext) {
+  if (e == Event::kDlNext) {
     t.has_next = true;
     if (t.next_depth < 0) t.next_depth = std::clamp(r.depth, 0, 63);
     if (t.last_handed_end >= 0 && r.start_ns >= t.last_handed_end) {
@@ -228,13 +233,16 @@ void SnapshotBuilder::on_span(const SpanRow& r) {
       step.style = Style::kStep;
       if (t.track.steps.try_append(step)) add_to_bins(&Bin::step_ns, step.start_ns, step.end_ns);
     }
-    const bool handed = r.dur_ns.has_value() && r.arg1 && *r.arg1 >= 0;
+    const bool handed = r.dur_ns.has_value() && decode(e, false, r).batch.value_or(-1) >= 0;
     t.last_handed_end = handed ? it.end_ns : -1;
     if (handed) ++bin(it.end_ns).handed;
     add_to_bins(&Bin::stall_ns, it.start_ns, it.end_ns);
   }
-  if (c == NameClass::kPin) t.has_pin = true;
-  if (c == NameClass::kFetch && r.arg2 && *r.arg2 >= 0 && r.arg1) t.worker_hint = static_cast<int32_t>(*r.arg1);
+  if (e == Event::kDlPin) t.has_pin = true;
+  if (e == Event::kDlFetch && analysis::dl_fetch_in_worker(r.arg2)) {
+    const analysis::DlEvent d = decode(e, true, r);
+    if (d.worker) t.worker_hint = static_cast<int32_t>(*d.worker);
+  }
   append(t, it, r.depth);
   see(it.end_ns);
   first_ns_ = std::min(first_ns_, it.start_ns);

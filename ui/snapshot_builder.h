@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/vocabulary.h"
 #include "ui/recording_tail.h"
 #include "ui/snapshot.h"
 
@@ -39,10 +40,6 @@ class SnapshotBuilder : public RowSink {
   std::shared_ptr<const Timeline> publish();
 
  private:
-  enum class NameClass : uint8_t {
-    kOther, kNext, kFetch, kCollate, kPin, kCuda, kSent, kRecv, kPut, kWorkerStart, kWorkerStop,
-    kWorkerReady, kEpochBegin, kEpochEnd, kConfig
-  };
   struct TrackState {
     Track track;
     std::vector<std::vector<size_t>> depth_rows;  // depth -> indices into rows_
@@ -57,7 +54,6 @@ class SnapshotBuilder : public RowSink {
     int64_t items = 0;
   };
 
-  NameClass name_class(uint32_t id) const { return id < classes_.size() ? classes_[id] : NameClass::kOther; }
   TrackState& thread_track(int64_t thread_id);
   TrackState& gpu_track(int64_t process_id, int64_t device, int64_t stream);
   void append(TrackState& t, Item it, int32_t depth);
@@ -71,7 +67,7 @@ class SnapshotBuilder : public RowSink {
   std::map<std::string, std::string> meta_;
   std::shared_ptr<std::vector<std::string>> strings_;  // copied on write once published
   bool strings_published_ = false;
-  std::vector<NameClass> classes_;
+  vocab::NameTable names_;  // string id -> vocabulary event
   std::unordered_map<int64_t, ProcessRow> processes_;  // by row id
   std::unordered_map<int64_t, ThreadRow> threads_;     // by row id
   std::unordered_map<int64_t, std::pair<int64_t, int32_t>> workers_;  // pid -> (loader, W)
