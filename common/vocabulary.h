@@ -157,6 +157,7 @@ inline constexpr const char* kCauseDataWait = "data_wait";
 inline constexpr const char* kCauseH2d = "h2d_transfer";
 inline constexpr const char* kCauseSync = "sync";
 inline constexpr const char* kCauseHostOther = "host_other";
+inline constexpr const char* kCauses[] = {kCauseDataWait, kCauseH2d, kCauseSync, kCauseHostOther};
 
 // Recommendation ids (docs/report.md, "Recommendations").
 inline constexpr const char* kRecIncreaseNumWorkers = "increase_num_workers";
@@ -169,6 +170,10 @@ inline constexpr const char* kRecWorkerMemoryGrowth = "worker_memory_growth";
 inline constexpr const char* kRecPageableH2d = "pageable_h2d";
 inline constexpr const char* kRecHostSync = "host_sync";
 inline constexpr const char* kRecMoveTransformsToGpu = "move_transforms_to_gpu";
+inline constexpr const char* kRecommendationIds[] = {
+    kRecIncreaseNumWorkers,         kRecReduceNumWorkers, kRecSlowDatasetGetitem, kRecIncreasePrefetchFactor,
+    kRecEnablePersistentWorkers,    kRecEnablePinMemory,  kRecWorkerMemoryGrowth, kRecPageableH2d,
+    kRecHostSync,                   kRecMoveTransformsToGpu};
 
 // Severities, most urgent first.
 inline constexpr const char* kSeverityHigh = "high";

@@ -1,0 +1,130 @@
+// The vocabulary (common/vocabulary.h) is the one home of every name: these tests fail when the
+// Python hooks or the docs use an event or counter name it does not have, when a name it has is
+// not documented, and when a look-up disagrees with the tables.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "common/vocabulary.h"
+
+namespace stallscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path source(const char* rel) { return fs::path(STALLSCOPE_SOURCE_DIR) / rel; }
+
+bool known(const std::string& name) {
+  return vocab::event_of(name) != vocab::Event::kNone || vocab::counter_of(name) != vocab::Counter::kNone;
+}
+
+// Names of events and counters as they appear in text: dl.next, proc.cpu, cuda.cudaMemcpy,
+// nvtx.start, stallscope.hooks.
+const std::regex kNameLike(R"(\b((?:dl|proc|cuda|nvtx)\.[A-Za-z_]+|stallscope\.hooks)\b)");
+
+TEST(VocabularyTest, LookUpsAgreeWithTheTables) {
+  for (const vocab::EventDef& e : vocab::kEvents) {
+    if (e.id == vocab::Event::kNone) continue;
+    EXPECT_EQ(vocab::event_of(e.name), e.id) << e.name;
+    EXPECT_EQ(vocab::name_of(e.id), e.name);
+  }
+  for (const vocab::CounterDef& c : vocab::kCounters) {
+    if (c.id == vocab::Counter::kNone) continue;
+    EXPECT_EQ(vocab::counter_of(c.name), c.id) << c.name;
+    EXPECT_FALSE(vocab::unit_of(c.id).empty()) << c.name;
+  }
+  EXPECT_EQ(vocab::event_of("dl.nope"), vocab::Event::kNone);
+  EXPECT_EQ(vocab::event_of(""), vocab::Event::kNone);
+  EXPECT_TRUE(vocab::is_dataloader(vocab::Event::kDlPut));
+  EXPECT_TRUE(vocab::is_dataloader(vocab::Event::kHooks));
+  EXPECT_FALSE(vocab::is_dataloader(vocab::Event::kNvtxStart));
+  EXPECT_TRUE(vocab::is_cuda_call(vocab::Event::kCudaMemcpyAsync));
+  EXPECT_FALSE(vocab::is_cuda_call(vocab::Event::kDlNext));
+  EXPECT_EQ(vocab::severity_rank(vocab::kSeverityHigh), 0);
+  EXPECT_EQ(vocab::severity_rank(vocab::kSeverityLow), 2);
+}
+
+TEST(VocabularyTest, NameTableMapsStringIds) {
+  vocab::NameTable t;
+  t.add(3, "dl.next");
+  t.add(1, "my nvtx range");
+  t.add(9, "cuda.cudaMemcpy");
+  EXPECT_EQ(t.event(3), vocab::Event::kDlNext);
+  EXPECT_EQ(t.event(1), vocab::Event::kNone);
+  EXPECT_EQ(t.event(9), vocab::Event::kCudaMemcpy);
+  EXPECT_EQ(t.event(2), vocab::Event::kNone);
+  EXPECT_EQ(t.event(1000), vocab::Event::kNone);
+}
+
+// docs/events.md documents every event and counter of the vocabulary, and names no other.
+TEST(VocabularyTest, EventsDocMatchesTheVocabulary) {
+  const std::string doc = slurp(source("docs/events.md"));
+  ASSERT_FALSE(doc.empty());
+  for (const vocab::EventDef& e : vocab::kEvents) {
+    if (e.id == vocab::Event::kNone) continue;
+    EXPECT_NE(doc.find("`" + std::string(e.name) + "`"), std::string::npos) << e.name << " is not in docs/events.md";
+  }
+  for (const vocab::CounterDef& c : vocab::kCounters) {
+    if (c.id == vocab::Counter::kNone) continue;
+    EXPECT_NE(doc.find("`" + std::string(c.name) + "`"), std::string::npos) << c.name << " is not in docs/events.md";
+  }
+  int seen = 0;
+  for (std::sregex_iterator it(doc.begin(), doc.end(), kNameLike), end; it != end; ++it, ++seen) {
+    EXPECT_TRUE(known((*it)[1])) << "docs/events.md names " << (*it)[1] << ", which common/vocabulary.h does not have";
+  }
+  EXPECT_GT(seen, 20);
+}
+
+// docs/report.md documents every recommendation and every stall cause.
+TEST(VocabularyTest, ReportDocHasEveryRecommendationAndCause) {
+  const std::string doc = slurp(source("docs/report.md"));
+  ASSERT_FALSE(doc.empty());
+  for (const char* id : vocab::kRecommendationIds) {
+    EXPECT_NE(doc.find("| `" + std::string(id) + "` |"), std::string::npos) << id << " has no row in docs/report.md";
+  }
+  for (const char* cause : vocab::kCauses) {
+    EXPECT_NE(doc.find("`" + std::string(cause) + "`"), std::string::npos) << cause << " is not in docs/report.md";
+  }
+}
+
+// The Python side writes only vocabulary names, and (once python/stallscope/_vocab.py holds
+// them) only through that module.
+TEST(VocabularyTest, PythonHooksUseOnlyVocabularyNames) {
+  const fs::path pkg = source("python/stallscope");
+  ASSERT_TRUE(fs::is_directory(pkg));
+  const bool has_vocab_module = fs::exists(pkg / "_vocab.py");
+  // A quoted name: "dl.next" or 'dl.next'.
+  const std::regex quoted(R"(["']((?:dl|proc|cuda|nvtx)\.[A-Za-z_]+|stallscope\.hooks)["'])");
+  int names = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(pkg)) {
+    if (entry.path().extension() != ".py") continue;
+    const std::string text = slurp(entry.path());
+    const bool is_vocab = entry.path().filename() == "_vocab.py";
+    for (std::sregex_iterator it(text.begin(), text.end(), quoted), end; it != end; ++it) {
+      const std::string name = (*it)[1];
+      // `stallscope.hooks` is also the hooks package's module name, used as such outside _vocab.
+      if (name == "stallscope.hooks" && !is_vocab) continue;
+      ++names;
+      EXPECT_TRUE(known(name)) << entry.path() << " writes " << name << ", which common/vocabulary.h does not have";
+      if (has_vocab_module) {
+        EXPECT_TRUE(is_vocab) << entry.path() << " spells out " << name << "; use the constant in stallscope/_vocab.py";
+      }
+    }
+  }
+  EXPECT_GE(names, 13);  // the dl.* events at least
+}
+
+}  // namespace
+}  // namespace stallscope
