@@ -306,69 +306,31 @@ void SnapshotBuilder::on_flush(int64_t ts_ns) {
   dirty_ = true;
 }
 
-std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
-  auto tl = std::make_shared<Timeline>();
-  tl->meta = meta_;
-  tl->strings = strings_;
-  strings_published_ = true;
-  if (bins_changed_ || !published_bins_) {
-    // Cap each bin's GPU time at the bin: streams may overlap.
-    auto bins = std::make_shared<std::vector<Bin>>(bins_);
-    for (Bin& b : *bins) b.gpu_ns = std::min(b.gpu_ns, kBinNs);
-    published_bins_ = std::move(bins);
-    bins_changed_ = false;
+// A published copy of a track: rows in display order (by depth, overflow rows after their depth).
+Track SnapshotBuilder::published_track(const TrackState& t) const {
+  Track out = t.track;
+  std::vector<size_t> order(t.rows.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.rows[a].depth < t.rows[b].depth; });
+  for (size_t i : order) out.rows.push_back(t.rows[i]);
+  auto th = threads_.find(t.track.thread_id);
+  if (th != threads_.end()) out.thread_name = th->second.name;
+  if (out.pid == 0 && th != threads_.end()) {
+    auto p = processes_.find(th->second.process_id);
+    if (p != processes_.end()) out.pid = p->second.pid;
   }
-  tl->bins = published_bins_;
-  tl->counters = counters_;
-  end_ns_ = std::max(end_ns_, counter_end_ns_);
-  tl->end_ns = end_ns_;
-  tl->first_ns = first_ns_ == INT64_MAX ? 0 : first_ns_;
-  tl->spans = spans_;
-  tl->instants = instants_;
-  tl->counter_samples = counter_samples_;
-  tl->gpu_activities = gpu_;
-  tl->rows_read = spans_ + instants_ + counter_samples_ + gpu_;
-  tl->last_flush_ns = last_flush_ns_;
-  tl->gpu_mode = gpu_ > 0;
-  auto c = meta_.find("complete");
-  tl->complete = c != meta_.end() && c->second == "1";
+  return out;
+}
 
-  // Published copy of a track: rows in display order (by depth, overflow after).
-  auto publish_track = [&](const TrackState& t) {
-    Track out = t.track;
-    std::vector<size_t> order(t.rows.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.rows[a].depth < t.rows[b].depth; });
-    for (size_t i : order) out.rows.push_back(t.rows[i]);
-    auto th = threads_.find(t.track.thread_id);
-    if (th != threads_.end()) out.thread_name = th->second.name;
-    if (out.pid == 0 && th != threads_.end()) {
-      auto p = processes_.find(th->second.process_id);
-      if (p != processes_.end()) out.pid = p->second.pid;
-    }
-    return out;
-  };
-  auto cmdline = [&](int64_t pid) -> std::string {
-    for (const auto& [id, p] : processes_) {
-      if (p.pid == pid) return p.cmdline;
-    }
-    return "";
-  };
-  auto track_line = [&](const Track& t) {
-    std::string s = "pid " + std::to_string(t.pid);
-    if (t.tid) s += "  tid " + std::to_string(t.tid);
-    if (!t.thread_name.empty()) s += "  " + t.thread_name;
-    return s;
-  };
-
-  // Group tracks into lanes.
+// Tracks into lanes: one lane per DataLoader worker (W of a loader; a respawned worker's processes
+// share it), the training loop's main thread, the pin-memory thread, other threads, GPU streams.
+std::vector<Lane> SnapshotBuilder::group_lanes(std::set<int64_t>* loaders_with_workers) const {
   std::vector<Lane> lanes;
   std::map<std::pair<int64_t, int32_t>, size_t> worker_lane;  // (loader, W) -> index
-  std::set<int64_t> loaders_with_workers;
   for (const auto& [id, ts] : thread_tracks_) {
     const TrackState& t = *ts;
     if (t.items == 0 && t.track.markers.empty() && t.track.steps.size() == 0) continue;
-    Track tr = publish_track(t);
+    Track tr = published_track(t);
     const int64_t pid = tr.pid;
     auto w = workers_.find(pid);
     const bool in_worker = w != workers_.end() && (tr.tid == pid || t.worker_hint >= 0);
@@ -383,7 +345,7 @@ std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
         l.pid = pid;
         lanes.push_back(std::move(l));
       }
-      if (key.first >= 0) loaders_with_workers.insert(key.first);
+      if (key.first >= 0) loaders_with_workers->insert(key.first);
       Lane& l = lanes[it->second];
       l.pids.push_back(pid);
       l.tracks.push_back(std::move(tr));
@@ -403,11 +365,16 @@ std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
     l.stream = ts->stream;
     l.pid = ts->track.pid;
     l.pids.push_back(l.pid);
-    l.tracks.push_back(publish_track(*ts));
+    l.tracks.push_back(published_track(*ts));
     lanes.push_back(std::move(l));
   }
+  return lanes;
+}
 
-  // A worker lane's tracks in time order (respawned workers: one process per epoch).
+namespace {
+
+// A worker lane's tracks in time order (respawned workers: one process per epoch).
+void order_worker_tracks(std::vector<Lane>& lanes) {
   auto first_time = [](const Track& t) {
     int64_t f = INT64_MAX;
     for (const Row& r : t.rows) {
@@ -424,8 +391,12 @@ std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
     for (const Track& t : l.tracks) l.pids.push_back(t.pid);
     l.pid = l.pids.front();
   }
+}
 
-  // Names, order, visual rows.
+}  // namespace
+
+// Each lane's label, tooltip and place in the display order.
+void SnapshotBuilder::name_lanes(std::vector<Lane>& lanes, const std::set<int64_t>& loaders_with_workers) const {
   int mains = 0, pins = 0;
   std::set<int64_t> gpu_pids;
   for (const Lane& l : lanes) {
@@ -433,6 +404,18 @@ std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
     pins += l.role == LaneRole::kPin;
     if (l.role == LaneRole::kGpu) gpu_pids.insert(l.pid);
   }
+  auto cmdline = [&](int64_t pid) -> std::string {
+    for (const auto& [id, p] : processes_) {
+      if (p.pid == pid) return p.cmdline;
+    }
+    return "";
+  };
+  auto track_line = [&](const Track& t) {
+    std::string s = "pid " + std::to_string(t.pid);
+    if (t.tid) s += "  tid " + std::to_string(t.tid);
+    if (!t.thread_name.empty()) s += "  " + t.thread_name;
+    return s;
+  };
   for (Lane& l : lanes) {
     const Track& t0 = l.tracks.front();
     switch (l.role) {
@@ -465,33 +448,70 @@ std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
     }
     const std::string cmd = cmdline(l.pid);
     if (!cmd.empty()) l.detail += "\n" + cmd;
-
-    // Visual rows: the union over tracks of (depth, overflow index).
-    std::set<std::pair<int32_t, int32_t>> keys;
-    for (const Track& t : l.tracks) {
-      std::map<int32_t, int32_t> seen;
-      for (const Row& r : t.rows) keys.insert({r.depth, seen[r.depth]++});
-    }
-    if (keys.empty()) keys.insert({0, 0});
-    std::vector<std::pair<int32_t, int32_t>> vk(keys.begin(), keys.end());
-    l.row_count = static_cast<int32_t>(vk.size());
-    for (const auto& k : vk) l.row_depth.push_back(k.first);
-    for (Track& t : l.tracks) {
-      std::map<int32_t, int32_t> seen;
-      for (const Row& r : t.rows) {
-        const auto key = std::make_pair(r.depth, seen[r.depth]++);
-        t.visual.push_back(static_cast<int32_t>(std::lower_bound(vk.begin(), vk.end(), key) - vk.begin()));
-        l.items += static_cast<int64_t>(r.size());
-      }
-      auto ts = thread_tracks_.find(t.thread_id);
-      const int32_t nd = (l.role != LaneRole::kGpu && ts != thread_tracks_.end()) ? ts->second->next_depth : -1;
-      t.steps_visual = static_cast<int32_t>(
-          std::lower_bound(vk.begin(), vk.end(), std::make_pair(std::max(nd, 0), 0)) - vk.begin());
-      if (t.steps_visual >= l.row_count) t.steps_visual = 0;
-      t.marker_visual = 0;
-      l.items += static_cast<int64_t>(t.steps.size());
-    }
   }
+}
+
+// A lane's visual rows: the union over its tracks of (depth, overflow index); each track's rows,
+// steps and markers are assigned to them.
+void SnapshotBuilder::lay_out_rows(Lane& l) const {
+  std::set<std::pair<int32_t, int32_t>> keys;
+  for (const Track& t : l.tracks) {
+    std::map<int32_t, int32_t> seen;
+    for (const Row& r : t.rows) keys.insert({r.depth, seen[r.depth]++});
+  }
+  if (keys.empty()) keys.insert({0, 0});
+  std::vector<std::pair<int32_t, int32_t>> vk(keys.begin(), keys.end());
+  l.row_count = static_cast<int32_t>(vk.size());
+  for (const auto& k : vk) l.row_depth.push_back(k.first);
+  for (Track& t : l.tracks) {
+    std::map<int32_t, int32_t> seen;
+    for (const Row& r : t.rows) {
+      const auto key = std::make_pair(r.depth, seen[r.depth]++);
+      t.visual.push_back(static_cast<int32_t>(std::lower_bound(vk.begin(), vk.end(), key) - vk.begin()));
+      l.items += static_cast<int64_t>(r.size());
+    }
+    auto ts = thread_tracks_.find(t.thread_id);
+    const int32_t nd = (l.role != LaneRole::kGpu && ts != thread_tracks_.end()) ? ts->second->next_depth : -1;
+    t.steps_visual = static_cast<int32_t>(
+        std::lower_bound(vk.begin(), vk.end(), std::make_pair(std::max(nd, 0), 0)) - vk.begin());
+    if (t.steps_visual >= l.row_count) t.steps_visual = 0;
+    t.marker_visual = 0;
+    l.items += static_cast<int64_t>(t.steps.size());
+  }
+}
+
+std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
+  auto tl = std::make_shared<Timeline>();
+  tl->meta = meta_;
+  tl->strings = strings_;
+  strings_published_ = true;
+  if (bins_changed_ || !published_bins_) {
+    // Cap each bin's GPU time at the bin: streams may overlap.
+    auto bins = std::make_shared<std::vector<Bin>>(bins_);
+    for (Bin& b : *bins) b.gpu_ns = std::min(b.gpu_ns, kBinNs);
+    published_bins_ = std::move(bins);
+    bins_changed_ = false;
+  }
+  tl->bins = published_bins_;
+  tl->counters = counters_;
+  end_ns_ = std::max(end_ns_, counter_end_ns_);
+  tl->end_ns = end_ns_;
+  tl->first_ns = first_ns_ == INT64_MAX ? 0 : first_ns_;
+  tl->spans = spans_;
+  tl->instants = instants_;
+  tl->counter_samples = counter_samples_;
+  tl->gpu_activities = gpu_;
+  tl->rows_read = spans_ + instants_ + counter_samples_ + gpu_;
+  tl->last_flush_ns = last_flush_ns_;
+  tl->gpu_mode = gpu_ > 0;
+  auto c = meta_.find("complete");
+  tl->complete = c != meta_.end() && c->second == "1";
+
+  std::set<int64_t> loaders_with_workers;
+  std::vector<Lane> lanes = group_lanes(&loaders_with_workers);
+  order_worker_tracks(lanes);
+  name_lanes(lanes, loaders_with_workers);
+  for (Lane& l : lanes) lay_out_rows(l);
   std::sort(lanes.begin(), lanes.end(), [](const Lane& a, const Lane& b) { return a.sort_key_tuple < b.sort_key_tuple; });
   tl->lanes = std::move(lanes);
   dirty_ = false;

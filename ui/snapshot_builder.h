@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -58,6 +59,11 @@ class SnapshotBuilder : public RowSink {
   TrackState& gpu_track(int64_t process_id, int64_t device, int64_t stream);
   void append(TrackState& t, Item it, int32_t depth);
   void add_to_bins(int64_t Bin::*field, int64_t start, int64_t end);
+  // publish(), by topic.
+  Track published_track(const TrackState& t) const;
+  std::vector<Lane> group_lanes(std::set<int64_t>* loaders_with_workers) const;
+  void name_lanes(std::vector<Lane>& lanes, const std::set<int64_t>& loaders_with_workers) const;
+  void lay_out_rows(Lane& lane) const;
   Bin& bin(int64_t t);
   void see(int64_t t);
 
