@@ -42,6 +42,7 @@ import threading
 
 from . import _native as N
 from . import _tb
+from . import _vocab as V
 
 # ---------------------------------------------------------------------------------------------
 # Event ids. Interned per session (ids are indices into the session's string table); refreshed by
@@ -61,11 +62,11 @@ def refresh_ids() -> None:
     global _I_CONFIG, _I_EPOCH_BEGIN, _I_EPOCH_END, _I_NEXT, _I_SENT, _I_RECV
     global _I_WSTART, _I_WSTOP, _I_FETCH, _I_COLLATE, _I_PIN, _I_WREADY, _I_PUT, _I_HOOKS
     i = N.intern
-    _I_CONFIG, _I_EPOCH_BEGIN, _I_EPOCH_END = i("dl.config"), i("dl.epoch_begin"), i("dl.epoch_end")
-    _I_NEXT, _I_SENT, _I_RECV = i("dl.next"), i("dl.sent"), i("dl.recv")
-    _I_WSTART, _I_WSTOP = i("dl.worker_start"), i("dl.worker_stop")
-    _I_FETCH, _I_COLLATE, _I_PIN = i("dl.fetch"), i("dl.collate"), i("dl.pin")
-    _I_WREADY, _I_PUT, _I_HOOKS = i("dl.worker_ready"), i("dl.put"), i("stallscope.hooks")
+    _I_CONFIG, _I_EPOCH_BEGIN, _I_EPOCH_END = i(V.DL_CONFIG), i(V.DL_EPOCH_BEGIN), i(V.DL_EPOCH_END)
+    _I_NEXT, _I_SENT, _I_RECV = i(V.DL_NEXT), i(V.DL_SENT), i(V.DL_RECV)
+    _I_WSTART, _I_WSTOP = i(V.DL_WORKER_START), i(V.DL_WORKER_STOP)
+    _I_FETCH, _I_COLLATE, _I_PIN = i(V.DL_FETCH), i(V.DL_COLLATE), i(V.DL_PIN)
+    _I_WREADY, _I_PUT, _I_HOOKS = i(V.DL_WORKER_READY), i(V.DL_PUT), i(V.STALLSCOPE_HOOKS)
 
 
 def on_session_change() -> None:
@@ -83,7 +84,7 @@ def on_session_change() -> None:
 
 def _name_main_thread() -> None:
     if threading.current_thread() is threading.main_thread() and _wctx is None:
-        N.thread_name("MainThread")
+        N.thread_name(V.THREAD_MAIN)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -658,7 +659,7 @@ def _worker_loop(*args, **kwargs):
         a["data_queue"] = _ResultQueueProxy(a["data_queue"], ctx)
         _wctx = ctx
         args, kwargs = ba.args, ba.kwargs
-        N.thread_name(f"dl-worker-{ctx.W}")
+        N.thread_name(f"{V.THREAD_WORKER_PREFIX}{ctx.W}")
     except Exception:
         pass
     return orig(*args, **kwargs)
@@ -716,7 +717,7 @@ class _PinInProxy:
                     p.L = getattr(p.raw_in, "_stallscope_L", -1)
                 if not p.named:
                     p.named = True
-                    N.thread_name(f"dl-pin-{p.L}")
+                    N.thread_name(f"{V.THREAD_PIN_PREFIX}{p.L}")
                 p.B = idx
                 _span_begin(_I_PIN, p.L, idx, 0)
                 p.open = True
