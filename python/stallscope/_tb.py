@@ -4,8 +4,9 @@ The hooks wrap torch functions, so an exception that passes through them (a data
 `next()`, a worker error re-raised by the DataLoader) carries our wrapper frames in its traceback.
 The user must see the same traceback as without stallscope, so the places where Python prints an
 uncaught exception (sys.excepthook, threading.excepthook) and where torch formats a worker's
-exception into text (ExceptionWrapper, see hooks.py) drop every frame whose code lies in this
-package, for the exception and for its whole __cause__/__context__ chain.
+exception into text (ExceptionWrapper, see hooks/_worker.py) drop every frame whose code lies in
+this package's folder (sub-packages such as hooks/ included), for the exception and for its whole
+__cause__/__context__ chain.
 
 The exception objects are changed only while the previous hook runs and are restored after, so a
 hook that keeps the exception sees it as it was.
