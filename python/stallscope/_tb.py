@@ -14,6 +14,7 @@ hook that keeps the exception sees it as it was.
 
 from __future__ import annotations
 
+import builtins
 import os
 import sys
 import threading
@@ -22,6 +23,9 @@ import types
 _PKG_PREFIXES = tuple(
     {os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(os.path.realpath(__file__)) + os.sep}
 )
+
+# Exception groups are Python 3.11's; on 3.10 there are none to walk (isinstance(e, ()) is False).
+_ExceptionGroup = getattr(builtins, "BaseExceptionGroup", ())
 
 
 def is_ours(filename: str) -> bool:
@@ -59,7 +63,7 @@ def _chain(exc):
         yield e
         todo.append(e.__cause__)
         todo.append(e.__context__)
-        todo.extend(getattr(e, "exceptions", ()) if isinstance(e, BaseExceptionGroup) else ())
+        todo.extend(getattr(e, "exceptions", ()) if isinstance(e, _ExceptionGroup) else ())
 
 
 def strip_chain(exc) -> list:
