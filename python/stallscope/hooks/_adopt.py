@@ -21,13 +21,13 @@ _instant = N.instant
 def _loader_of(it, loaders):
     """The DataLoader an iterator came from: the one holding it (persistent workers), else the one
     with the same dataset and index sampler (torch's iterator keeps both, not the loader)."""
-    for l in loaders:
-        if l.__dict__.get("_iterator") is it:
-            return l
-    for l in loaders:
+    for loader in loaders:
+        if loader.__dict__.get("_iterator") is it:
+            return loader
+    for loader in loaders:
         try:
-            if l.dataset is it._dataset and l._index_sampler is it._index_sampler:
-                return l
+            if loader.dataset is it._dataset and loader._index_sampler is it._index_sampler:
+                return loader
         except Exception:
             continue
     return None

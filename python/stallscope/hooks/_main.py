@@ -96,13 +96,13 @@ def _config(loader, L, created_at) -> str:
     dataset_len = None
     if not iterable or hasattr(type(ds), "__len__"):
         try:
-            dataset_len = int(len(ds))
+            dataset_len = len(ds)
         except Exception:
             dataset_len = None
     batches = None
     if not iterable:  # len(loader) of an IterableDataset loader has side effects: not asked
         try:
-            batches = int(len(loader._index_sampler))
+            batches = len(loader._index_sampler)
         except Exception:
             batches = None
     doc = {

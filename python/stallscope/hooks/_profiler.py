@@ -30,7 +30,7 @@ def _install_profiler_check() -> None:
     try:
         from torch.autograd import profiler as ap
         from torch.autograd.profiler import ProfilerActivity
-    except Exception:  # noqa: BLE001 - an unfamiliar torch: leave its profiler alone
+    except Exception:  # an unfamiliar torch: leave its profiler alone
         return
     for name in ("_prepare_profiler", "_enable_profiler"):
         orig = getattr(ap, name, None)
@@ -42,7 +42,7 @@ def _install_profiler_check() -> None:
             try:
                 if activities and ProfilerActivity.CUDA in activities:
                     _warn_profiler_gpu()
-            except Exception:  # noqa: BLE001 - never stand between the user and their profiler
+            except Exception:  # never stand between the user and their profiler
                 pass
             return _orig(*args, **kwargs)
 
