@@ -10,6 +10,7 @@ command itself reports.
     python3 bench/attach_bench.py [--reps N] [--build DIR]
 """
 import argparse
+import itertools
 import json
 import os
 import re
@@ -40,15 +41,15 @@ def one(launcher, mode, tmp, rep):
     a = subprocess.run([launcher, "attach", "-o", os.path.join(tmp, f"{mode}-{rep}.db"), "--duration", str(ATTACHED),
                         str(p.pid)], capture_output=True, text=True)
     t_d = time.perf_counter()
-    out, err = p.communicate()
+    _, err = p.communicate()
     if a.returncode != 0 or p.returncode != 0:
         sys.exit(f"attach_bench: attach rc={a.returncode} ({a.stderr.strip()}), train rc={p.returncode} ({err[-500:]})")
     d = json.load(open(log))
     ends, bs = d["ends"], d["batch_size"]
     start = ends[0]
-    steps = [b - a_ for a_, b in zip(ends, ends[1:])]
-    before = [s for e, s in zip(ends[1:], steps) if start + 0.5 <= e < t_a]
-    around = [s for e, s in zip(ends[1:], steps) if t_a <= e < t_a + 1.5]
+    steps = [b - a_ for a_, b in itertools.pairwise(ends)]
+    before = [s for e, s in zip(ends[1:], steps, strict=True) if start + 0.5 <= e < t_a]
+    around = [s for e, s in zip(ends[1:], steps, strict=True) if t_a <= e < t_a + 1.5]
     stopped = re.search(r"stopped ([0-9.]+) ms", a.stderr)
     gil = re.search(r"\(([0-9.]+) ms holding the GIL\)", a.stderr)
     return {

@@ -47,7 +47,7 @@ def run(cmd):
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         sys.exit(f"gpu_overhead_bench: {' '.join(cmd[:4])}... failed ({out.returncode}):\n{out.stderr[-2000:]}")
-    return json.loads([l for l in out.stdout.splitlines() if l.startswith("{")][-1])["steps_per_s"]
+    return json.loads([line for line in out.stdout.splitlines() if line.startswith("{")][-1])["steps_per_s"]
 
 
 def main():
@@ -71,7 +71,8 @@ def main():
     configs = {
         "plain": [sys.executable, script, "plain"],
         "stallscope": [launcher, "run", "-q", "-o", "DB", "--", sys.executable, script, "plain"],
-        "stallscope --gpu off": [launcher, "run", "-q", "--gpu", "off", "-o", "DB", "--", sys.executable, script, "plain"],
+        "stallscope --gpu off": [launcher, "run", "-q", "--gpu", "off", "-o", "DB", "--",
+                                 sys.executable, script, "plain"],
         "torch.profiler, CUDA only": [sys.executable, script, "profiler", "cuda-only"],
         "torch.profiler, CPU + CUDA": [sys.executable, script, "profiler"],
     }

@@ -41,20 +41,22 @@ def main():
     for mode in ("data", "compute"):
         rates = {"plain": [], "stallscope": [], "torch.profiler": []}
         for rep in range(args.reps):
-            rates["plain"].append(run(train + ["--mode", mode]))
+            rates["plain"].append(run([*train, "--mode", mode]))
             db = os.path.join(tmp, f"{mode}-{rep}.db")
-            rates["stallscope"].append(run([launcher, "run", "-q", "-o", db, "--"] + train + ["--mode", mode]))
-            rates["torch.profiler"].append(run(train + ["--mode", mode, "--profiler"]))
+            rates["stallscope"].append(run([launcher, "run", "-q", "-o", db, "--", *train, "--mode", mode]))
+            rates["torch.profiler"].append(run([*train, "--mode", mode, "--profiler"]))
         results[mode] = {k: statistics.median(v) for k, v in rates.items()}
     print(f"Overhead on a CPU training loop ({os.cpu_count()} cores), median of {args.reps} interleaved runs")
-    print("| loop | plain samples/s | stallscope samples/s | stallscope cost | torch.profiler samples/s | torch.profiler cost | goal (stallscope) |")
+    print("| loop | plain samples/s | stallscope samples/s | stallscope cost | torch.profiler samples/s "
+          "| torch.profiler cost | goal (stallscope) |")
     print("|---|---|---|---|---|---|---|")
     for mode, r in results.items():
         base = r["plain"]
         ss = (base - r["stallscope"]) / base * 100
         tp = (base - r["torch.profiler"]) / base * 100
         verdict = "met" if ss < 2 else "MISSED"
-        print(f"| {mode}-bound | {base:.0f} | {r['stallscope']:.0f} | {ss:+.1f} % | {r['torch.profiler']:.0f} | {tp:+.1f} % | < 2 % ({verdict}) |")
+        print(f"| {mode}-bound | {base:.0f} | {r['stallscope']:.0f} | {ss:+.1f} % | {r['torch.profiler']:.0f} "
+              f"| {tp:+.1f} % | < 2 % ({verdict}) |")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ def add_args(ap: argparse.ArgumentParser, *, epochs, batches, workers, sleep_ms,
 
 
 def loader_kwargs(args, **extra):
-    kw = dict(batch_size=args.batch_size, num_workers=args.workers)
+    kw = {"batch_size": args.batch_size, "num_workers": args.workers}
     if args.workers > 0:
         kw["multiprocessing_context"] = args.start_method
     kw.update(extra)

@@ -14,6 +14,10 @@ SANITIZERS=1
 scripts/setup.sh --no-build
 PY=${PYTHON:-python3}
 
+echo "== lint (ruff)"
+"$PY" -m ruff --version >/dev/null 2>&1 || "$PY" -m pip install -q ruff
+"$PY" -m ruff check python tests bench
+
 echo "== build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLSCOPE_WERROR=ON >/dev/null
 cmake --build build

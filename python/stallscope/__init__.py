@@ -66,9 +66,7 @@ def start(path) -> bool:
         _env_saved.setdefault(k, os.environ.get(k))
         os.environ[k] = v
     try:
-        from . import hooks
-
-        from . import _lazy
+        from . import _lazy, hooks
 
         hooks.on_session_change()
         _lazy.arm()  # installs now if torch's DataLoader is imported, else when it gets imported

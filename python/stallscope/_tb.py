@@ -4,8 +4,9 @@ The hooks wrap torch functions, so an exception that passes through them (a data
 `next()`, a worker error re-raised by the DataLoader) carries our wrapper frames in its traceback.
 The user must see the same traceback as without stallscope, so the places where Python prints an
 uncaught exception (sys.excepthook, threading.excepthook) and where torch formats a worker's
-exception into text (ExceptionWrapper, see hooks.py) drop every frame whose code lies in this
-package, for the exception and for its whole __cause__/__context__ chain.
+exception into text (ExceptionWrapper, see hooks/_worker.py) drop every frame whose code lies in
+this package's folder (sub-packages such as hooks/ included), for the exception and for its whole
+__cause__/__context__ chain.
 
 The exception objects are changed only while the previous hook runs and are restored after, so a
 hook that keeps the exception sees it as it was.
@@ -13,6 +14,7 @@ hook that keeps the exception sees it as it was.
 
 from __future__ import annotations
 
+import builtins
 import os
 import sys
 import threading
@@ -21,6 +23,9 @@ import types
 _PKG_PREFIXES = tuple(
     {os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(os.path.realpath(__file__)) + os.sep}
 )
+
+# Exception groups are Python 3.11's; on 3.10 there are none to walk (isinstance(e, ()) is False).
+_ExceptionGroup = getattr(builtins, "BaseExceptionGroup", ())
 
 
 def is_ours(filename: str) -> bool:
@@ -58,7 +63,7 @@ def _chain(exc):
         yield e
         todo.append(e.__cause__)
         todo.append(e.__context__)
-        todo.extend(getattr(e, "exceptions", ()) if isinstance(e, BaseExceptionGroup) else ())
+        todo.extend(getattr(e, "exceptions", ()) if isinstance(e, _ExceptionGroup) else ())
 
 
 def strip_chain(exc) -> list:

@@ -105,7 +105,7 @@ class Attach:
             self.lines.append(line.rstrip("\n"))
 
     def finish(self, timeout=120):
-        out, err = self.p.communicate(timeout=timeout)
+        _, err = self.p.communicate(timeout=timeout)
         self.lines += err.splitlines()
         return self.p.returncode
 
@@ -231,7 +231,7 @@ def test_workers_still_starting_up_are_joined_when_they_reach_the_worker_loop(tm
         a.wait_line("stallscope: instrumented 2 DataLoader worker processes")
         t.ready()
         t.go()
-        rc, out, err = t.finish()
+        rc, _, err = t.finish()
         assert a.finish() == 0, a.lines
     finally:
         t.kill()

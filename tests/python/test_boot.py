@@ -38,7 +38,7 @@ def test_hooks_install_when_the_dataloader_module_is_imported(tmp_path):
         import torch.utils.data
         from torch.utils.data import DataLoader
         print("HOOKS", "stallscope.hooks" in sys.modules, DataLoader.__iter__.__module__,
-              DataLoader.__iter__.__code__.co_filename.endswith("stallscope/hooks.py"))
+              DataLoader.__iter__.__code__.co_filename.endswith("stallscope/hooks/_main.py"))
         print("FINDER", any(type(f).__name__ == "_DataLoaderImportFinder" for f in sys.meta_path))
     """)
     r = run_recorded(tmp_path / "a.db", code)

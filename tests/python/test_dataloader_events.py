@@ -130,7 +130,7 @@ def test_persistent_workers_start_once_and_count_generations(recorded):
 
 
 def test_non_persistent_workers_respawn_each_epoch(recorded):
-    r, rec = recorded([LOADER_PROG, "--workers", "2", "--epochs", "3", "--samples", "8"])
+    _, rec = recorded([LOADER_PROG, "--workers", "2", "--epochs", "3", "--samples", "8"])
     starts = rec.instants("dl.worker_start")
     begins = rec.instants("dl.epoch_begin")
     assert len(starts) == 6 and len({s["arg2"] for s in starts}) == 6
@@ -180,7 +180,7 @@ def test_pin_memory_on_cpu_is_reported_ineffective(recorded, tmp_path):
 def test_pin_memory_thread_spans_simulated(recorded):
     # No accelerator here: the program makes torch believe there is one, so that torch starts its
     # pin-memory thread (pinning is replaced by a 2 ms sleep). Tests the pin-loop hook, not pinning.
-    r, rec = recorded([LOADER_PROG, "--workers", "2", "--pin", "--pretend-accelerator", "--epochs", "2"])
+    _, rec = recorded([LOADER_PROG, "--workers", "2", "--pin", "--pretend-accelerator", "--epochs", "2"])
     assert rec.configs()[0]["pin_memory_effective"] is True
     pins = rec.spans("dl.pin")
     assert len(pins) == 12

@@ -30,7 +30,7 @@ def run_example(tmp_path, script, *args):
 
 
 def test_slow_getitem(tmp_path):
-    r, rec = run_example(tmp_path, "slow_getitem.py", "--epochs", "1", "--batches", "20")
+    _, rec = run_example(tmp_path, "slow_getitem.py", "--epochs", "1", "--batches", "20")
     nexts = [s for s in rec.spans("dl.next") if s["arg1"] >= 0]
     fetches = rec.spans("dl.fetch")
     assert len(nexts) == len(fetches) == 20 and {f["arg2"] for f in fetches} == {-1}
@@ -40,14 +40,14 @@ def test_slow_getitem(tmp_path):
 
 
 def test_oversubscribed(tmp_path):
-    r, rec = run_example(tmp_path, "oversubscribed.py", "--epochs", "1", "--batches", "12")
+    _, rec = run_example(tmp_path, "oversubscribed.py", "--epochs", "1", "--batches", "12")
     cfg = rec.configs()[0]
     assert cfg["num_workers"] >= 4
     assert len({s["arg1"] for s in rec.instants("dl.worker_start")}) == cfg["num_workers"]
 
 
 def test_respawn_workers(tmp_path):
-    r, rec = run_example(tmp_path, "respawn_workers.py", "--epochs", "3", "--batches", "4", "--init-ms", "150")
+    _, rec = run_example(tmp_path, "respawn_workers.py", "--epochs", "3", "--batches", "4", "--init-ms", "150")
     starts = rec.instants("dl.worker_start")
     assert len(starts) == 6 and len({s["arg2"] for s in starts}) == 6
     # Each worker is ready at least its 150 ms worker_init_fn after its process started (joined the
@@ -62,18 +62,18 @@ def test_respawn_workers(tmp_path):
     firsts = [s for s in rec.spans("dl.next") if s["arg1"] == 0]
     begins = rec.instants("dl.epoch_begin")
     assert len(firsts) == len(begins) == 3
-    assert all(f["end_ns"] - b["ts_ns"] >= 150_000_000 for f, b in zip(firsts, begins))
+    assert all(f["end_ns"] - b["ts_ns"] >= 150_000_000 for f, b in zip(firsts, begins, strict=True))
 
 
 def test_compute_bound(tmp_path):
-    r, rec = run_example(tmp_path, "compute_bound.py", "--epochs", "1", "--batches", "20")
+    _, rec = run_example(tmp_path, "compute_bound.py", "--epochs", "1", "--batches", "20")
     waits = sorted(s["dur_ns"] for s in rec.spans("dl.next") if s["arg1"] > 1)
     assert len(waits) == 18
     assert waits[len(waits) // 2] < 5_000_000  # median wait: the batch is already there
 
 
 def test_iterable_dataset_no_shard_doubles_the_batches(tmp_path):
-    r, rec = run_example(tmp_path, "iterable_dataset.py", "--epochs", "1", "--batches", "6", "--no-shard")
+    _, rec = run_example(tmp_path, "iterable_dataset.py", "--epochs", "1", "--batches", "6", "--no-shard")
     assert rec.configs()[0]["dataset_type"] == "iterable"
     assert len([s for s in rec.spans("dl.next") if s["arg1"] >= 0]) == 12
     assert {p["pid"] for p in rec.instants("dl.put")} == {s["arg2"] for s in rec.instants("dl.worker_start")}

@@ -21,7 +21,7 @@ def injection(tmp_path, name, launcher_args, cmd, env=None):
     p = subprocess.run([str(LAUNCHER), "run", "-q", *launcher_args, "-o", str(tmp_path / f"{name}.db"), "--", *cmd],
                        capture_output=True, text=True, env=env or base_env(), timeout=60)
     assert p.returncode == 0, p.stderr
-    return [line for line in p.stdout.splitlines() if line.startswith("inj=")][0][len("inj="):]
+    return next(line for line in p.stdout.splitlines() if line.startswith("inj="))[len("inj="):]
 
 
 def test_gpu_off_leaves_cuda_alone(tmp_path):

@@ -55,7 +55,7 @@ def test_dataset_error_same_traceback_and_exit(tmp_path, case):
 
 
 def test_sys_exit_code_is_kept(tmp_path):
-    plain, rec = same_outcome(tmp_path, [LOADER_PROG, "--workers", "2", "--exit-code", "3"])
+    _, rec = same_outcome(tmp_path, [LOADER_PROG, "--workers", "2", "--exit-code", "3"])
     assert rec.rc == 3
     assert "dl.next" in Recording(rec.db).names()
 

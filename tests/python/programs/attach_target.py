@@ -23,7 +23,6 @@ import time
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-
 # --slow-child-import S: spawned workers take S seconds to import this module, so that an attach
 # can find them still starting up.
 if __name__ == "__mp_main__" and os.environ.get("ATTACH_TARGET_SLOW_IMPORT"):
@@ -72,7 +71,7 @@ def main():
         os.environ["ATTACH_TARGET_SLOW_IMPORT"] = str(a.slow_child_import)
     kw = {}
     if a.workers > 0:
-        kw = dict(multiprocessing_context=a.start_method, persistent_workers=a.persistent)
+        kw = {"multiprocessing_context": a.start_method, "persistent_workers": a.persistent}
     loader = DataLoader(Numbers(a.items, a.fail_at, a.sleep), batch_size=a.batch, num_workers=a.workers,
                         pin_memory=a.pin, **kw)
     handed = 0
@@ -101,8 +100,8 @@ def main():
     gc.collect()
     child = None
     if a.child:
-        out = subprocess.run([sys.executable, "-c", "import os, json; print(json.dumps("
-                              "[os.environ.get(k) for k in ('STALLSCOPE_SHM', 'STALLSCOPE_LIBRARY')]))"],
+        out = subprocess.run([sys.executable, "-c", ("import os, json; print(json.dumps("
+                              "[os.environ.get(k) for k in ('STALLSCOPE_SHM', 'STALLSCOPE_LIBRARY')]))")],
                              capture_output=True, text=True)
         child = {"env": json.loads(out.stdout), "stderr": out.stderr}
     print("RESULT " + json.dumps({"handed": handed, "epochs": epoch, "checksum": checksum, "child": child}),

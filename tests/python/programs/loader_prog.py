@@ -108,7 +108,7 @@ def main():
 
     sleep_s = a.sleep_ms / 1000.0
     ds = MapDS(a.samples, a.fail_at, sleep_s) if a.kind == "map" else IterDS(a.samples, sleep_s)
-    kw = dict(batch_size=a.batch_size, num_workers=a.workers, pin_memory=a.pin)
+    kw = {"batch_size": a.batch_size, "num_workers": a.workers, "pin_memory": a.pin}
     if a.workers:
         kw.update(multiprocessing_context=a.start_method, persistent_workers=a.persistent,
                   in_order=not a.unordered)

@@ -1,0 +1,42 @@
+"""The Python side of the event vocabulary: every name the package records, written once.
+
+The DataLoader hooks intern these names and refer to them only through these constants; the
+reading side (analysis, report, dashboard) knows them from docs/events.md, which describes each
+one. A constant is named after its text: upper case, dots as underscores.
+
+Imports nothing: the start-up path may read it without loading torch or ctypes.
+"""
+
+# Training process, main thread
+DL_CONFIG = "dl.config"
+DL_EPOCH_BEGIN = "dl.epoch_begin"
+DL_EPOCH_END = "dl.epoch_end"
+DL_NEXT = "dl.next"
+DL_SENT = "dl.sent"
+DL_RECV = "dl.recv"
+DL_WORKER_START = "dl.worker_start"
+DL_WORKER_STOP = "dl.worker_stop"
+DL_FETCH = "dl.fetch"  # also in worker processes
+DL_COLLATE = "dl.collate"  # also in worker processes
+
+# Pin-memory thread
+DL_PIN = "dl.pin"
+
+# Worker processes
+DL_WORKER_READY = "dl.worker_ready"
+DL_PUT = "dl.put"
+
+# Hook health
+STALLSCOPE_HOOKS = "stallscope.hooks"
+
+# Every event name above, in the order of docs/events.md.
+EVENT_NAMES = (
+    DL_CONFIG, DL_EPOCH_BEGIN, DL_EPOCH_END, DL_NEXT, DL_SENT, DL_RECV, DL_WORKER_START, DL_WORKER_STOP,
+    DL_FETCH, DL_COLLATE, DL_PIN, DL_WORKER_READY, DL_PUT, STALLSCOPE_HOOKS,
+)
+
+# Thread names the hooks give (not events: the `threads` table of a recording). The prefixes are
+# followed by the worker id W (worker processes) or the loader id L (pin-memory thread).
+THREAD_MAIN = "MainThread"
+THREAD_WORKER_PREFIX = "dl-worker-"
+THREAD_PIN_PREFIX = "dl-pin-"

@@ -1,0 +1,418 @@
+"""The training process's main thread: DataLoader.__init__ and __iter__ (dl.config,
+dl.epoch_begin), the iterator's next() (dl.next, dl.epoch_end), the multi-process iterator's
+reset, send, receive and shutdown (dl.worker_start, dl.sent, dl.recv, dl.worker_stop), and the
+fetcher of a loader without workers (dl.fetch, dl.collate).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .. import _native as N
+from .. import _tb
+from . import _state as S
+from ._state import _FetchCtx, _ItState, _LoaderInfo
+
+# Hot-path C functions bound once (module globals are cheaper to reach than attributes). Never
+# rebound: _native binds them at its import.
+_span_begin = N.span_begin_args
+_span_end = N.span_end
+_span_end_args = N.span_end_args
+_instant = N.instant
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def _torch_dirs():
+    torch = sys.modules.get("torch")
+    f = getattr(torch, "__file__", None)
+    if not f:
+        return ()
+    d = os.path.dirname(f)
+    return tuple({os.path.abspath(d) + os.sep, os.path.realpath(d) + os.sep})
+
+
+def _caller_site(loader):
+    """"file.py:line" of the DataLoader(...) call: the first frame that is not torch's, not ours,
+    and not the __init__ of a DataLoader subclass running for this very loader."""
+    torch_dirs = _torch_dirs()
+    f = sys._getframe(2)
+    while f is not None:
+        code = f.f_code
+        fn = code.co_filename
+        if _tb.is_ours(fn) or (torch_dirs and fn.startswith(torch_dirs)):
+            f = f.f_back
+            continue
+        if code.co_name == "__init__" and f.f_locals.get("self") is loader:
+            f = f.f_back
+            continue
+        return f"{os.path.basename(fn)}:{f.f_lineno}"
+    return None
+
+
+def _loader_info(loader):
+    info = loader.__dict__.get("_stallscope_loader")
+    if info is None or info.owner != id(loader):  # never seen, or a copy of another loader
+        info = _LoaderInfo(loader, None)
+        object.__setattr__(loader, "_stallscope_loader", info)
+    return info
+
+
+def _pin_effective(loader) -> bool:
+    """What torch will do with pin_memory (mirrors _BaseDataLoaderIter.__init__ of torch 2.x)."""
+    if not loader.pin_memory:
+        return False
+    import torch
+
+    acc = getattr(torch, "accelerator", None)
+    if acc is not None and hasattr(acc, "is_available"):
+        if not acc.is_available():
+            return False
+        cur = acc.current_accelerator() if hasattr(acc, "current_accelerator") else None
+        return not (cur is not None and getattr(cur, "type", None) == "mps")
+    return bool(torch.cuda.is_available())
+
+
+def _config(loader, L, created_at) -> str:
+    import torch
+    import torch.multiprocessing as tmp
+    from torch.utils.data.dataloader import _DatasetKind
+
+    nw = loader.num_workers
+    start_method = None
+    if nw > 0:
+        ctx = loader.multiprocessing_context
+        if ctx is not None:
+            start_method = ctx.get_start_method()
+        else:
+            # allow_none: asking without it would fix the default context as a side effect.
+            start_method = tmp.get_start_method(allow_none=True) or tmp.get_all_start_methods()[0]
+    iterable = loader._dataset_kind == _DatasetKind.Iterable
+    ds = loader.dataset
+    dataset_len = None
+    if not iterable or hasattr(type(ds), "__len__"):
+        try:
+            dataset_len = len(ds)
+        except Exception:
+            dataset_len = None
+    batches = None
+    if not iterable:  # len(loader) of an IterableDataset loader has side effects: not asked
+        try:
+            batches = len(loader._index_sampler)
+        except Exception:
+            batches = None
+    doc = {
+        "loader": L,
+        "batch_size": loader.batch_size,
+        "num_workers": nw,
+        "pin_memory": bool(loader.pin_memory),
+        "pin_memory_effective": _pin_effective(loader),
+        "persistent_workers": bool(loader.persistent_workers),
+        "prefetch_factor": loader.prefetch_factor if nw > 0 else None,
+        "start_method": start_method,
+        "dataset_type": "iterable" if iterable else "map",
+        "dataset_class": type(ds).__qualname__,
+        "dataset_len": dataset_len,
+        "batches_per_epoch": batches,
+        "in_order": bool(getattr(loader, "in_order", True)),
+        "drop_last": bool(loader.drop_last),
+        "created_at": created_at,
+        "torch_version": str(torch.__version__),
+    }
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def _begin_epoch(loader):
+    """Loader id on first use (+ dl.config), next epoch number, dl.epoch_begin. Returns (info, E)."""
+    info = _loader_info(loader)
+    with S._lock:
+        if info.L is None:
+            info.L = S._next_loader_id
+            S._next_loader_id += 1
+        first = info.gen != S._session_gen
+        info.gen = S._session_gen
+        E = info.epochs
+        info.epochs += 1
+    if first:
+        try:
+            _instant(S._I_CONFIG, info.L, N.intern_once(_config(loader, info.L, info.created_at)), 0)
+        except Exception:
+            pass
+    _instant(S._I_EPOCH_BEGIN, info.L, E, loader.num_workers)
+    return info, E
+
+
+# ---------------------------------------------------------------------------------------------
+# DataLoader entry points (installed at import of torch.utils.data.dataloader)
+
+
+def _dl_init(self, *args, **kwargs):
+    try:
+        # Also here, not only at the first __iter__: a DataLoader subclass may override __iter__
+        # without calling DataLoader.__iter__, and its iterators still go through next().
+        if not S._deep_done:
+            from ._install import _deep_install  # here: _install imports this module
+
+            _deep_install()
+        where = _caller_site(self)
+    except Exception:
+        where = None
+    S._orig_dl_init(self, *args, **kwargs)
+    try:
+        object.__setattr__(self, "_stallscope_loader", _LoaderInfo(self, where))
+    except Exception:
+        pass
+
+
+def _dl_iter(self):
+    pending = None
+    prev = None
+    try:
+        if not S._deep_done:
+            from ._install import _deep_install  # here: _install imports this module
+
+            _deep_install()
+        pending = _begin_epoch(self)
+        prev = getattr(S._tls, "pending", None)
+        S._tls.pending = pending
+    except Exception:
+        pending = None
+    if pending is None:
+        return S._orig_dl_iter(self)
+    try:
+        it = S._orig_dl_iter(self)
+    finally:
+        S._tls.pending = prev
+    try:
+        _attach_iterator(it, pending[0], pending[1])
+    except Exception:
+        pass
+    return it
+
+
+def _attach_iterator(it, info, E):
+    d = it.__dict__
+    s = d.get("_stallscope_it")
+    if s is not None and s.L == info.L and s.E == E:
+        return  # the multi-process _reset wrapper already set it up for this epoch
+    mp = S._M is not None and isinstance(it, S._M)
+    if s is None or s.L != info.L:
+        s = _ItState(info.L, E, mp=mp and S._orig_reset is not None)
+        fetcher = d.get("_dataset_fetcher")
+        ctx = getattr(fetcher, "_stallscope_ctx", None) if fetcher is not None else None
+        if ctx is not None:
+            ctx.L = info.L
+            s.ctx = ctx
+        d["_stallscope_it"] = s
+    else:  # persistent iterator whose _reset we do not see (mp part not installed)
+        s.E = E
+        s.ended = False
+        s.recv.clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# Iterator: next()
+
+
+def _it_next(self):
+    try:
+        s = self.__dict__.get("_stallscope_it")
+    except Exception:
+        s = None
+    if s is None:  # an iterator we do not follow
+        return S._orig_next(self)
+    try:  # our bookkeeping only: on failure, run next() unrecorded (never twice)
+        L = s.L
+        E = s.E
+        B = self._num_yielded
+        ctx = s.ctx
+        if ctx is not None:
+            ctx.B = B
+        _span_begin(S._I_NEXT, L, B, E)
+    except Exception:
+        return S._orig_next(self)
+    try:
+        data = S._orig_next(self)
+    except StopIteration:
+        try:
+            _span_end_args(L, -1, E)
+            if not s.ended:
+                s.ended = True
+                _instant(S._I_EPOCH_END, L, E, self._num_yielded)
+        except Exception:
+            pass
+        raise
+    except BaseException:
+        try:
+            if s.mp:
+                _handed(self, s, -1)  # forget the batch that raised (the loop may go on)
+            _span_end_args(L, -1, E)
+        except Exception:
+            pass
+        raise
+    try:
+        if s.mp:
+            _span_end_args(L, _handed(self, s, B), E)
+        else:
+            _span_end()  # the batch handed is the one begun with: keep the begin's arguments
+    except Exception:
+        pass
+    return data
+
+
+def _handed(it, s, default):
+    """The batch just handed by a multi-process iterator: the one received but no longer in
+    _task_info (torch pops it right before _process_data). Works for in_order=False too."""
+    recv = s.recv
+    if recv:
+        ti = it._task_info
+        for i in recv:
+            if i not in ti:
+                recv.discard(i)
+                return i
+    return default
+
+
+# ---------------------------------------------------------------------------------------------
+# Fetcher without workers: dl.fetch / dl.collate
+
+
+def _instrument_fetcher(fetcher):
+    """Wraps the fetch and collate of a fetcher in the training process (num_workers=0). next()
+    sets the batch index; an iterator that no DataLoader.__iter__ of ours attached keeps
+    ctx.L = -1: no spans then."""
+    orig_fetch = fetcher.fetch
+    orig_collate = fetcher.collate_fn
+    auto = bool(getattr(fetcher, "auto_collation", True))
+    ctx = _FetchCtx()
+
+    # Each wrapper begins its span in a try (a failure there must neither stop the user's call nor
+    # close someone else's span), runs torch's function untouched, and ends the span it began.
+    def fetch(possibly_batched_index):
+        begun = False
+        try:
+            if ctx.L >= 0:
+                _span_begin(S._I_FETCH, ctx.L, ctx.B, -1)
+                begun = True
+        except Exception:
+            pass
+        try:
+            return orig_fetch(possibly_batched_index)
+        finally:
+            if begun:
+                _span_end()
+
+    def collate_fn(data):
+        begun = False
+        try:
+            if ctx.L >= 0:
+                _span_begin(S._I_COLLATE, ctx.L, ctx.B, len(data) if auto else 1)
+                begun = True
+        except Exception:
+            pass
+        try:
+            return orig_collate(data)
+        finally:
+            if begun:
+                _span_end()
+
+    fetcher.collate_fn = collate_fn  # instance attributes: torch's fetch() reads self.collate_fn
+    fetcher.fetch = fetch
+    fetcher._stallscope_ctx = ctx
+
+
+# ---------------------------------------------------------------------------------------------
+# Multi-process iterator
+
+
+def _mp_reset(self, *args, **kwargs):
+    # *args: torch's own _reset raises its own TypeError for a bad call, not ours.
+    s = None
+    try:
+        loader = args[0] if args else kwargs["loader"]
+        first_iter = kwargs.get("first_iter", args[1] if len(args) > 1 else False)
+        pending = getattr(S._tls, "pending", None)
+        info = _loader_info(loader)
+        if pending is not None and pending[0] is info:
+            E = pending[1]
+        else:  # iterator made or reset without DataLoader.__iter__ (e.g. loader._get_iterator())
+            info, E = _begin_epoch(loader)
+        d = self.__dict__
+        s = d.get("_stallscope_it")
+        if first_iter or s is None:
+            s = _ItState(info.L, E, mp=True)
+            d["_stallscope_it"] = s
+            # Workers are started (pids known) and no index is sent yet: announce them now so that
+            # worker_start precedes every event of the workers' batches.
+            for wid, w in enumerate(self._workers):
+                _instant(S._I_WSTART, info.L, wid, w.pid or -1)
+            try:  # lets the pin-memory thread, which reads this queue, label its spans
+                self._worker_result_queue._stallscope_L = info.L
+            except Exception:
+                pass
+        else:
+            s.L = info.L
+            s.E = E
+            s.ended = False
+            s.recv.clear()
+        s.in_reset = True
+    except Exception:
+        s = None
+    try:
+        return S._orig_reset(self, *args, **kwargs)
+    finally:
+        if s is not None:
+            s.in_reset = False
+
+
+def _mp_try_put_index(self, *args, **kwargs):
+    try:
+        before = self._send_idx
+    except Exception:
+        return S._orig_try_put_index(self, *args, **kwargs)
+    r = S._orig_try_put_index(self, *args, **kwargs)
+    try:
+        if self._send_idx != before:
+            s = self.__dict__.get("_stallscope_it")
+            if s is not None:
+                _instant(S._I_SENT, s.L, before, self._task_info[before][0])
+    except Exception:
+        pass
+    return r
+
+
+def _mp_get_data(self, *args, **kwargs):
+    r = S._orig_get_data(self, *args, **kwargs)
+    try:
+        s = self.__dict__.get("_stallscope_it")
+        if s is not None and not s.in_reset:
+            idx = r[0]
+            if type(idx) is int and not isinstance(r[1], S._StopMarker):
+                s.recv.add(idx)
+                info = self._task_info.get(idx)
+                _instant(S._I_RECV, s.L, idx, info[0] if info else -1)
+    except Exception:
+        pass
+    return r
+
+
+def _mp_shutdown_workers(self, *args, **kwargs):
+    try:
+        was = self._shutdown
+    except Exception:
+        was = True
+    try:
+        return S._orig_shutdown(self, *args, **kwargs)
+    finally:
+        try:
+            if not was and self._shutdown:
+                s = self.__dict__.get("_stallscope_it")
+                if s is not None:
+                    for wid, w in enumerate(self._workers):
+                        _instant(S._I_WSTOP, s.L, wid, w.pid or -1)
+        except Exception:
+            pass

@@ -1,0 +1,109 @@
+"""What the hooks share, in one module: every module-level name that is rebound at run time lives
+here, and the other modules read and write it as an attribute of this module (`S._I_NEXT`,
+`S._wctx = ctx`), never through `from ._state import ...`, which would keep a stale copy.
+
+Here: the event ids of the current session (refresh_ids()), the session generation, loader ids,
+the installation flags and the problem message, torch's originals of what the hooks replace and
+the torch classes looked up at installation, a worker process's context, and the records the
+wrappers keep on torch's objects (per loader, per iterator, per fetcher). No other module of the
+package has a `global` statement.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from .. import _native as N
+from .. import _vocab as V
+
+# ---------------------------------------------------------------------------------------------
+# Event ids. Interned per session (ids are indices into the session's string table); refreshed by
+# refresh_ids() when a session starts or stops in this process. 0 while not recording: the C side
+# then drops the events anyway.
+_I_CONFIG = _I_EPOCH_BEGIN = _I_EPOCH_END = _I_NEXT = _I_SENT = _I_RECV = 0
+_I_WSTART = _I_WSTOP = _I_FETCH = _I_COLLATE = _I_PIN = _I_WREADY = _I_PUT = _I_HOOKS = 0
+
+
+def refresh_ids() -> None:
+    global _I_CONFIG, _I_EPOCH_BEGIN, _I_EPOCH_END, _I_NEXT, _I_SENT, _I_RECV
+    global _I_WSTART, _I_WSTOP, _I_FETCH, _I_COLLATE, _I_PIN, _I_WREADY, _I_PUT, _I_HOOKS
+    i = N.intern
+    _I_CONFIG, _I_EPOCH_BEGIN, _I_EPOCH_END = i(V.DL_CONFIG), i(V.DL_EPOCH_BEGIN), i(V.DL_EPOCH_END)
+    _I_NEXT, _I_SENT, _I_RECV = i(V.DL_NEXT), i(V.DL_SENT), i(V.DL_RECV)
+    _I_WSTART, _I_WSTOP = i(V.DL_WORKER_START), i(V.DL_WORKER_STOP)
+    _I_FETCH, _I_COLLATE, _I_PIN = i(V.DL_FETCH), i(V.DL_COLLATE), i(V.DL_PIN)
+    _I_WREADY, _I_PUT, _I_HOOKS = i(V.DL_WORKER_READY), i(V.DL_PUT), i(V.STALLSCOPE_HOOKS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Session and installation
+
+_lock = threading.RLock()
+_shallow_done = False
+_deep_done = False
+_problem: str | None = None  # the warning printed when some part could not be instrumented
+_tls = threading.local()  # .pending: (_LoaderInfo, E) while DataLoader.__iter__ runs
+_next_loader_id = 0
+_session_gen = 0  # bumped by on_session_change()
+_profiler_warned = False  # the torch.profiler warning was printed
+adopt_worker_why = ""  # why adopt_worker() returned None (public: hooks.adopt_worker_why)
+
+# Originals (None until patched).
+_orig_dl_init = _orig_dl_iter = _orig_next = _orig_create_fetcher = None
+_orig_reset = _orig_try_put_index = _orig_get_data = _orig_shutdown = None
+_orig_worker_loop = None
+_orig_pin_loop = None
+_orig_excwrap_init = None
+_wl_signature = None
+_excwrap_ok = False  # ExceptionWrapper can be patched in workers (needed before wrapping fetch there)
+
+# torch objects looked up at deep install.
+_M = None  # _MultiProcessingDataLoaderIter
+_S = None  # _SingleProcessDataLoaderIter
+_StopMarker = None  # _utils.worker._IterableDatasetStopIteration
+_ResumeMarker = None  # _utils.worker._ResumeIteration
+
+# In a worker process: that worker's context (W, current B, G), a _FetchCtx; None in the training
+# process.
+_wctx = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Records kept on torch's objects
+
+
+class _LoaderInfo:
+    """Per DataLoader, stored on the loader as `_stallscope_loader` (owner guards against copies)."""
+
+    __slots__ = ("owner", "L", "epochs", "created_at", "gen")
+
+    def __init__(self, owner, created_at):
+        self.owner = id(owner)
+        self.L = None  # assigned at the first __iter__
+        self.epochs = 0
+        self.created_at = created_at
+        self.gen = -1  # the session whose database has this loader's dl.config
+
+
+class _ItState:
+    """Per iterator, stored on torch's iterator as `_stallscope_it` (read on every next())."""
+
+    __slots__ = ("L", "E", "mp", "ctx", "recv", "ended", "in_reset")
+
+    def __init__(self, L, E, mp):
+        self.L = L
+        self.E = E
+        self.mp = mp  # multi-process iterator with the mp part installed
+        self.ctx = None  # _FetchCtx of the single-process fetcher
+        self.recv = set()  # batch indices taken off the result queue, not yet handed
+        self.ended = False  # epoch_end emitted
+        self.in_reset = False  # _reset is draining stale results of the previous epoch
+
+
+class _FetchCtx:
+    """What the fetch/collate wrappers of one fetcher need to label their spans."""
+
+    __slots__ = ("L", "B", "W", "G")
+
+    def __init__(self, L=-1, B=-1, W=-1, G=0):
+        self.L, self.B, self.W, self.G = L, B, W, G
