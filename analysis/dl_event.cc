@@ -1,81 +1,27 @@
-// dl.* arguments by event; see dl_event.h and docs/events.md.
+// dl.* arguments read through the vocabulary's table of argument layouts; see dl_event.h.
 #include "analysis/dl_event.h"
 
 namespace stallscope::analysis {
 
 DlEvent decode_dl(vocab::Event kind, bool in_worker, std::optional<int64_t> a0, std::optional<int64_t> a1,
                   std::optional<int64_t> a2) {
-  using vocab::Event;
   DlEvent d;
   d.kind = kind;
-  switch (kind) {
-    case Event::kDlConfig:  // L, document
-      d.loader = a0;
-      d.text = a1;
-      break;
-    case Event::kDlEpochBegin:  // L, E, num_workers
-    case Event::kDlEpochEnd:    // L, E, batches yielded
-      d.loader = a0;
-      d.epoch = a1;
-      d.count = a2;
-      break;
-    case Event::kDlNext:  // L, B, E
-      d.loader = a0;
-      d.batch = a1;
-      d.epoch = a2;
-      break;
-    case Event::kDlSent:  // L, B, W
-    case Event::kDlRecv:
-      d.loader = a0;
-      d.batch = a1;
-      d.worker = a2;
-      break;
-    case Event::kDlWorkerStart:  // L, W, pid
-    case Event::kDlWorkerStop:
-      d.loader = a0;
-      d.worker = a1;
-      d.pid = a2;
-      break;
-    case Event::kDlFetch:
-      if (in_worker) {  // B, W, G
-        d.batch = a0;
-        d.worker = a1;
-        d.generation = a2;
-      } else {  // L, B, -1
-        d.loader = a0;
-        d.batch = a1;
-        d.worker = -1;
-      }
-      break;
-    case Event::kDlCollate:
-      if (in_worker) {  // B, samples, G
-        d.batch = a0;
-        d.samples = a1;
-        d.generation = a2;
-      } else {  // L, B, samples
-        d.loader = a0;
-        d.batch = a1;
-        d.samples = a2;
-      }
-      break;
-    case Event::kDlPin:  // L, B
-      d.loader = a0;
-      d.batch = a1;
-      break;
-    case Event::kDlWorkerReady:  // W, G
-      d.worker = a0;
-      d.generation = a1;
-      break;
-    case Event::kDlPut:  // B, W, G
-      d.batch = a0;
-      d.worker = a1;
-      d.generation = a2;
-      break;
-    case Event::kHooks:  // message
-      d.text = a0;
-      break;
-    default:
-      break;
+  const vocab::Args& layout = vocab::args_of(kind, in_worker);
+  const std::optional<int64_t> values[3] = {a0, a1, a2};
+  for (size_t i = 0; i < 3; ++i) {
+    switch (layout[i]) {
+      case vocab::Arg::kLoader: d.loader = values[i]; break;
+      case vocab::Arg::kEpoch: d.epoch = values[i]; break;
+      case vocab::Arg::kBatch: d.batch = values[i]; break;
+      case vocab::Arg::kWorker: d.worker = values[i]; break;
+      case vocab::Arg::kGeneration: d.generation = values[i]; break;
+      case vocab::Arg::kPid: d.pid = values[i]; break;
+      case vocab::Arg::kSamples: d.samples = values[i]; break;
+      case vocab::Arg::kCount: d.count = values[i]; break;
+      case vocab::Arg::kText: d.text = values[i]; break;
+      default: break;  // NVTX and CUDA arguments: not DataLoader fields
+    }
   }
   return d;
 }

@@ -1,7 +1,7 @@
-// One dl.* event read back: which arguments mean what, by event and by where it ran (the tables of
-// docs/events.md, in code). The DataLoader reconstruction (dataloader.cc) and the dashboard
-// (ui/snapshot_builder.cc, ui/analysis_view.cc) read every dl.* row through decode_dl(), so an
-// argument's meaning is written once.
+// One dl.* event read back into named fields, by the argument layouts of the vocabulary
+// (common/vocabulary.h, the tables of docs/events.md). The DataLoader reconstruction
+// (dataloader.cc) and the dashboard (ui/snapshot_builder.cc) read every dl.* row through
+// decode_dl(), so an argument's meaning is written once: in the vocabulary's table.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,7 @@ struct DlEvent {
 
 // Decodes the arguments of a `kind` event (a span's or an instant's arg0..arg2). `in_worker`
 // chooses the worker-process layout of dl.fetch and dl.collate; other events have one layout.
+// Arguments the layout calls kNone stay absent.
 DlEvent decode_dl(vocab::Event kind, bool in_worker, std::optional<int64_t> a0, std::optional<int64_t> a1,
                   std::optional<int64_t> a2);
 

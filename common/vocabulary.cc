@@ -37,6 +37,14 @@ std::string_view name_of(Event e) {
   return i < std::size(kEvents) ? kEvents[i].name : std::string_view();
 }
 
+const Args& args_of(Event e, bool in_worker) {
+  const size_t i = static_cast<size_t>(e);
+  if (i >= std::size(kEvents)) return kNoArgs;
+  const EventDef& d = kEvents[i];
+  if (in_worker && d.worker_args != kNoArgs) return d.worker_args;
+  return d.args != kNoArgs ? d.args : d.worker_args;  // events that only workers write
+}
+
 bool is_dataloader(Event e) { return e >= Event::kDlConfig && e <= Event::kHooks; }
 
 bool is_cuda_call(Event e) { return e >= Event::kCudaStreamSynchronize && e <= Event::kCudaMemcpyAsync; }

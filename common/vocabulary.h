@@ -9,6 +9,7 @@
 // into Event/Counter values once (NameTable) and switches on those.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -52,37 +53,68 @@ enum class Event : uint8_t {
 
 enum class Shape : uint8_t { kSpan, kInstant };
 
+// What one argument (arg0, arg1, arg2) of an event carries; L, E, B, W, G as docs/events.md
+// names them.
+enum class Arg : uint8_t {
+  kNone = 0,    // nothing (the C API writes 0)
+  kLoader,      // L
+  kEpoch,       // E
+  kBatch,       // B (dl.next: the batch handed, -1 at StopIteration)
+  kWorker,      // W (-1: the main process)
+  kGeneration,  // G
+  kPid,         // a process id
+  kSamples,     // samples in a batch
+  kCount,       // num_workers (dl.epoch_begin), batches yielded (dl.epoch_end)
+  kText,        // a string id: a JSON document, a message
+  kDomain,      // NVTX domain (string id; 0: the default domain)
+  kCategory,    // NVTX category
+  kRangeId,     // NVTX range id
+  kCorrelation  // CUPTI correlation id: links a host call to its GPU activity
+};
+using Args = std::array<Arg, 3>;
+inline constexpr Args kNoArgs = {Arg::kNone, Arg::kNone, Arg::kNone};
+
 struct EventDef {
   Event id;
   std::string_view name;
   Shape shape;
+  Args args;         // arg0, arg1, arg2
+  Args worker_args;  // in a DataLoader worker process, where the layout differs (else kNoArgs)
 };
 
-// In enum order (a static_assert in vocabulary.cc keeps it so).
+// In enum order (a static_assert in vocabulary.cc keeps it so). The tables of docs/events.md.
 inline constexpr EventDef kEvents[] = {
-    {Event::kNone, "", Shape::kInstant},
-    {Event::kDlConfig, "dl.config", Shape::kInstant},
-    {Event::kDlEpochBegin, "dl.epoch_begin", Shape::kInstant},
-    {Event::kDlEpochEnd, "dl.epoch_end", Shape::kInstant},
-    {Event::kDlNext, "dl.next", Shape::kSpan},
-    {Event::kDlSent, "dl.sent", Shape::kInstant},
-    {Event::kDlRecv, "dl.recv", Shape::kInstant},
-    {Event::kDlWorkerStart, "dl.worker_start", Shape::kInstant},
-    {Event::kDlWorkerStop, "dl.worker_stop", Shape::kInstant},
-    {Event::kDlFetch, "dl.fetch", Shape::kSpan},
-    {Event::kDlCollate, "dl.collate", Shape::kSpan},
-    {Event::kDlPin, "dl.pin", Shape::kSpan},
-    {Event::kDlWorkerReady, "dl.worker_ready", Shape::kInstant},
-    {Event::kDlPut, "dl.put", Shape::kInstant},
-    {Event::kHooks, "stallscope.hooks", Shape::kInstant},
-    {Event::kNvtxStart, "nvtx.start", Shape::kInstant},
-    {Event::kNvtxEnd, "nvtx.end", Shape::kInstant},
-    {Event::kCudaStreamSynchronize, "cuda.cudaStreamSynchronize", Shape::kSpan},
-    {Event::kCudaDeviceSynchronize, "cuda.cudaDeviceSynchronize", Shape::kSpan},
-    {Event::kCudaEventSynchronize, "cuda.cudaEventSynchronize", Shape::kSpan},
-    {Event::kCudaMemcpy, "cuda.cudaMemcpy", Shape::kSpan},
-    {Event::kCudaMemcpyAsync, "cuda.cudaMemcpyAsync", Shape::kSpan},
+    // clang-format off
+    {Event::kNone, "", Shape::kInstant, kNoArgs, kNoArgs},
+    {Event::kDlConfig, "dl.config", Shape::kInstant, {Arg::kLoader, Arg::kText, Arg::kNone}, kNoArgs},
+    {Event::kDlEpochBegin, "dl.epoch_begin", Shape::kInstant, {Arg::kLoader, Arg::kEpoch, Arg::kCount}, kNoArgs},
+    {Event::kDlEpochEnd, "dl.epoch_end", Shape::kInstant, {Arg::kLoader, Arg::kEpoch, Arg::kCount}, kNoArgs},
+    {Event::kDlNext, "dl.next", Shape::kSpan, {Arg::kLoader, Arg::kBatch, Arg::kEpoch}, kNoArgs},
+    {Event::kDlSent, "dl.sent", Shape::kInstant, {Arg::kLoader, Arg::kBatch, Arg::kWorker}, kNoArgs},
+    {Event::kDlRecv, "dl.recv", Shape::kInstant, {Arg::kLoader, Arg::kBatch, Arg::kWorker}, kNoArgs},
+    {Event::kDlWorkerStart, "dl.worker_start", Shape::kInstant, {Arg::kLoader, Arg::kWorker, Arg::kPid}, kNoArgs},
+    {Event::kDlWorkerStop, "dl.worker_stop", Shape::kInstant, {Arg::kLoader, Arg::kWorker, Arg::kPid}, kNoArgs},
+    {Event::kDlFetch, "dl.fetch", Shape::kSpan, {Arg::kLoader, Arg::kBatch, Arg::kWorker},
+                                                {Arg::kBatch, Arg::kWorker, Arg::kGeneration}},
+    {Event::kDlCollate, "dl.collate", Shape::kSpan, {Arg::kLoader, Arg::kBatch, Arg::kSamples},
+                                                    {Arg::kBatch, Arg::kSamples, Arg::kGeneration}},
+    {Event::kDlPin, "dl.pin", Shape::kSpan, {Arg::kLoader, Arg::kBatch, Arg::kNone}, kNoArgs},
+    {Event::kDlWorkerReady, "dl.worker_ready", Shape::kInstant, kNoArgs, {Arg::kWorker, Arg::kGeneration, Arg::kNone}},
+    {Event::kDlPut, "dl.put", Shape::kInstant, kNoArgs, {Arg::kBatch, Arg::kWorker, Arg::kGeneration}},
+    {Event::kHooks, "stallscope.hooks", Shape::kInstant, {Arg::kText, Arg::kNone, Arg::kNone}, kNoArgs},
+    {Event::kNvtxStart, "nvtx.start", Shape::kInstant, {Arg::kRangeId, Arg::kText, Arg::kDomain}, kNoArgs},
+    {Event::kNvtxEnd, "nvtx.end", Shape::kInstant, {Arg::kRangeId, Arg::kNone, Arg::kNone}, kNoArgs},
+    {Event::kCudaStreamSynchronize, "cuda.cudaStreamSynchronize", Shape::kSpan, {Arg::kCorrelation, Arg::kNone, Arg::kNone}, kNoArgs},
+    {Event::kCudaDeviceSynchronize, "cuda.cudaDeviceSynchronize", Shape::kSpan, {Arg::kCorrelation, Arg::kNone, Arg::kNone}, kNoArgs},
+    {Event::kCudaEventSynchronize, "cuda.cudaEventSynchronize", Shape::kSpan, {Arg::kCorrelation, Arg::kNone, Arg::kNone}, kNoArgs},
+    {Event::kCudaMemcpy, "cuda.cudaMemcpy", Shape::kSpan, {Arg::kCorrelation, Arg::kNone, Arg::kNone}, kNoArgs},
+    {Event::kCudaMemcpyAsync, "cuda.cudaMemcpyAsync", Shape::kSpan, {Arg::kCorrelation, Arg::kNone, Arg::kNone}, kNoArgs},
+    // clang-format on
 };
+
+// The arguments of `e` as a process of that kind writes them: a worker's layout where the event
+// has one, else the main process's (and for events only workers write, theirs).
+const Args& args_of(Event e, bool in_worker);
 
 // The event called `name`; kNone for a name outside the vocabulary.
 Event event_of(std::string_view name);

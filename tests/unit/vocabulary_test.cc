@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/vocabulary.h"
 
@@ -85,6 +87,62 @@ TEST(VocabularyTest, EventsDocMatchesTheVocabulary) {
     EXPECT_TRUE(known((*it)[1])) << "docs/events.md names " << (*it)[1] << ", which common/vocabulary.h does not have";
   }
   EXPECT_GT(seen, 20);
+}
+
+// What a cell of an argument column of docs/events.md says, as a vocabulary Arg.
+std::optional<vocab::Arg> arg_of_cell(std::string cell) {
+  while (!cell.empty() && cell.front() == ' ') cell.erase(cell.begin());
+  while (!cell.empty() && cell.back() == ' ') cell.pop_back();
+  using vocab::Arg;
+  if (cell == "-") return Arg::kNone;
+  if (cell == "L") return Arg::kLoader;
+  if (cell == "E") return Arg::kEpoch;
+  if (cell == "B") return Arg::kBatch;
+  if (cell == "W" || cell == "-1") return Arg::kWorker;  // -1: W of the main process
+  if (cell == "G") return Arg::kGeneration;
+  if (cell == "pid") return Arg::kPid;
+  if (cell == "samples") return Arg::kSamples;
+  if (cell == "num_workers" || cell == "batches yielded") return Arg::kCount;
+  if (cell == "category") return Arg::kCategory;
+  if (cell == "range id") return Arg::kRangeId;
+  if (cell == "domain id") return Arg::kDomain;
+  if (cell.rfind("string id of", 0) == 0 || cell == "message string id") return Arg::kText;
+  return std::nullopt;
+}
+
+// The argument layouts in the vocabulary are the tables of docs/events.md: each row of a named
+// event gives its kind and arg0..arg2 (in the worker section: the worker layout).
+TEST(VocabularyTest, ArgumentLayoutsMatchTheEventsDoc) {
+  std::ifstream in(source("docs/events.md"));
+  ASSERT_TRUE(in);
+  std::string line;
+  bool worker_section = false;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("## ", 0) == 0) worker_section = line.find("Worker processes") != std::string::npos;
+    if (line.rfind("| `", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::stringstream ss(line.substr(1));
+    for (std::string c; std::getline(ss, c, '|');) cells.push_back(c);
+    if (cells.size() < 5) continue;
+    std::string name = cells[0];
+    name = name.substr(name.find('`') + 1);
+    name = name.substr(0, name.find('`'));
+    const vocab::Event e = vocab::event_of(name);
+    if (e == vocab::Event::kNone) continue;  // counters, and rows that are not events
+    ++rows;
+    const vocab::EventDef& def = vocab::kEvents[static_cast<size_t>(e)];
+    const std::string kind = cells[1].substr(cells[1].find_first_not_of(' '), 4);
+    EXPECT_EQ(kind == "span" ? vocab::Shape::kSpan : vocab::Shape::kInstant, def.shape) << name;
+    const vocab::Args& layout = worker_section ? vocab::args_of(e, true) : def.args;
+    for (size_t i = 0; i < 3; ++i) {
+      const std::optional<vocab::Arg> doc = arg_of_cell(cells[2 + i]);
+      ASSERT_TRUE(doc.has_value()) << name << " arg" << i << ": docs/events.md says '" << cells[2 + i]
+                                   << "', which this test cannot map to an Arg";
+      EXPECT_EQ(*doc, layout[i]) << name << " arg" << i << (worker_section ? " (worker)" : "");
+    }
+  }
+  EXPECT_GE(rows, 17);  // every dl.* row (fetch and collate twice), stallscope.hooks, nvtx.start/end
 }
 
 // docs/report.md documents every recommendation and every stall cause.
