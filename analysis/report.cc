@@ -1,5 +1,6 @@
 // analyze(): the training window, steps and throughput, stalls, per-loader figures, queue depth,
-// workers and recommendations. Formulas: docs/report.md.
+// workers and recommendations, one function per figure; analyze() at the end runs them in order.
+// Formulas: docs/report.md.
 #include "analysis/report.h"
 
 #include <algorithm>
@@ -40,6 +41,10 @@ Interval training_window(const DataLoaderModel& m) {
   return w;
 }
 
+// One loader's own figures: its settings and worker count, epochs, fetch times (workers', or the
+// main thread's with num_workers=0), its active time in the window and how busy its workers were
+// then, and what each epoch's start cost (the re-created workers' excess). The loop's waits and
+// samples are added by next_call_waits() and handed_batches().
 void loader_figures(const DataLoaderModel& m, const Interval& window, const LoaderInfo& li, LoaderStats* ls,
                     std::vector<Interval>* active_out) {
   ls->id = li.id;
@@ -108,6 +113,267 @@ void loader_figures(const DataLoaderModel& m, const Interval& window, const Load
   }
 }
 
+// Each loader's figures from loader_figures(), by id, and the time the loop iterates it.
+struct PerLoader {
+  std::map<int64_t, LoaderStats> stats;
+  std::map<int64_t, std::vector<Interval>> active;
+};
+
+// What the recording is and what qualifies every figure: its path, whether it is finished, the
+// machine's CPU count and who recorded it (meta rows), the model's notes, and notes for an attach
+// (the run's start is missing) and for an unfinished recording.
+void describe_recording(const Session& s, const DataLoaderModel& m, Report* r) {
+  r->source = s.path;
+  r->complete = s.complete;
+  if (auto it = s.meta.find("cpu_count"); it != s.meta.end()) {
+    char* end = nullptr;
+    const long long v = std::strtoll(it->second.c_str(), &end, 10);
+    if (end != it->second.c_str() && v > 0) r->cpu_count = v;
+  }
+  if (auto it = s.meta.find("mode"); it != s.meta.end()) r->recorded_by = it->second;
+  r->dataloader_seen = m.seen;
+  r->train_pid = m.train_pid;
+  r->notes = m.notes;
+  if (r->recorded_by == "attach") {
+    r->notes.push_back("recorded by `stallscope attach` from the middle of the run: the epoch under way at the "
+                       "attach is counted from there, and what was in progress then (a next() call, batches "
+                       "already sent or put) has no events (docs/attach.md)");
+  }
+  if (!s.complete) {
+    r->notes.push_back("the recording is not finished (still being written, or the recorder was stopped): "
+                       "figures cover what it holds so far");
+  }
+}
+
+// loader_figures() for every loader of the training process, over the window.
+PerLoader per_loader_figures(const DataLoaderModel& m, const Interval& window) {
+  PerLoader out;
+  for (const LoaderInfo& li : m.loaders) loader_figures(m, window, li, &out.stats[li.id], &out.active[li.id]);
+  return out;
+}
+
+// Steps and samples: the end of every next() call that handed a batch, sorted (a step ends at
+// each), and each loader's samples: the batch's collated size, else batch_size, else 1 (counted
+// in samples_unknown).
+std::vector<int64_t> handed_batches(const DataLoaderModel& m, std::map<int64_t, LoaderStats>* per_loader) {
+  std::vector<int64_t> handoffs;
+  for (const NextCall& c : m.next_calls) {
+    LoaderStats& ls = (*per_loader)[c.loader];
+    if (!c.handed()) continue;
+    handoffs.push_back(c.end_ns);
+    const BatchInfo* b = m.batch(c.loader, c.epoch, c.batch);
+    if (b && b->samples) {
+      ls.samples += *b->samples;
+    } else if (ls.config.batch_size) {
+      ls.samples += *ls.config.batch_size;
+    } else {
+      ls.samples += 1;
+      ++ls.samples_unknown;
+    }
+  }
+  std::sort(handoffs.begin(), handoffs.end());
+  return handoffs;
+}
+
+// Step times: the gaps between consecutive hand-offs (sorted), as p50/p90/p99, mean and max.
+StepTimes step_times(const std::vector<int64_t>& handoffs) {
+  StepTimes t;
+  std::vector<double> step_ms;
+  for (size_t i = 1; i < handoffs.size(); ++i) {
+    step_ms.push_back(static_cast<double>(handoffs[i] - handoffs[i - 1]) / kNsPerMs);
+  }
+  std::sort(step_ms.begin(), step_ms.end());
+  t.p50_ms = percentile(step_ms, 50);
+  t.p90_ms = percentile(step_ms, 90);
+  t.p99_ms = percentile(step_ms, 99);
+  if (!step_ms.empty()) {
+    double sum = 0;
+    for (double d : step_ms) sum += d;
+    t.mean_ms = sum / static_cast<double>(step_ms.size());
+    t.max_ms = step_ms.back();
+  }
+  return t;
+}
+
+// The training loop's waits: every next() call clipped to the window becomes a data_wait stall
+// interval, and per loader: its wait; the part of it in epoch edges (an epoch's first next() and
+// the calls that handed nothing); the StopIteration calls during which the loader stopped its
+// workers (a shutdown, which persistent workers would save); and the p50 of the other, steady
+// handed calls. Returns the stall in ns. Sums stay in ns, converted once (exact for exact
+// inputs), and are unions, should calls ever overlap.
+int64_t next_call_waits(const DataLoaderModel& m, const Interval& window, std::map<int64_t, LoaderStats>* per_loader,
+                        StallStats* stall) {
+  std::map<std::pair<int64_t, int64_t>, bool> seen_epoch;  // (loader, epoch) whose first call was seen
+  std::vector<Interval> all_waits;
+  std::map<int64_t, std::vector<Interval>> waits;
+  std::map<int64_t, int64_t> edge_wait_ns, shutdown_ns;
+  std::map<int64_t, std::vector<double>> next_ms;  // per loader: steady handed calls
+  std::map<int64_t, std::vector<int64_t>> stops;   // per loader: dl.worker_stop times
+  for (const WorkerInfo& w : m.workers) {
+    if (w.stop_ns) stops[w.loader].push_back(*w.stop_ns);
+  }
+  for (auto& [id, v] : stops) std::sort(v.begin(), v.end());
+  for (const NextCall& c : m.next_calls) {
+    const Interval clipped{std::max(c.start_ns, window.begin), std::min(c.end_ns, window.end)};
+    const bool first_of_epoch = !seen_epoch[{c.loader, c.epoch}];
+    seen_epoch[{c.loader, c.epoch}] = true;
+    if (clipped.length() > 0) {
+      stall->intervals.push_back(StallInterval{clipped.begin, clipped.end, kCauseDataWait, c.loader, c.epoch, c.batch});
+      all_waits.push_back(clipped);
+      waits[c.loader].push_back(clipped);
+      if (first_of_epoch || !c.handed()) edge_wait_ns[c.loader] += clipped.length();
+      // A StopIteration call during which the loader stopped its workers: a shutdown.
+      const auto& st = stops[c.loader];
+      auto it = std::lower_bound(st.begin(), st.end(), c.start_ns);
+      if (!c.handed() && c.ended && it != st.end() && *it <= c.end_ns) shutdown_ns[c.loader] += clipped.length();
+    }
+    if (c.handed() && !first_of_epoch) {
+      next_ms[c.loader].push_back(static_cast<double>(c.end_ns - c.start_ns) / kNsPerMs);
+    }
+  }
+  for (auto& [id, ls] : *per_loader) {
+    const int64_t wait = total_length(merge_intervals(std::move(waits[id])));
+    ls.wait_s = seconds(wait);
+    ls.edge_wait_s = seconds(std::min(wait, edge_wait_ns[id]));
+    ls.shutdown_s = seconds(shutdown_ns[id]);
+    if (ls.respawned_epochs > 0) ls.respawn_excess_s += ls.shutdown_s;
+    std::sort(next_ms[id].begin(), next_ms[id].end());
+    ls.next_p50_ms = percentile(next_ms[id], 50);
+  }
+  return total_length(merge_intervals(std::move(all_waits)));
+}
+
+// The stall: in CPU mode the loop's waits (all data_wait); in GPU mode the GPU's idle time in the
+// window, attributed by cause (docs/report.md).
+void stall_figures(const Session& s, const DataLoaderModel& m, const Interval& window, int64_t stall_ns, Report* r) {
+  r->stall.seconds = seconds(stall_ns);
+  r->stall.by_cause_s[kCauseDataWait] = r->stall.seconds;
+  r->stall.fraction = window.length() > 0 ? static_cast<double>(stall_ns) / static_cast<double>(window.length()) : 0;
+  r->gpu = gpu_stats(s, m, window);
+  if (r->gpu.present) {
+    r->mode = "gpu";
+    attribute_gpu_stalls(s, m, r->gpu, window, &r->stall);
+  }
+}
+
+// Input wait: the stall plus time inside DataLoader.__iter__ (epoch_begin -> first next()) for
+// epochs that start inside the window; __iter__ is where non-persistent workers are started.
+// From it: whether the run is data-bound, and the compute time per step (the rest of the window).
+void input_wait(const DataLoaderModel& m, const Interval& window, int64_t stall_ns, Report* r) {
+  int64_t iter_ns = 0;
+  for (const LoaderInfo& li : m.loaders) {
+    for (const auto& [e, info] : li.epochs) {
+      if (info.begin_ns && info.first_next_ns && *info.begin_ns >= window.begin && *info.first_next_ns <= window.end) {
+        iter_ns += std::max<int64_t>(0, *info.first_next_ns - *info.begin_ns);
+      }
+    }
+  }
+  const int64_t input_wait_ns = std::min(window.length(), stall_ns + iter_ns);
+  r->input_wait_fraction =
+      window.length() > 0 ? static_cast<double>(input_wait_ns) / static_cast<double>(window.length()) : 0;
+  r->data_bound = r->input_wait_fraction >= kDataBoundFraction;
+  if (r->steps > 0) {
+    r->compute_per_step_ms =
+        static_cast<double>(window.length() - input_wait_ns) / kNsPerMs / static_cast<double>(r->steps);
+  }
+}
+
+// The loaders into the report, in id order, with the totals over them: samples (and a note for
+// batches of unknown size), samples/s, and the main loader (the most batches handed; ties: the
+// lowest id).
+void loader_totals(const std::map<int64_t, LoaderStats>& per_loader, Report* r) {
+  int64_t unknown = 0;
+  for (const auto& [id, ls] : per_loader) {
+    r->samples += ls.samples;
+    unknown += ls.samples_unknown;
+    if (!r->main_loader || ls.batches_handed > per_loader.at(*r->main_loader).batches_handed) r->main_loader = id;
+    r->loaders.push_back(ls);
+  }
+  if (unknown > 0) {
+    r->notes.push_back(std::to_string(unknown) +
+                       " handed batches had no known size (no dl.collate and no batch_size); each was counted as 1 "
+                       "sample");
+  }
+  r->samples_per_s = r->wall_s > 0 ? std::optional<double>(static_cast<double>(r->samples) / r->wall_s) : std::nullopt;
+}
+
+// Queue depth of the main loader (batches ready in the queue, batches in flight), weighted over
+// its active time; or why it is unknown (no workers, no dl.sent/dl.put events).
+void queue_figures(const Session& s, const DataLoaderModel& m, const PerLoader& loaders, Report* r) {
+  const LoaderStats* main = r->loader();
+  const LoaderInfo* main_info = main ? m.loader(main->id) : nullptr;
+  if (!main || !main_info) return;
+  bool has_queue_events = false;
+  for (size_t i : main_info->batches) {
+    if (m.batches[i].sent_ns || m.batches[i].put_ns) {
+      has_queue_events = true;
+      break;
+    }
+  }
+  if (main->num_workers && *main->num_workers == 0) {
+    r->queue.note = "num_workers=0: batches are loaded inside next(), there is no queue";
+    return;
+  }
+  if (!has_queue_events) {
+    r->queue.note = "no dl.sent/dl.put events were recorded for the main loader; queue depth is unknown";
+    return;
+  }
+  const QueueDepth q = queue_depth(m, *main_info, s.end_ns);
+  const auto active = loaders.active.find(main->id);
+  const std::vector<Interval> none;
+  const std::vector<Interval>& over = active == loaders.active.end() ? none : active->second;
+  const StepSummary ready = summarize(q.ready, over);
+  const StepSummary flight = summarize(q.in_flight, over);
+  r->queue.available = ready.covered_ns > 0;
+  if (r->queue.available) {
+    r->queue.mean_ready = ready.mean;
+    r->queue.empty_fraction = ready.zero_fraction;
+    r->queue.mean_in_flight = flight.mean;
+    r->queue.max_ready = ready.max;
+    r->queue.active_s = seconds(ready.covered_ns);
+  }
+  r->queue.ready = q.ready;
+  r->queue.in_flight = q.in_flight;
+}
+
+// The training process's CPU use (cores) and run-queue delay: the means of its proc.cpu and
+// proc.runq_wait samples inside the window.
+void train_process_cpu(const Session& s, const DataLoaderModel& m, const Interval& window, Report* r) {
+  for (const CounterTrackRow& t : s.counter_tracks) {
+    if (t.pid != m.train_pid || (t.name != "proc.cpu" && t.name != "proc.runq_wait")) continue;
+    auto [b, e] = s.samples(t.id);
+    double sum = 0;
+    int n = 0;
+    for (const CounterRow* c = b; c != e; ++c) {
+      if (c->ts_ns >= window.begin && c->ts_ns <= window.end) {
+        sum += c->value;
+        ++n;
+      }
+    }
+    if (n > 0) (t.name == "proc.cpu" ? r->train_cpu_util : r->train_runq_delay_fraction) = sum / n;
+  }
+}
+
+// A data-bound run that no speed recommendation explains gets a note, first, with what was
+// measured instead: the queue, the workers' busy time, a steady next() and the epoch edges.
+void note_unexplained_wait(Report* r) {
+  const LoaderStats* main = r->loader();
+  bool speed = false;
+  for (const Recommendation& rec : r->recommendations) speed |= rec.id != "worker_memory_growth";
+  if (!r->data_bound || speed || !main) return;
+  std::string n = "the loop waits for input " + percent(r->input_wait_fraction) +
+                  " of the window, but no DataLoader setting explains it:";
+  if (r->queue.available) {
+    n += " the ready queue holds " + fixed(*r->queue.mean_ready, 1) + " batches on average (empty " +
+         percent(*r->queue.empty_fraction) + " of the time);";
+  }
+  if (main->workers_busy_fraction) n += " workers are busy " + percent(*main->workers_busy_fraction) + ";";
+  n += " a next() that is not an epoch's first takes " + or_dash(main->next_p50_ms, duration_ms) +
+       " (p50) and epoch starts and ends take " + fixed(main->edge_wait_s, 2) + " s in all";
+  if (main->num_workers.value_or(0) > 0) n += "; per-batch cost of receiving batches from worker processes shows here";
+  r->notes.insert(r->notes.begin(), n);
+}
+
 }  // namespace
 
 const LoaderStats* Report::loader() const {
@@ -122,26 +388,7 @@ Report analyze(const Session& s) { return analyze(s, build_dataloader_model(s));
 
 Report analyze(const Session& s, const DataLoaderModel& m) {
   Report r;
-  r.source = s.path;
-  r.complete = s.complete;
-  if (auto it = s.meta.find("cpu_count"); it != s.meta.end()) {
-    char* end = nullptr;
-    const long long v = std::strtoll(it->second.c_str(), &end, 10);
-    if (end != it->second.c_str() && v > 0) r.cpu_count = v;
-  }
-  if (auto it = s.meta.find("mode"); it != s.meta.end()) r.recorded_by = it->second;
-  r.dataloader_seen = m.seen;
-  r.train_pid = m.train_pid;
-  r.notes = m.notes;
-  if (r.recorded_by == "attach") {
-    r.notes.push_back("recorded by `stallscope attach` from the middle of the run: the epoch under way at the "
-                      "attach is counted from there, and what was in progress then (a next() call, batches "
-                      "already sent or put) has no events (docs/attach.md)");
-  }
-  if (!s.complete) {
-    r.notes.push_back("the recording is not finished (still being written, or the recorder was stopped): "
-                      "figures cover what it holds so far");
-  }
+  describe_recording(s, m, &r);
   r.workers = worker_stats(s, m);
   if (!m.seen) {
     r.notes.insert(r.notes.begin(), "no DataLoader was seen: the recording has no dl.* events, so there is no training "
@@ -159,189 +406,23 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
     return r;
   }
 
-  // Window.
   const Interval window = training_window(m);
   r.window_start_ns = window.begin;
   r.window_end_ns = window.end;
   r.wall_s = seconds(window.length());
 
-  // Steps, samples, stalls.
-  std::vector<int64_t> handoffs;
-  std::map<int64_t, LoaderStats> per_loader;
-  std::map<int64_t, std::vector<Interval>> active;
-  for (const LoaderInfo& li : m.loaders) {
-    loader_figures(m, window, li, &per_loader[li.id], &active[li.id]);
-  }
-  std::map<std::pair<int64_t, int64_t>, bool> seen_epoch;  // (loader, epoch) whose first call was seen
-  // Sums in ns, converted once (exact for exact inputs); as unions, should calls ever overlap.
-  std::vector<Interval> all_waits;
-  std::map<int64_t, std::vector<Interval>> waits;
-  std::map<int64_t, int64_t> edge_wait_ns, shutdown_ns;
-  std::map<int64_t, std::vector<double>> next_ms;  // per loader: steady handed calls
-  std::map<int64_t, std::vector<int64_t>> stops;   // per loader: dl.worker_stop times
-  for (const WorkerInfo& w : m.workers) {
-    if (w.stop_ns) stops[w.loader].push_back(*w.stop_ns);
-  }
-  for (auto& [id, v] : stops) std::sort(v.begin(), v.end());
-  for (const NextCall& c : m.next_calls) {
-    LoaderStats& ls = per_loader[c.loader];
-    const Interval clipped{std::max(c.start_ns, window.begin), std::min(c.end_ns, window.end)};
-    const bool first_of_epoch = !seen_epoch[{c.loader, c.epoch}];
-    seen_epoch[{c.loader, c.epoch}] = true;
-    if (clipped.length() > 0) {
-      r.stall.intervals.push_back(StallInterval{clipped.begin, clipped.end, kCauseDataWait, c.loader, c.epoch, c.batch});
-      all_waits.push_back(clipped);
-      waits[c.loader].push_back(clipped);
-      if (first_of_epoch || !c.handed()) edge_wait_ns[c.loader] += clipped.length();
-      // A StopIteration call during which the loader stopped its workers: a shutdown.
-      const auto& st = stops[c.loader];
-      auto it = std::lower_bound(st.begin(), st.end(), c.start_ns);
-      if (!c.handed() && c.ended && it != st.end() && *it <= c.end_ns) shutdown_ns[c.loader] += clipped.length();
-    }
-    if (c.handed() && !first_of_epoch) next_ms[c.loader].push_back(static_cast<double>(c.end_ns - c.start_ns) / kNsPerMs);
-    if (!c.handed()) continue;
-    handoffs.push_back(c.end_ns);
-    const BatchInfo* b = m.batch(c.loader, c.epoch, c.batch);
-    if (b && b->samples) {
-      ls.samples += *b->samples;
-    } else if (ls.config.batch_size) {
-      ls.samples += *ls.config.batch_size;
-    } else {
-      ls.samples += 1;
-      ++ls.samples_unknown;
-    }
-  }
-  const int64_t stall_ns = total_length(merge_intervals(std::move(all_waits)));
-  for (auto& [id, ls] : per_loader) {
-    const int64_t wait = total_length(merge_intervals(std::move(waits[id])));
-    ls.wait_s = seconds(wait);
-    ls.edge_wait_s = seconds(std::min(wait, edge_wait_ns[id]));
-    ls.shutdown_s = seconds(shutdown_ns[id]);
-    if (ls.respawned_epochs > 0) ls.respawn_excess_s += ls.shutdown_s;
-    std::sort(next_ms[id].begin(), next_ms[id].end());
-    ls.next_p50_ms = percentile(next_ms[id], 50);
-  }
-  r.stall.seconds = seconds(stall_ns);
-  r.stall.by_cause_s[kCauseDataWait] = r.stall.seconds;
-  r.stall.fraction = window.length() > 0 ? static_cast<double>(stall_ns) / static_cast<double>(window.length()) : 0;
-  // GPU mode: the stall is the GPU's idle time in the window, by cause (docs/report.md).
-  r.gpu = gpu_stats(s, m, window);
-  if (r.gpu.present) {
-    r.mode = "gpu";
-    attribute_gpu_stalls(s, m, r.gpu, window, &r.stall);
-  }
-
-  std::sort(handoffs.begin(), handoffs.end());
+  PerLoader loaders = per_loader_figures(m, window);
+  const std::vector<int64_t> handoffs = handed_batches(m, &loaders.stats);
   r.steps = static_cast<int64_t>(handoffs.size());
-  std::vector<double> step_ms;
-  for (size_t i = 1; i < handoffs.size(); ++i) step_ms.push_back(static_cast<double>(handoffs[i] - handoffs[i - 1]) / kNsPerMs);
-  std::sort(step_ms.begin(), step_ms.end());
-  r.step_time.p50_ms = percentile(step_ms, 50);
-  r.step_time.p90_ms = percentile(step_ms, 90);
-  r.step_time.p99_ms = percentile(step_ms, 99);
-  if (!step_ms.empty()) {
-    double sum = 0;
-    for (double d : step_ms) sum += d;
-    r.step_time.mean_ms = sum / static_cast<double>(step_ms.size());
-    r.step_time.max_ms = step_ms.back();
-  }
-
-  // Input wait: the stall plus time inside DataLoader.__iter__ (epoch_begin -> first next()) for
-  // epochs that start inside the window; __iter__ is where non-persistent workers are started.
-  int64_t iter_ns = 0;
-  for (const LoaderInfo& li : m.loaders) {
-    for (const auto& [e, info] : li.epochs) {
-      if (info.begin_ns && info.first_next_ns && *info.begin_ns >= window.begin && *info.first_next_ns <= window.end) {
-        iter_ns += std::max<int64_t>(0, *info.first_next_ns - *info.begin_ns);
-      }
-    }
-  }
-  const int64_t input_wait_ns = std::min(window.length(), stall_ns + iter_ns);
-  r.input_wait_fraction =
-      window.length() > 0 ? static_cast<double>(input_wait_ns) / static_cast<double>(window.length()) : 0;
-  r.data_bound = r.input_wait_fraction >= kDataBoundFraction;
-  if (r.steps > 0) {
-    r.compute_per_step_ms =
-        static_cast<double>(window.length() - input_wait_ns) / kNsPerMs / static_cast<double>(r.steps);
-  }
-
-  int64_t unknown = 0;
-  for (auto& [id, ls] : per_loader) {
-    r.samples += ls.samples;
-    unknown += ls.samples_unknown;
-    if (!r.main_loader || ls.batches_handed > per_loader[*r.main_loader].batches_handed) r.main_loader = id;
-    r.loaders.push_back(ls);
-  }
-  if (unknown > 0) {
-    r.notes.push_back(std::to_string(unknown) +
-                      " handed batches had no known size (no dl.collate and no batch_size); each was counted as 1 sample");
-  }
-  r.samples_per_s = r.wall_s > 0 ? std::optional<double>(static_cast<double>(r.samples) / r.wall_s) : std::nullopt;
-
-  // Queue depth of the main loader over its active time.
-  const LoaderStats* main = r.loader();
-  const LoaderInfo* main_info = main ? m.loader(main->id) : nullptr;
-  if (main && main_info) {
-    bool has_queue_events = false;
-    for (size_t i : main_info->batches) {
-      if (m.batches[i].sent_ns || m.batches[i].put_ns) {
-        has_queue_events = true;
-        break;
-      }
-    }
-    if (main->num_workers && *main->num_workers == 0) {
-      r.queue.note = "num_workers=0: batches are loaded inside next(), there is no queue";
-    } else if (!has_queue_events) {
-      r.queue.note = "no dl.sent/dl.put events were recorded for the main loader; queue depth is unknown";
-    } else {
-      const QueueDepth q = queue_depth(m, *main_info, s.end_ns);
-      const std::vector<Interval>& over = active[main->id];
-      const StepSummary ready = summarize(q.ready, over);
-      const StepSummary flight = summarize(q.in_flight, over);
-      r.queue.available = ready.covered_ns > 0;
-      if (r.queue.available) {
-        r.queue.mean_ready = ready.mean;
-        r.queue.empty_fraction = ready.zero_fraction;
-        r.queue.mean_in_flight = flight.mean;
-        r.queue.max_ready = ready.max;
-        r.queue.active_s = seconds(ready.covered_ns);
-      }
-      r.queue.ready = q.ready;
-      r.queue.in_flight = q.in_flight;
-    }
-  }
-
-  // The training process's CPU and run-queue delay over the window.
-  for (const CounterTrackRow& t : s.counter_tracks) {
-    if (t.pid != m.train_pid || (t.name != "proc.cpu" && t.name != "proc.runq_wait")) continue;
-    auto [b, e] = s.samples(t.id);
-    double sum = 0;
-    int n = 0;
-    for (const CounterRow* c = b; c != e; ++c) {
-      if (c->ts_ns >= window.begin && c->ts_ns <= window.end) {
-        sum += c->value;
-        ++n;
-      }
-    }
-    if (n > 0) (t.name == "proc.cpu" ? r.train_cpu_util : r.train_runq_delay_fraction) = sum / n;
-  }
-
+  r.step_time = step_times(handoffs);
+  const int64_t stall_ns = next_call_waits(m, window, &loaders.stats, &r.stall);
+  stall_figures(s, m, window, stall_ns, &r);
+  input_wait(m, window, stall_ns, &r);
+  loader_totals(loaders.stats, &r);
+  queue_figures(s, m, loaders, &r);
+  train_process_cpu(s, m, window, &r);
   r.recommendations = recommend(r);
-  bool speed = false;
-  for (const Recommendation& rec : r.recommendations) speed |= rec.id != "worker_memory_growth";
-  if (r.data_bound && !speed && main) {
-    std::string n = "the loop waits for input " + percent(r.input_wait_fraction) +
-                    " of the window, but no DataLoader setting explains it:";
-    if (r.queue.available) {
-      n += " the ready queue holds " + fixed(*r.queue.mean_ready, 1) + " batches on average (empty " +
-           percent(*r.queue.empty_fraction) + " of the time);";
-    }
-    if (main->workers_busy_fraction) n += " workers are busy " + percent(*main->workers_busy_fraction) + ";";
-    n += " a next() that is not an epoch's first takes " + or_dash(main->next_p50_ms, duration_ms) +
-         " (p50) and epoch starts and ends take " + fixed(main->edge_wait_s, 2) + " s in all";
-    if (main->num_workers.value_or(0) > 0) n += "; per-batch cost of receiving batches from worker processes shows here";
-    r.notes.insert(r.notes.begin(), n);
-  }
+  note_unexplained_wait(&r);
   return r;
 }
 

@@ -1,9 +1,11 @@
-// Small helpers over /proc that every room may use: a /proc file read whole, a process's state
-// letter and command line, and the one answer to "is this process still running".
+// Small helpers over /proc that every room may use: a /proc file read whole, the processes listed,
+// a process's state letter, stat fields, status fields, executable and command line, and the one
+// answer to "is this process still running".
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace stallscope::procfs {
 
@@ -14,6 +16,22 @@ std::string path(int pid, const char* what);
 // empty: /proc files of a process that is gone.
 bool read_file(const std::string& file, std::string* out, size_t max = size_t{1} << 20);
 std::string read_file(const std::string& file, size_t max = size_t{1} << 20);
+
+// The ids of the processes /proc lists now (its numeric entries), in directory order.
+std::vector<int> pids();
+
+// The fields of /proc/PID/stat after the command name, split at blanks: [0] the state letter,
+// [1] the parent's pid, ... [19] the start time in clock ticks after boot (proc(5) numbers them
+// from 3). Empty when it cannot be read.
+std::vector<std::string> stat_fields(int pid);
+
+// The value of `key` ("State", "TracerPid", ...) in the text of a /proc/PID/status file, blanks
+// after the colon skipped; "" when absent.
+std::string status_field(const std::string& status, const char* key);
+
+// The path of the program process `pid` runs (the /proc/PID/exe link); "" when it cannot be read
+// (the process is gone, or belongs to another user).
+std::string exe(int pid);
 
 // The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), or '?' when it cannot be read.
 char state(int pid);
