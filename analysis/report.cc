@@ -134,7 +134,7 @@ void describe_recording(const Session& s, const DataLoaderModel& m, Report* r) {
   r->dataloader_seen = m.seen;
   r->train_pid = m.train_pid;
   r->notes = m.notes;
-  if (r->recorded_by == "attach") {
+  if (r->recorded_by == vocab::kRecordedByAttach) {
     r->notes.push_back("recorded by `stallscope attach` from the middle of the run: the epoch under way at the "
                        "attach is counted from there, and what was in progress then (a next() call, batches "
                        "already sent or put) has no events (docs/attach.md)");
@@ -251,7 +251,7 @@ void stall_figures(const Session& s, const DataLoaderModel& m, const Interval& w
   r->stall.fraction = window.length() > 0 ? static_cast<double>(stall_ns) / static_cast<double>(window.length()) : 0;
   r->gpu = gpu_stats(s, m, window);
   if (r->gpu.present) {
-    r->mode = "gpu";
+    r->mode = vocab::kModeGpu;
     attribute_gpu_stalls(s, m, r->gpu, window, &r->stall);
   }
 }
@@ -340,7 +340,8 @@ void queue_figures(const Session& s, const DataLoaderModel& m, const PerLoader& 
 // proc.runq_wait samples inside the window.
 void train_process_cpu(const Session& s, const DataLoaderModel& m, const Interval& window, Report* r) {
   for (const CounterTrackRow& t : s.counter_tracks) {
-    if (t.pid != m.train_pid || (t.name != "proc.cpu" && t.name != "proc.runq_wait")) continue;
+    const vocab::Counter counter = vocab::counter_of(t.name);
+    if (t.pid != m.train_pid || (counter != vocab::Counter::kCpu && counter != vocab::Counter::kRunqWait)) continue;
     auto [b, e] = s.samples(t.id);
     double sum = 0;
     int n = 0;
@@ -350,7 +351,7 @@ void train_process_cpu(const Session& s, const DataLoaderModel& m, const Interva
         ++n;
       }
     }
-    if (n > 0) (t.name == "proc.cpu" ? r->train_cpu_util : r->train_runq_delay_fraction) = sum / n;
+    if (n > 0) (counter == vocab::Counter::kCpu ? r->train_cpu_util : r->train_runq_delay_fraction) = sum / n;
   }
 }
 

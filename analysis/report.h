@@ -108,7 +108,7 @@ struct Recommendation {
 
 struct Report {
   std::string schema = kReportSchema;
-  std::string mode = "cpu";
+  std::string mode = vocab::kModeCpu;
   std::string source;             // the recording's path
   bool complete = false;          // the recorder finished (else: live or cut short)
   bool dataloader_seen = false;   // any dl.* event

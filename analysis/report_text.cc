@@ -77,7 +77,7 @@ std::string render_text(const Report& r) {
        std::to_string(r.train_pid) + ")\n";
   o += "  Steps            " + grouped(r.steps) + "   samples " + grouped(r.samples) + "   " +
        or_dash(r.samples_per_s, [](double v) { return fixed(v, 1); }) + " samples/s\n";
-  if (r.mode == "gpu") {
+  if (r.mode == vocab::kModeGpu) {
     o += "  GPU busy         " + percent(r.gpu.busy_fraction) + " of the window (device " + std::to_string(r.gpu.device) +
          ")\n";
     o += "  GPU stall        " + percent(r.stall.fraction) + " of the window idle (" + fixed(r.stall.seconds, 3) + " s):";
@@ -178,7 +178,7 @@ std::string short_summary(const Report& r) {
   } else {
     o += "stallscope: " + fixed(r.wall_s, 1) + " s of training, " + grouped(r.steps) + " steps, " +
          or_dash(r.samples_per_s, [](double v) { return fixed(v, 1); }) + " samples/s\n";
-    if (r.mode == "gpu") {
+    if (r.mode == vocab::kModeGpu) {
       o += "stallscope:   GPU busy " + percent(r.gpu.busy_fraction) + ", idle " + percent(r.stall.fraction) +
            " (waiting for data " + percent(r.data_wait_fraction()) + ", transfers " +
            percent(r.cause_fraction(kCauseH2d)) + ", syncs " + percent(r.cause_fraction(kCauseSync)) + ")\n";
