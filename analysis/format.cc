@@ -34,6 +34,22 @@ std::string duration_ms(double ms) {
   return fixed(ms / 1000.0, a < 10000 ? 2 : 1) + " s";
 }
 
+std::string clock_time(int64_t ns, int decimals) {
+  char b[40];
+  const double s = static_cast<double>(ns) / 1e9;
+  if (std::fabs(s) < 60) {
+    std::snprintf(b, sizeof b, "%.*f s", decimals, s);
+  } else if (std::fabs(s) < 3600) {
+    const int m = static_cast<int>(s / 60);
+    std::snprintf(b, sizeof b, "%d:%0*.*f", m, decimals > 0 ? decimals + 3 : 2, decimals, s - m * 60.0);
+  } else {
+    const int h = static_cast<int>(s / 3600);
+    const int m = static_cast<int>((s - h * 3600.0) / 60);
+    std::snprintf(b, sizeof b, "%d:%02d:%0*.*f", h, m, decimals > 0 ? decimals + 3 : 2, decimals, s - h * 3600.0 - m * 60.0);
+  }
+  return b;
+}
+
 std::string grouped(int64_t v) {
   std::string digits = std::to_string(v < 0 ? -v : v);
   std::string out;

@@ -15,6 +15,8 @@ std::string percent(double fraction, int digits = 1);
 std::string bytes(double b);
 // A duration in ms chosen by size: "850 us", "12.3 ms", "4.56 s".
 std::string duration_ms(double ms);
+// A time since the session start: "12.345 s", "2:05.250" (m:ss), "1:02:05.250" (h:mm:ss).
+std::string clock_time(int64_t ns, int decimals = 3);
 // 1234567 -> "1,234,567".
 std::string grouped(int64_t v);
 // `v` formatted by `f`, or "-" when absent.

@@ -33,7 +33,17 @@ std::string speedup(double x) { return fixed(x, 2) + "x"; }
 // Ideal speed-up if a share `f` of the window vanished: 1 / (1 - f).
 double ideal_speedup(double f) { return f >= 0.999 ? 1000.0 : 1.0 / (1.0 - f); }
 
-std::string stall_severity(double s) { return s >= kStallHigh ? "high" : "medium"; }
+// [SECTION] where the evidence is on the timeline
+// The training window, a little wider.
+EvidenceAt window_evidence(const Report& r, std::string what) {
+  return evidence_around(r.window_start_ns, r.window_end_ns, 0.02, std::move(what));
+}
+// The longest stall (else the window): what a speed rule points at unless it knows better.
+EvidenceAt stall_evidence(const Report& r) {
+  return r.longest_stall ? *r.longest_stall : window_evidence(r, "the training window");
+}
+
+std::string stall_severity(double s) { return s >= kStallHigh ? vocab::kSeverityHigh : vocab::kSeverityMedium; }
 
 struct Inputs {
   Inputs(const Report& report, const LoaderStats& loader) : r(report), l(loader) {}
@@ -105,7 +115,7 @@ void increase_num_workers(const Inputs& in, std::vector<Recommendation>* out) {
   const WorkerSuggestion ws = suggested_workers(in);
   const int64_t k = ws.k;
   Recommendation rec;
-  rec.id = "increase_num_workers";
+  rec.id = vocab::kRecIncreaseNumWorkers;
   rec.action = "set num_workers=" + std::to_string(k) + " (ideal speed-up " + speedup(ideal_speedup(in.s)) + ")";
   rec.severity = stall_severity(in.s);
   rec.expected_speedup = ideal_speedup(in.s);
@@ -145,9 +155,20 @@ void reduce_num_workers(const Inputs& in, std::vector<Recommendation>* out) {
   }
   k = std::clamp<int64_t>(k, 1, in.n - 1);
   Recommendation rec;
-  rec.id = "reduce_num_workers";
+  rec.id = vocab::kRecReduceNumWorkers;
+  // Evidence: the worker that waited for a CPU the most, with its run-queue strip.
+  const WorkerStats* most = nullptr;
+  for (const WorkerStats& w : in.r.workers) {
+    if (w.runq_delay_fraction && (!most || *w.runq_delay_fraction > *most->runq_delay_fraction)) most = &w;
+  }
+  if (most) {
+    rec.where = window_evidence(in.r, "worker " + std::to_string(most->worker_id) + " (pid " + std::to_string(most->pid) +
+                                          ") waited for a CPU " + percent(*most->runq_delay_fraction, 0) + " of its life");
+    rec.where.pid = most->pid;
+    rec.where.counter = vocab::Counter::kRunqWait;
+  }
   rec.action = "set num_workers=" + std::to_string(k) + " (workers wait for a CPU " + percent(*in.runq) + " of the time)";
-  rec.severity = *in.runq >= kRunqVeryHigh ? "high" : "medium";
+  rec.severity = *in.runq >= kRunqVeryHigh ? vocab::kSeverityHigh : vocab::kSeverityMedium;
   rec.expected_speedup = ideal_speedup(in.s);
   rec.message = "Workers are oversubscribed: runnable but waiting for a CPU " + percent(*in.runq) +
                 " of the time (run-queue delay), and the " + std::to_string(in.n) + " workers get " +
@@ -171,7 +192,7 @@ void reduce_num_workers(const Inputs& in, std::vector<Recommendation>* out) {
 void slow_dataset_getitem(const Inputs& in, std::vector<Recommendation>* out) {
   if (!in.saturated || !in.cpu_full) return;
   Recommendation rec;
-  rec.id = "slow_dataset_getitem";
+  rec.id = vocab::kRecSlowDatasetGetitem;
   rec.action = "make Dataset.__getitem__ cheaper (fetch p50 " + or_dash(in.f50, duration_ms) + " per batch)";
   rec.severity = stall_severity(in.s);
   rec.expected_speedup = ideal_speedup(in.s);
@@ -211,9 +232,9 @@ void increase_prefetch_factor(const Inputs& in, std::vector<Recommendation>* out
   int64_t k = 2 * pf;
   if (in.c_ms > 0) k = std::max<int64_t>(k, static_cast<int64_t>(std::ceil(*in.f99 / (static_cast<double>(in.n) * in.c_ms))));
   Recommendation rec;
-  rec.id = "increase_prefetch_factor";
+  rec.id = vocab::kRecIncreasePrefetchFactor;
   rec.action = "set prefetch_factor=" + std::to_string(k);
-  rec.severity = steady >= kSteadyStallMedium ? "medium" : "low";
+  rec.severity = steady >= kSteadyStallMedium ? vocab::kSeverityMedium : vocab::kSeverityLow;
   rec.expected_speedup = ideal_speedup(steady);
   rec.message = "Workers keep up on average (busy " + percent(*in.busy) + " of the time) yet the loop still waits " +
                 percent(steady) + " of the window outside epoch starts and ends: fetch times are bursty (p99 " +
@@ -250,9 +271,21 @@ void enable_persistent_workers(const Inputs& in, std::vector<Recommendation>* ou
   for (size_t i = 1; i < in.l.epoch_start_s.size(); ++i) later_starts += in.l.epoch_start_s[i];
   const double avg = in.l.epoch_start_s.size() > 1 ? later_starts / static_cast<double>(in.l.epoch_start_s.size() - 1) : 0;
   Recommendation rec;
-  rec.id = "enable_persistent_workers";
+  rec.id = vocab::kRecEnablePersistentWorkers;
+  // Evidence: the slowest start of an epoch after the first (new workers started there).
+  const LoaderStats::EpochStart* slowest = nullptr;
+  for (const LoaderStats::EpochStart& e : in.l.epoch_starts) {
+    if (e.epoch == 0) continue;
+    if (!slowest || e.first_batch_ns - e.begin_ns > slowest->first_batch_ns - slowest->begin_ns) slowest = &e;
+  }
+  if (slowest) {
+    rec.where = evidence_around(slowest->begin_ns, slowest->first_batch_ns, 0.3,
+                                "epoch " + std::to_string(slowest->epoch) + " took " +
+                                    duration_ms(static_cast<double>(slowest->first_batch_ns - slowest->begin_ns) / 1e6) +
+                                    " to hand its first batch (new workers started)");
+  }
   rec.action = "set persistent_workers=True (saves " + fixed(saved, 2) + " s)";
-  rec.severity = frac >= kRespawnHigh ? "high" : frac >= kRespawnMedium ? "medium" : "low";
+  rec.severity = frac >= kRespawnHigh ? vocab::kSeverityHigh : frac >= kRespawnMedium ? vocab::kSeverityMedium : vocab::kSeverityLow;
   rec.expected_speedup = in.r.wall_s / (in.r.wall_s - std::min(saved, in.r.wall_s * 0.999));
   rec.message = "Workers are re-created at every epoch (persistent_workers=False" +
                 (in.l.config.start_method ? ", start method " + *in.l.config.start_method : std::string()) +
@@ -276,7 +309,7 @@ void enable_persistent_workers(const Inputs& in, std::vector<Recommendation>* ou
 void enable_pin_memory(const Inputs& in, std::vector<Recommendation>* out) {
   // Pinned memory only matters for host-to-device copies: GPU mode only (transfer stalls
   // measured there); a CPU-mode report never suggests it.
-  if (in.r.mode != "gpu" || in.l.config.pin_memory.value_or(false)) return;
+  if (in.r.mode != vocab::kModeGpu || in.l.config.pin_memory.value_or(false)) return;
   const double h2d = in.r.wall_s > 0 ? [&] {
     auto it = in.r.stall.by_cause_s.find(kCauseH2d);
     return it == in.r.stall.by_cause_s.end() ? 0.0 : it->second / in.r.wall_s;
@@ -284,9 +317,9 @@ void enable_pin_memory(const Inputs& in, std::vector<Recommendation>* out) {
                                      : 0.0;
   if (h2d < kSteadyStallMin) return;
   Recommendation rec;
-  rec.id = "enable_pin_memory";
+  rec.id = vocab::kRecEnablePinMemory;
   rec.action = "set pin_memory=True";
-  rec.severity = h2d >= kStallHigh ? "high" : "medium";
+  rec.severity = h2d >= kStallHigh ? vocab::kSeverityHigh : vocab::kSeverityMedium;
   rec.expected_speedup = ideal_speedup(h2d);
   rec.message = "Host-to-device copies stall the GPU " + percent(h2d) +
                 " of the window from pageable memory. Set pin_memory=True and copy with .to(device, non_blocking=True). "
@@ -323,11 +356,15 @@ void worker_memory_growth(const Report& r, std::vector<Recommendation>* out) {
   const LoaderStats* l = r.loader();
   const std::optional<std::string> method = l ? l->config.start_method : std::nullopt;
   Recommendation rec;
-  rec.id = "worker_memory_growth";
+  rec.id = vocab::kRecWorkerMemoryGrowth;
+  rec.speed = false;
+  rec.where = window_evidence(r, "memory of worker pid " + std::to_string(max_pid) + " over the run");
+  rec.where.pid = max_pid;
+  rec.where.counter = vocab::Counter::kRss;
   rec.action = "workers' private memory grew by up to " + bytes(max_one) + " each";
-  rec.severity = max_one >= kGrowthHighOne || peak >= kGrowthHighAll       ? "high"
-                 : max_one >= kGrowthMediumOne || peak >= kGrowthMediumAll ? "medium"
-                                                                          : "low";
+  rec.severity = max_one >= kGrowthHighOne || peak >= kGrowthHighAll       ? vocab::kSeverityHigh
+                 : max_one >= kGrowthMediumOne || peak >= kGrowthMediumAll ? vocab::kSeverityMedium
+                                                                          : vocab::kSeverityLow;
   rec.message = "Worker private memory grew by up to " + bytes(max_one) + " per worker (pid " + std::to_string(max_pid) + "), " +
                 bytes(peak) + " across the " + std::to_string(peak_workers) + " workers running together" +
                 (method ? " (start method " + *method + ")" : std::string()) +
@@ -363,9 +400,9 @@ void pageable_h2d(const Report& r, std::vector<Recommendation>* out) {
   const double copy_share = r.wall_s > 0 ? pg.seconds / r.wall_s : 0;
   if (pg.count == 0 || (h2d < kGpuCauseMin && copy_share < kGpuCauseMin)) return;
   Recommendation rec;
-  rec.id = "pageable_h2d";
+  rec.id = vocab::kRecPageableH2d;
   rec.action = "pin host memory: pin_memory=True and .to(device, non_blocking=True)";
-  rec.severity = h2d >= kStallHigh ? "high" : "medium";
+  rec.severity = h2d >= kStallHigh ? vocab::kSeverityHigh : vocab::kSeverityMedium;
   rec.expected_speedup = ideal_speedup(h2d);
   std::string rate = pg.gbps ? " at " + fixed(*pg.gbps, 2) + " GB/s" : "";
   if (r.gpu.h2d_pinned.gbps) rate += " (pinned copies in this run: " + fixed(*r.gpu.h2d_pinned.gbps, 2) + " GB/s)";
@@ -386,9 +423,9 @@ void host_sync(const Report& r, std::vector<Recommendation>* out) {
   const double sync = r.cause_fraction(kCauseSync);
   if (sync < kGpuCauseMin) return;
   Recommendation rec;
-  rec.id = "host_sync";
+  rec.id = vocab::kRecHostSync;
   rec.action = "remove per-step synchronisations (.item(), .cpu(), torch.cuda.synchronize())";
-  rec.severity = sync >= kStallHigh ? "high" : "medium";
+  rec.severity = sync >= kStallHigh ? vocab::kSeverityHigh : vocab::kSeverityMedium;
   rec.expected_speedup = ideal_speedup(sync);
   rec.message = "The training loop blocks on the GPU (stream/device synchronisation or a copy back to the host) "
                 "and the GPU then runs dry: " + percent(sync) + " of the window. Typical causes are loss.item() or "
@@ -412,9 +449,9 @@ void move_transforms_to_gpu(const Report& r, std::vector<Recommendation>* out) {
   if (busy_time <= 0 || cpu_time / busy_time < kWorkerCpuBound) return;
   const double fetch_cpu = cpu_time / busy_time;
   Recommendation rec;
-  rec.id = "move_transforms_to_gpu";
+  rec.id = vocab::kRecMoveTransformsToGpu;
   rec.action = "run decoding/augmentation on the GPU (torchvision.transforms.v2 on CUDA tensors, DALI)";
-  rec.severity = data >= kStallHigh ? "high" : "medium";
+  rec.severity = data >= kStallHigh ? vocab::kSeverityHigh : vocab::kSeverityMedium;
   rec.expected_speedup = ideal_speedup(data);
   rec.message = "The GPU is busy only " + percent(r.gpu.busy_fraction) + " of the window and waits for data " +
                 percent(data) + " of it, while the workers spend their fetch time computing (" + fixed(fetch_cpu, 2) +
@@ -425,8 +462,6 @@ void move_transforms_to_gpu(const Report& r, std::vector<Recommendation>* out) {
   rec.evidence.set("worker_fetch_cpu_cores", fetch_cpu);
   out->push_back(std::move(rec));
 }
-
-int severity_rank(const std::string& s) { return s == "high" ? 0 : s == "medium" ? 1 : 2; }
 
 }  // namespace
 
@@ -487,14 +522,19 @@ std::vector<Recommendation> recommend(const Report& r) {
     enable_persistent_workers(in, &out);
     enable_pin_memory(in, &out);
   }
-  if (r.mode == "gpu") {
+  if (r.mode == vocab::kModeGpu) {
     pageable_h2d(r, &out);
     host_sync(r, &out);
     move_transforms_to_gpu(r, &out);
   }
   worker_memory_growth(r, &out);
+  for (Recommendation& rec : out) {
+    if (rec.where.what.empty()) rec.where = stall_evidence(r);
+  }
   std::stable_sort(out.begin(), out.end(), [](const Recommendation& a, const Recommendation& b) {
-    if (severity_rank(a.severity) != severity_rank(b.severity)) return severity_rank(a.severity) < severity_rank(b.severity);
+    if (vocab::severity_rank(a.severity) != vocab::severity_rank(b.severity)) {
+      return vocab::severity_rank(a.severity) < vocab::severity_rank(b.severity);
+    }
     return a.expected_speedup > b.expected_speedup;
   });
   return out;

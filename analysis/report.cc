@@ -105,6 +105,7 @@ void loader_figures(const DataLoaderModel& m, const Interval& window, const Load
     }
     const double start_s = seconds(*info.first_handed_ns - *info.begin_ns);
     ls->epoch_start_s.push_back(start_s);
+    ls->epoch_starts.push_back(LoaderStats::EpochStart{e, *info.begin_ns, *info.first_handed_ns});
     if (!first && info.workers_started > 0 && *info.begin_ns >= window.begin) {
       ++ls->respawned_epochs;
       ls->respawn_excess_s += std::max(0.0, start_s - typical_first_ms / 1e3);
@@ -256,6 +257,20 @@ void stall_figures(const Session& s, const DataLoaderModel& m, const Interval& w
   }
 }
 
+// The longest stall interval, with context around it, as evidence to show.
+std::optional<EvidenceAt> longest_stall(const StallStats& stall) {
+  const StallInterval* longest = nullptr;
+  for (const StallInterval& iv : stall.intervals) {
+    if (!longest || iv.end_ns - iv.start_ns > longest->end_ns - longest->start_ns) longest = &iv;
+  }
+  if (!longest) return std::nullopt;
+  const int64_t len = longest->end_ns - longest->start_ns;
+  return evidence_around(longest->start_ns, longest->end_ns, 1.5,
+                         "longest stall: " + duration_ms(static_cast<double>(len) / 1e6) + " at " +
+                             clock_time(longest->start_ns) +
+                             (longest->batch >= 0 ? " (waiting for batch " + std::to_string(longest->batch) + ")" : ""));
+}
+
 // Input wait: the stall plus time inside DataLoader.__iter__ (epoch_begin -> first next()) for
 // epochs that start inside the window; __iter__ is where non-persistent workers are started.
 // From it: whether the run is data-bound, and the compute time per step (the rest of the window).
@@ -360,7 +375,7 @@ void train_process_cpu(const Session& s, const DataLoaderModel& m, const Interva
 void note_unexplained_wait(Report* r) {
   const LoaderStats* main = r->loader();
   bool speed = false;
-  for (const Recommendation& rec : r->recommendations) speed |= rec.id != "worker_memory_growth";
+  for (const Recommendation& rec : r->recommendations) speed |= rec.speed;
   if (!r->data_bound || speed || !main) return;
   std::string n = "the loop waits for input " + percent(r->input_wait_fraction) +
                   " of the window, but no DataLoader setting explains it:";
@@ -383,6 +398,16 @@ const LoaderStats* Report::loader() const {
     if (l.id == *main_loader) return &l;
   }
   return nullptr;
+}
+
+EvidenceAt evidence_around(int64_t t0, int64_t t1, double pad, std::string what) {
+  const int64_t len = std::max<int64_t>(t1 - t0, 1000);
+  const int64_t context = static_cast<int64_t>(static_cast<double>(len) * pad);
+  EvidenceAt e;
+  e.t0 = t0 - context;
+  e.t1 = t1 + context;
+  e.what = std::move(what);
+  return e;
 }
 
 Report analyze(const Session& s) { return analyze(s, build_dataloader_model(s)); }
@@ -418,6 +443,7 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
   r.step_time = step_times(handoffs);
   const int64_t stall_ns = next_call_waits(m, window, &loaders.stats, &r.stall);
   stall_figures(s, m, window, stall_ns, &r);
+  r.longest_stall = longest_stall(r.stall);
   input_wait(m, window, stall_ns, &r);
   loader_totals(loaders.stats, &r);
   queue_figures(s, m, loaders, &r);

@@ -88,6 +88,10 @@ struct LoaderStats {
   double edge_wait_s = 0;           // wait in each epoch's first next() and its StopIteration next()
   double shutdown_s = 0;            // StopIteration next() calls that shut the workers down
   std::vector<double> epoch_start_s;  // per epoch: dl.epoch_begin -> first batch handed
+  struct EpochStart {
+    int64_t epoch = 0, begin_ns = 0, first_batch_ns = 0;
+  };
+  std::vector<EpochStart> epoch_starts;  // the same epochs, with their times
   int64_t respawned_epochs = 0;     // epochs after the first that started new worker processes
   double respawn_excess_s = 0;      // what persistent workers would save: start excess + shutdowns
   std::optional<double> next_p50_ms;  // handed next() calls that are not an epoch's first
@@ -97,13 +101,23 @@ struct LoaderStats {
   double active_s = 0;              // union over epochs of [first next(), last next() end]
 };
 
+// Where on the timeline a recommendation's evidence is: what a view shows when asked.
+struct EvidenceAt {
+  int64_t t0 = 0, t1 = 0;   // the range to show (ns since the session start), context included
+  int64_t pid = 0;          // the process to point at (0: none)
+  vocab::Counter counter = vocab::Counter::kNone;  // the counter that shows it (kNone: none)
+  std::string what;         // one line: "longest stall: 412 ms at 12.345 s (waiting for batch 7)"
+};
+
 struct Recommendation {
-  std::string id;
+  std::string id;           // one of vocab::kRecommendationIds
   std::string severity;  // "high", "medium", "low"
   std::string message;
   std::string action;    // the change in a few words, e.g. "set num_workers=6"
   json::Value evidence;  // the numbers the rule used
   double expected_speedup = 1;  // for ordering; 1 when not a speed recommendation
+  bool speed = true;            // a change that makes the loop faster (false: memory and such)
+  EvidenceAt where;             // its evidence on the timeline
 };
 
 struct Report {
@@ -132,6 +146,7 @@ struct Report {
   std::optional<int64_t> cpu_count;  // meta cpu_count, when the recorder wrote it
   std::string recorded_by;           // meta mode: "launcher", "in-process" or "attach" ("" if absent)
   GpuStats gpu;                      // mode "gpu": the GPU timeline's figures
+  std::optional<EvidenceAt> longest_stall;  // the longest stall interval, to show
 
   // Share of the window the training loop waited in next() while it mattered: in CPU mode the
   // whole stall; in GPU mode the data_wait part of the GPU's idle time.
@@ -163,5 +178,7 @@ std::string short_summary(const Report& r);
 // Pieces analyze() is built from; exposed for tests and the dashboard.
 std::vector<WorkerStats> worker_stats(const Session& s, const DataLoaderModel& m);
 std::vector<Recommendation> recommend(const Report& r);
+// Evidence over [t0, t1], shown with `pad` times its length (at least 1 us) of context each side.
+EvidenceAt evidence_around(int64_t t0, int64_t t1, double pad, std::string what);
 
 }  // namespace stallscope::analysis

@@ -169,16 +169,6 @@ Style cause_style(const std::string& cause) {
   return Style::kStallData;
 }
 
-EvidenceTarget around(int64_t t0, int64_t t1, double pad_factor, const std::string& what) {
-  const int64_t len = std::max<int64_t>(t1 - t0, 1000);
-  const int64_t pad = static_cast<int64_t>(static_cast<double>(len) * pad_factor);
-  EvidenceTarget e;
-  e.t0 = t0 - pad;
-  e.t1 = t1 + pad;
-  e.what = what;
-  return e;
-}
-
 }  // namespace
 
 std::shared_ptr<const AnalysisView> build_analysis_view(const analysis::Session& s) {
@@ -253,63 +243,19 @@ std::shared_ptr<const AnalysisView> build_analysis_view(const analysis::Session&
   }
   for (auto& [pid, list] : v->fetch_by_pid) std::sort(list.begin(), list.end());
 
-  // Evidence: the longest stall, the worker with the most run-queue delay, the slowest epoch start.
-  const analysis::StallInterval* longest = nullptr;
-  for (const analysis::StallInterval& iv : r.stall.intervals) {
-    if (!longest || iv.end_ns - iv.start_ns > longest->end_ns - longest->start_ns) longest = &iv;
-  }
-  if (longest) {
-    v->longest_stall = around(longest->start_ns, longest->end_ns, 1.5,
-                              "longest stall: " + fmt_duration(static_cast<double>(longest->end_ns - longest->start_ns)) +
-                                  " at " + fmt_time(static_cast<double>(longest->start_ns)) +
-                                  (longest->batch >= 0 ? " (waiting for batch " + std::to_string(longest->batch) + ")" : ""));
-  }
-  const analysis::WorkerStats* most_runq = nullptr;
-  for (const analysis::WorkerStats& w : r.workers) {
-    if (w.runq_delay_fraction && (!most_runq || *w.runq_delay_fraction > *most_runq->runq_delay_fraction)) most_runq = &w;
-  }
-  const int64_t w0 = r.window_end_ns > r.window_start_ns ? r.window_start_ns : 0;
-  const int64_t w1 = r.window_end_ns > r.window_start_ns ? r.window_end_ns : s.end_ns;
-
-  for (const analysis::Recommendation& rec : r.recommendations) {
+  // Where each recommendation's evidence is: the analysis says; the view only turns a counter
+  // into the heat strip's metric.
+  auto target = [](const analysis::EvidenceAt& e) {
     EvidenceTarget t;
-    if (rec.id == "reduce_num_workers" && most_runq) {
-      t = around(w0, w1, 0.02, "");
-      t.pid = most_runq->pid;
-      t.heat_metric = kRunq;
-      t.what = "worker " + std::to_string(most_runq->worker_id) + " (pid " + std::to_string(most_runq->pid) +
-               ") waited for a CPU " + fmt_double(*most_runq->runq_delay_fraction * 100, 0) + "% of its life";
-    } else if (rec.id == "worker_memory_growth") {
-      const int64_t pid = rec.evidence.integer("max_growth_pid").value_or(0);
-      t = around(w0, w1, 0.02, "");
-      t.pid = pid;
-      t.heat_metric = kRss;
-      t.what = "memory of worker pid " + std::to_string(pid) + " over the run";
-    } else if (rec.id == "enable_persistent_workers" && main_info) {
-      int64_t best = -1, b0 = 0, b1 = 0;
-      int64_t best_epoch = 0;
-      for (const auto& [e, info] : main_info->epochs) {
-        if (e == 0 || !info.begin_ns || !info.first_handed_ns) continue;
-        if (*info.first_handed_ns - *info.begin_ns > best) {
-          best = *info.first_handed_ns - *info.begin_ns;
-          b0 = *info.begin_ns;
-          b1 = *info.first_handed_ns;
-          best_epoch = e;
-        }
-      }
-      if (best >= 0) {
-        t = around(b0, b1, 0.3, "epoch " + std::to_string(best_epoch) + " took " + fmt_duration(static_cast<double>(best)) +
-                                    " to hand its first batch (new workers started)");
-      } else if (v->longest_stall) {
-        t = *v->longest_stall;
-      }
-    } else if (v->longest_stall) {
-      t = *v->longest_stall;
-    } else {
-      t = around(w0, w1, 0.02, "the training window");
-    }
-    v->targets.push_back(t);
-  }
+    t.t0 = e.t0;
+    t.t1 = e.t1;
+    t.pid = e.pid;
+    t.heat_metric = counter_metric(e.counter);
+    t.what = e.what;
+    return t;
+  };
+  if (r.longest_stall) v->longest_stall = target(*r.longest_stall);
+  for (const analysis::Recommendation& rec : r.recommendations) v->targets.push_back(target(rec.where));
   return v;
 }
 

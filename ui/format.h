@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <string>
 
+#include "analysis/format.h"
+
 namespace stallscope::ui {
 
 // "412 ms", "3.25 s", "18.0 us", "950 ns": three significant digits.
@@ -37,21 +39,8 @@ inline std::string fmt_duration(double ns) {
 }
 
 // A time since the session start: "12.345 s", "1:02.345" past a minute, "1:02:03.4" past an hour.
-inline std::string fmt_time(double ns, int decimals = 3) {
-  char b[40];
-  const double s = ns / 1e9;
-  if (std::fabs(s) < 60) {
-    std::snprintf(b, sizeof b, "%.*f s", decimals, s);
-  } else if (std::fabs(s) < 3600) {
-    const int m = static_cast<int>(s / 60);
-    std::snprintf(b, sizeof b, "%d:%0*.*f", m, decimals > 0 ? decimals + 3 : 2, decimals, s - m * 60.0);
-  } else {
-    const int h = static_cast<int>(s / 3600);
-    const int m = static_cast<int>((s - h * 3600.0) / 60);
-    std::snprintf(b, sizeof b, "%d:%02d:%0*.*f", h, m, decimals > 0 ? decimals + 3 : 2, decimals, s - h * 3600.0 - m * 60.0);
-  }
-  return b;
-}
+// A time since the session start (analysis/format.h's clock_time: one implementation).
+inline std::string fmt_time(double ns, int decimals = 3) { return analysis::clock_time(static_cast<int64_t>(ns), decimals); }
 
 inline std::string fmt_bytes(double v) {
   char b[32];

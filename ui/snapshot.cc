@@ -34,6 +34,15 @@ const char* style_name(Style s) {
   return "?";
 }
 
+int counter_metric(vocab::Counter c) {
+  switch (c) {
+    case vocab::Counter::kCpu: return kCpu;
+    case vocab::Counter::kRunqWait: return kRunq;
+    case vocab::Counter::kRss: return kRss;
+    default: return -1;
+  }
+}
+
 const char* role_name(LaneRole r) {
   switch (r) {
     case LaneRole::kGpu: return "gpu";

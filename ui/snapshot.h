@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/vocabulary.h"
 #include "ui/append_log.h"
 
 namespace stallscope::ui {
@@ -200,6 +201,8 @@ struct CounterSeries {
   double max_value = 0;
 };
 enum CounterMetric : int { kCpu = 0, kRunq, kRss, kCounterMetricCount };
+// The metric that shows a vocabulary counter (-1: the dashboard does not draw it).
+int counter_metric(vocab::Counter c);
 struct ProcCounters {
   CounterSeries series[kCounterMetricCount];
 };

@@ -16,14 +16,7 @@ int32_t arg32(const std::optional<int64_t>& v) {
 }
 
 // The dashboard's metric of a counter track (-1: not drawn).
-int metric_of(const CounterTrackRow& t) {
-  switch (vocab::counter_of(t.name)) {
-    case vocab::Counter::kCpu: return kCpu;
-    case vocab::Counter::kRunqWait: return kRunq;
-    case vocab::Counter::kRss: return kRss;
-    default: return -1;
-  }
-}
+int metric_of(const CounterTrackRow& t) { return counter_metric(vocab::counter_of(t.name)); }
 
 template <typename Row>
 analysis::DlEvent decode(vocab::Event e, bool in_worker, const Row& r) {
