@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "analysis/session.h"
+#include "common/json.h"
 #include "ui/format.h"
 
 namespace stallscope::ui {
@@ -280,7 +281,7 @@ std::shared_ptr<const AnalysisView> build_analysis_view(const analysis::Session&
       t.what = "worker " + std::to_string(most_runq->worker_id) + " (pid " + std::to_string(most_runq->pid) +
                ") waited for a CPU " + fmt_double(*most_runq->runq_delay_fraction * 100, 0) + "% of its life";
     } else if (rec.id == "worker_memory_growth") {
-      const int64_t pid = rec.evidence.integer("max_growth_pid").value_or(0);
+      const int64_t pid = json::get_int(rec.evidence, "max_growth_pid").value_or(0);
       t = around(w0, w1, 0.02, "");
       t.pid = pid;
       t.heat_metric = kRss;
