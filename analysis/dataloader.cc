@@ -11,24 +11,24 @@ namespace {
 
 using vocab::Event;
 
-LoaderConfig parse_config(const json::Value& doc) {
+LoaderConfig parse_config(const Json& doc) {
   LoaderConfig c;
   c.doc = doc;
-  c.batch_size = doc.integer("batch_size");
-  c.num_workers = doc.integer("num_workers");
-  c.prefetch_factor = doc.integer("prefetch_factor");
-  c.dataset_len = doc.integer("dataset_len");
-  c.batches_per_epoch = doc.integer("batches_per_epoch");
-  c.pin_memory = doc.boolean("pin_memory");
-  c.pin_memory_effective = doc.boolean("pin_memory_effective");
-  c.persistent_workers = doc.boolean("persistent_workers");
-  c.in_order = doc.boolean("in_order");
-  c.drop_last = doc.boolean("drop_last");
-  c.start_method = doc.string("start_method");
-  c.dataset_type = doc.string("dataset_type");
-  c.dataset_class = doc.string("dataset_class");
-  c.created_at = doc.string("created_at");
-  c.torch_version = doc.string("torch_version");
+  c.batch_size = json::get_int(doc, "batch_size");
+  c.num_workers = json::get_int(doc, "num_workers");
+  c.prefetch_factor = json::get_int(doc, "prefetch_factor");
+  c.dataset_len = json::get_int(doc, "dataset_len");
+  c.batches_per_epoch = json::get_int(doc, "batches_per_epoch");
+  c.pin_memory = json::get_bool(doc, "pin_memory");
+  c.pin_memory_effective = json::get_bool(doc, "pin_memory_effective");
+  c.persistent_workers = json::get_bool(doc, "persistent_workers");
+  c.in_order = json::get_bool(doc, "in_order");
+  c.drop_last = json::get_bool(doc, "drop_last");
+  c.start_method = json::get_string(doc, "start_method");
+  c.dataset_type = json::get_string(doc, "dataset_type");
+  c.dataset_class = json::get_string(doc, "dataset_class");
+  c.created_at = json::get_string(doc, "created_at");
+  c.torch_version = json::get_string(doc, "torch_version");
   return c;
 }
 

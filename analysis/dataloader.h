@@ -10,14 +10,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/json.h"
 #include "analysis/session.h"
+#include "common/json.h"
 
 namespace stallscope::analysis {
 
 // The loader's configuration from its `dl.config` document.
 struct LoaderConfig {
-  json::Value doc;  // the document as recorded; null when none was recorded or it did not parse
+  Json doc;  // the document as recorded; null when none was recorded or it did not parse
   std::optional<int64_t> batch_size, num_workers, prefetch_factor, dataset_len, batches_per_epoch;
   std::optional<bool> pin_memory, pin_memory_effective, persistent_workers, in_order, drop_last;
   std::optional<std::string> start_method, dataset_type, dataset_class, created_at, torch_version;

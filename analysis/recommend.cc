@@ -76,14 +76,14 @@ std::string gain_sentence(const Inputs& in) {
          ".";
 }
 
-json::Value base_evidence(const Inputs& in) {
-  json::Value e = json::Value::object();
-  e.set("stall_fraction", in.s);
-  e.set("num_workers", in.n);
-  e.set("compute_per_step_ms", in.c_ms);
-  e.set("fetch_mean_ms", in.f_ms);
-  e.set("fetch_p50_ms", in.f50);
-  e.set("fetch_p99_ms", in.f99);
+Json base_evidence(const Inputs& in) {
+  Json e = Json::object();
+  e["stall_fraction"] = in.s;
+  e["num_workers"] = in.n;
+  e["compute_per_step_ms"] = in.c_ms;
+  e["fetch_mean_ms"] = in.f_ms;
+  e["fetch_p50_ms"] = in.f50;
+  e["fetch_p99_ms"] = in.f99;
   return e;
 }
 
@@ -134,12 +134,12 @@ void increase_num_workers(const Inputs& in, std::vector<Recommendation>* out) {
                 (in.io_bound ? ", and fetching mostly waits rather than computes, so workers can outnumber the CPUs" : "") +
                 ": set num_workers=" + std::to_string(k) + (ws.cap.empty() ? "" : " (" + ws.cap + ")") + ".";
   rec.evidence = base_evidence(in);
-  rec.evidence.set("workers_busy_fraction", in.busy);
-  rec.evidence.set("runq_delay_fraction", in.runq);
-  rec.evidence.set("fetch_cpu_cores", in.fetch_cpu);
-  rec.evidence.set("cpu_count", in.r.cpu_count);
-  rec.evidence.set("suggested_num_workers", k);
-  rec.evidence.set("ideal_speedup", rec.expected_speedup);
+  rec.evidence["workers_busy_fraction"] = in.busy;
+  rec.evidence["runq_delay_fraction"] = in.runq;
+  rec.evidence["fetch_cpu_cores"] = in.fetch_cpu;
+  rec.evidence["cpu_count"] = in.r.cpu_count;
+  rec.evidence["suggested_num_workers"] = k;
+  rec.evidence["ideal_speedup"] = rec.expected_speedup;
   out->push_back(std::move(rec));
 }
 
@@ -181,11 +181,11 @@ void reduce_num_workers(const Inputs& in, std::vector<Recommendation>* out) {
                 ": fewer context switches, less memory, and the training process gets its CPU back. " +
                 gain_sentence(in);
   rec.evidence = base_evidence(in);
-  rec.evidence.set("runq_delay_fraction", in.runq);
-  rec.evidence.set("cpu_util_per_worker", in.cpu_per_worker);
-  rec.evidence.set("cpu_count", in.r.cpu_count);
-  rec.evidence.set("suggested_num_workers", k);
-  rec.evidence.set("ideal_speedup", rec.expected_speedup);
+  rec.evidence["runq_delay_fraction"] = in.runq;
+  rec.evidence["cpu_util_per_worker"] = in.cpu_per_worker;
+  rec.evidence["cpu_count"] = in.r.cpu_count;
+  rec.evidence["suggested_num_workers"] = k;
+  rec.evidence["ideal_speedup"] = rec.expected_speedup;
   out->push_back(std::move(rec));
 }
 
@@ -211,11 +211,11 @@ void slow_dataset_getitem(const Inputs& in, std::vector<Recommendation>* out) {
                 "whole batches with __getitems__. " +
                 gain_sentence(in);
   rec.evidence = base_evidence(in);
-  rec.evidence.set("workers_busy_fraction", in.busy);
-  rec.evidence.set("runq_delay_fraction", in.runq);
-  rec.evidence.set("cpu_count", in.r.cpu_count);
-  rec.evidence.set("fetch_speedup_needed", needed);
-  rec.evidence.set("ideal_speedup", rec.expected_speedup);
+  rec.evidence["workers_busy_fraction"] = in.busy;
+  rec.evidence["runq_delay_fraction"] = in.runq;
+  rec.evidence["cpu_count"] = in.r.cpu_count;
+  rec.evidence["fetch_speedup_needed"] = needed;
+  rec.evidence["ideal_speedup"] = rec.expected_speedup;
   out->push_back(std::move(rec));
 }
 
@@ -251,14 +251,14 @@ void increase_prefetch_factor(const Inputs& in, std::vector<Recommendation>* out
                 ". Expected: up to 1/(1-" + fixed(steady, 2) + ") = " + speedup(rec.expected_speedup) +
                 " if the steady-state wait vanishes.";
   rec.evidence = base_evidence(in);
-  rec.evidence.set("steady_stall_fraction", steady);
-  rec.evidence.set("workers_busy_fraction", in.busy);
-  rec.evidence.set("queue_empty_fraction", in.empty);
-  rec.evidence.set("fetch_p99_over_p50", burst);
-  rec.evidence.set("prefetch_lead_ms", lead_ms);
-  rec.evidence.set("prefetch_factor", pf);
-  rec.evidence.set("suggested_prefetch_factor", k);
-  rec.evidence.set("ideal_speedup", rec.expected_speedup);
+  rec.evidence["steady_stall_fraction"] = steady;
+  rec.evidence["workers_busy_fraction"] = in.busy;
+  rec.evidence["queue_empty_fraction"] = in.empty;
+  rec.evidence["fetch_p99_over_p50"] = burst;
+  rec.evidence["prefetch_lead_ms"] = lead_ms;
+  rec.evidence["prefetch_factor"] = pf;
+  rec.evidence["suggested_prefetch_factor"] = k;
+  rec.evidence["ideal_speedup"] = rec.expected_speedup;
   out->push_back(std::move(rec));
 }
 
@@ -296,13 +296,13 @@ void enable_persistent_workers(const Inputs& in, std::vector<Recommendation>* ou
                 " cost " + fixed(saved, 2) + " s (" + percent(frac) +
                 " of the window). Set persistent_workers=True. Expected speed-up T/(T-saved) = " + speedup(rec.expected_speedup) + ".";
   rec.evidence = base_evidence(in);
-  rec.evidence.set("respawned_epochs", in.l.respawned_epochs);
-  rec.evidence.set("mean_epoch_start_s", avg);
-  rec.evidence.set("respawn_cost_s", saved);
-  rec.evidence.set("shutdown_s", in.l.shutdown_s);
-  rec.evidence.set("respawn_fraction", frac);
-  rec.evidence.set("wall_s", in.r.wall_s);
-  rec.evidence.set("ideal_speedup", rec.expected_speedup);
+  rec.evidence["respawned_epochs"] = in.l.respawned_epochs;
+  rec.evidence["mean_epoch_start_s"] = avg;
+  rec.evidence["respawn_cost_s"] = saved;
+  rec.evidence["shutdown_s"] = in.l.shutdown_s;
+  rec.evidence["respawn_fraction"] = frac;
+  rec.evidence["wall_s"] = in.r.wall_s;
+  rec.evidence["ideal_speedup"] = rec.expected_speedup;
   out->push_back(std::move(rec));
 }
 
@@ -325,7 +325,7 @@ void enable_pin_memory(const Inputs& in, std::vector<Recommendation>* out) {
                 " of the window from pageable memory. Set pin_memory=True and copy with .to(device, non_blocking=True). "
                 "Expected: up to " + speedup(rec.expected_speedup) + ".";
   rec.evidence = base_evidence(in);
-  rec.evidence.set("h2d_stall_fraction", h2d);
+  rec.evidence["h2d_stall_fraction"] = h2d;
   out->push_back(std::move(rec));
 }
 
@@ -372,12 +372,12 @@ void worker_memory_growth(const Report& r, std::vector<Recommendation>* out) {
                 "turns pages shared with the parent into private copies. Keep per-sample metadata in numpy arrays, torch "
                 "tensors or Arrow instead of Python lists and dicts, or open data lazily inside each worker. Expected: about " +
                 bytes(peak) + " less memory, and room to add workers without running out of memory.";
-  rec.evidence = json::Value::object();
-  rec.evidence.set("max_private_growth_bytes", static_cast<int64_t>(max_one));
-  rec.evidence.set("max_growth_pid", max_pid);
-  rec.evidence.set("concurrent_private_growth_bytes", static_cast<int64_t>(peak));
-  rec.evidence.set("concurrent_workers", peak_workers);
-  rec.evidence.set("start_method", method);
+  rec.evidence = Json::object();
+  rec.evidence["max_private_growth_bytes"] = static_cast<int64_t>(max_one);
+  rec.evidence["max_growth_pid"] = max_pid;
+  rec.evidence["concurrent_private_growth_bytes"] = static_cast<int64_t>(peak);
+  rec.evidence["concurrent_workers"] = peak_workers;
+  rec.evidence["start_method"] = method;
   out->push_back(std::move(rec));
 }
 
@@ -386,11 +386,11 @@ constexpr double kGpuCauseMin = 0.05;        // share of the window a GPU stall 
 constexpr double kGpuBusyLow = 0.50;         // GPU idle at least half the time
 constexpr double kWorkerCpuBound = 0.70;     // cores a worker uses while it fetches: CPU-bound
 
-json::Value gpu_evidence(const Report& r) {
-  json::Value e = json::Value::object();
-  e.set("gpu_busy_fraction", r.gpu.busy_fraction);
-  e.set("gpu_stall_fraction", r.stall.fraction);
-  for (const auto& [cause, s] : r.stall.by_cause_s) e.set(cause + "_fraction", r.wall_s > 0 ? s / r.wall_s : 0.0);
+Json gpu_evidence(const Report& r) {
+  Json e = Json::object();
+  e["gpu_busy_fraction"] = r.gpu.busy_fraction;
+  e["gpu_stall_fraction"] = r.stall.fraction;
+  for (const auto& [cause, s] : r.stall.by_cause_s) e[cause + "_fraction"] = r.wall_s > 0 ? s / r.wall_s : 0.0;
   return e;
 }
 
@@ -412,10 +412,10 @@ void pageable_h2d(const Report& r, std::vector<Recommendation>* out) {
                 " of the window. Pin the batches (DataLoader pin_memory=True, or tensor.pin_memory()) and copy with "
                 ".to(device, non_blocking=True). Expected: up to " + speedup(rec.expected_speedup) + ".";
   rec.evidence = gpu_evidence(r);
-  rec.evidence.set("pageable_h2d_bytes", pg.bytes);
-  rec.evidence.set("pageable_h2d_copies", pg.count);
-  rec.evidence.set("pageable_h2d_gbps", pg.gbps);
-  rec.evidence.set("pinned_h2d_gbps", r.gpu.h2d_pinned.gbps);
+  rec.evidence["pageable_h2d_bytes"] = pg.bytes;
+  rec.evidence["pageable_h2d_copies"] = pg.count;
+  rec.evidence["pageable_h2d_gbps"] = pg.gbps;
+  rec.evidence["pinned_h2d_gbps"] = r.gpu.h2d_pinned.gbps;
   out->push_back(std::move(rec));
 }
 
@@ -459,7 +459,7 @@ void move_transforms_to_gpu(const Report& r, std::vector<Recommendation>* out) {
                 "transforms to the GPU after the copy, on whole batches. Expected: up to " +
                 speedup(rec.expected_speedup) + ".";
   rec.evidence = gpu_evidence(r);
-  rec.evidence.set("worker_fetch_cpu_cores", fetch_cpu);
+  rec.evidence["worker_fetch_cpu_cores"] = fetch_cpu;
   out->push_back(std::move(rec));
 }
 

@@ -12,8 +12,8 @@
 
 #include "analysis/dataloader.h"
 #include "analysis/gpu.h"
-#include "analysis/json.h"
 #include "analysis/session.h"
+#include "common/json.h"
 #include "common/vocabulary.h"
 
 namespace stallscope::analysis {
@@ -114,7 +114,7 @@ struct Recommendation {
   std::string severity;  // "high", "medium", "low"
   std::string message;
   std::string action;    // the change in a few words, e.g. "set num_workers=6"
-  json::Value evidence;  // the numbers the rule used
+  Json evidence;        // the numbers the rule used
   double expected_speedup = 1;  // for ordering; 1 when not a speed recommendation
   bool speed = true;            // a change that makes the loop faster (false: memory and such)
   EvidenceAt where;             // its evidence on the timeline
@@ -171,7 +171,7 @@ Report analyze(const Session& s, const DataLoaderModel& m);
 
 // Renderings.
 std::string render_text(const Report& r);
-json::Value to_json(const Report& r);
+Json to_json(const Report& r);
 // 3-6 lines for the end of `stallscope run`.
 std::string short_summary(const Report& r);
 

@@ -8,6 +8,7 @@
 #include "analysis/report.h"
 #include "analysis/session.h"
 #include "cli/commands.h"
+#include "common/json.h"
 
 namespace {
 
@@ -82,7 +83,7 @@ int cmd_report(int argc, char** argv) {
   auto session = stallscope::analysis::load_session(path);
   if (!session.ok()) return read_error(session.status().message());
   const stallscope::analysis::Report report = stallscope::analysis::analyze(*session);
-  const std::string out = as_json ? stallscope::json::write(stallscope::analysis::to_json(report), 2)
+  const std::string out = as_json ? stallscope::json::write(stallscope::analysis::to_json(report))
                                   : stallscope::analysis::render_text(report);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;

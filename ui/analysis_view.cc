@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "analysis/session.h"
+#include "common/json.h"
 #include "ui/format.h"
 
 namespace stallscope::ui {

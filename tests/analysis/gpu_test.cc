@@ -120,9 +120,9 @@ TEST_F(GpuTest, GpuRecommendations) {
   EXPECT_FALSE(has(pn, "pageable_h2d"));
   EXPECT_TRUE(has(pn, "host_sync"));
   // The JSON document carries the GPU figures.
-  const json::Value j = to_json(pg);
-  ASSERT_NE(j.find("gpu"), nullptr);
-  EXPECT_EQ(j.find("mode")->as_string(), "gpu");
+  const Json j = to_json(pg);
+  ASSERT_TRUE(j.contains("gpu"));
+  EXPECT_EQ(json::get_string(j, "mode"), "gpu");
 }
 
 TEST_F(GpuTest, CpuRecordingStaysInCpuMode) {

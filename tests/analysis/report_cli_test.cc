@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "analysis/json.h"
+#include "common/json.h"
 #include "tests/analysis/fixture.h"
 #include "tests/unit/test_util.h"
 
@@ -55,44 +55,44 @@ TEST_F(ReportCliTest, JsonHasEveryRequiredKey) {
   ASSERT_EQ(p.exit_code, 0) << p.err;
   auto doc = json::parse(p.out);
   ASSERT_TRUE(doc.ok()) << doc.status().message() << "\n" << p.out;
-  const json::Value& d = *doc;
-  EXPECT_EQ(d.string("schema"), "stallscope.report/1");
-  EXPECT_EQ(d.string("mode"), "cpu");
-  EXPECT_NEAR(*d.number("wall_s"), 10.0, 1e-9);
-  EXPECT_EQ(d.integer("steps"), 100);
-  EXPECT_EQ(d.integer("samples"), 3200);
-  EXPECT_NEAR(*d.number("samples_per_s"), 320.0, 1e-6);
-  const json::Value* st = d.find("step_time_ms");
-  ASSERT_NE(st, nullptr);
-  for (const char* k : {"p50", "p90", "p99"}) EXPECT_NEAR(*st->number(k), 100.0, 1e-9) << k;
-  const json::Value* stall = d.find("stall");
-  ASSERT_NE(stall, nullptr);
-  EXPECT_NEAR(*stall->number("fraction"), 0.30, 1e-9);
-  ASSERT_NE(stall->find("by_cause"), nullptr);
-  EXPECT_NEAR(*stall->find("by_cause")->number("data_wait"), 3.0, 1e-9);
-  const json::Value* loader = d.find("loader");
-  ASSERT_NE(loader, nullptr);
-  EXPECT_EQ(loader->integer("batch_size"), 32);
-  EXPECT_EQ(loader->integer("num_workers"), 0);
-  EXPECT_EQ(loader->string("created_at"), "train.py:42");
-  ASSERT_NE(d.find("loaders"), nullptr);
-  EXPECT_EQ(d.find("loaders")->items().size(), 1u);
-  const json::Value* q = d.find("queue");
-  ASSERT_NE(q, nullptr);
-  ASSERT_NE(q->find("mean_ready"), nullptr);
-  ASSERT_NE(q->find("empty_fraction"), nullptr);
-  EXPECT_TRUE(q->find("mean_ready")->is_null());  // num_workers=0: no queue
-  ASSERT_NE(d.find("workers"), nullptr);
-  EXPECT_TRUE(d.find("workers")->is_array());
-  const json::Value* recs = d.find("recommendations");
-  ASSERT_NE(recs, nullptr);
-  ASSERT_FALSE(recs->items().empty());
-  for (const json::Value& r : recs->items()) {
-    for (const char* k : {"id", "severity", "message"}) EXPECT_TRUE(r.string(k).has_value()) << k;
-    ASSERT_NE(r.find("evidence"), nullptr);
-    EXPECT_TRUE(r.find("evidence")->is_object());
+  const Json& d = *doc;
+  EXPECT_EQ(json::get_string(d, "schema"), "stallscope.report/1");
+  EXPECT_EQ(json::get_string(d, "mode"), "cpu");
+  EXPECT_NEAR(*json::get_double(d, "wall_s"), 10.0, 1e-9);
+  EXPECT_EQ(json::get_int(d, "steps"), 100);
+  EXPECT_EQ(json::get_int(d, "samples"), 3200);
+  EXPECT_NEAR(*json::get_double(d, "samples_per_s"), 320.0, 1e-6);
+  ASSERT_TRUE(d.contains("step_time_ms"));
+  const Json& st = d.at("step_time_ms");
+  for (const char* k : {"p50", "p90", "p99"}) EXPECT_NEAR(*json::get_double(st, k), 100.0, 1e-9) << k;
+  ASSERT_TRUE(d.contains("stall"));
+  const Json& stall = d.at("stall");
+  EXPECT_NEAR(*json::get_double(stall, "fraction"), 0.30, 1e-9);
+  ASSERT_TRUE(stall.contains("by_cause"));
+  EXPECT_NEAR(*json::get_double(stall.at("by_cause"), "data_wait"), 3.0, 1e-9);
+  ASSERT_TRUE(d.contains("loader"));
+  const Json& loader = d.at("loader");
+  EXPECT_EQ(json::get_int(loader, "batch_size"), 32);
+  EXPECT_EQ(json::get_int(loader, "num_workers"), 0);
+  EXPECT_EQ(json::get_string(loader, "created_at"), "train.py:42");
+  ASSERT_TRUE(d.contains("loaders"));
+  EXPECT_EQ(d.at("loaders").size(), 1u);
+  ASSERT_TRUE(d.contains("queue"));
+  const Json& q = d.at("queue");
+  ASSERT_TRUE(q.contains("mean_ready"));
+  ASSERT_TRUE(q.contains("empty_fraction"));
+  EXPECT_TRUE(q.at("mean_ready").is_null());  // num_workers=0: no queue
+  ASSERT_TRUE(d.contains("workers"));
+  EXPECT_TRUE(d.at("workers").is_array());
+  ASSERT_TRUE(d.contains("recommendations"));
+  const Json& recs = d.at("recommendations");
+  ASSERT_FALSE(recs.empty());
+  for (const Json& r : recs) {
+    for (const char* k : {"id", "severity", "message"}) EXPECT_TRUE(json::get_string(r, k).has_value()) << k;
+    ASSERT_TRUE(r.contains("evidence"));
+    EXPECT_TRUE(r.at("evidence").is_object());
   }
-  EXPECT_EQ(recs->items()[0].string("id"), "increase_num_workers");
+  EXPECT_EQ(json::get_string(recs[0], "id"), "increase_num_workers");
 }
 
 TEST_F(ReportCliTest, JsonWorkersHaveEveryField) {
@@ -111,21 +111,21 @@ TEST_F(ReportCliTest, JsonWorkersHaveEveryField) {
   ASSERT_EQ(p.exit_code, 0) << p.err;
   auto doc = json::parse(p.out);
   ASSERT_TRUE(doc.ok()) << doc.status().message();
-  const json::Value* workers = doc->find("workers");
-  ASSERT_NE(workers, nullptr);
-  ASSERT_EQ(workers->items().size(), 2u);
-  for (const json::Value& w : workers->items()) {
+  ASSERT_TRUE(doc->contains("workers"));
+  const Json& workers = doc->at("workers");
+  ASSERT_EQ(workers.size(), 2u);
+  for (const Json& w : workers) {
     for (const char* k : {"pid", "worker_id", "cpu_util", "runq_delay_fraction", "private_growth_bytes", "fetch_p50_ms",
                           "fetch_p99_ms"}) {
-      ASSERT_NE(w.find(k), nullptr) << k;
-      EXPECT_TRUE(w.find(k)->is_number()) << k;
+      ASSERT_TRUE(w.contains(k)) << k;
+      EXPECT_TRUE(w.at(k).is_number()) << k;
     }
-    EXPECT_NEAR(*w.number("cpu_util"), 0.8, 1e-9);
-    EXPECT_EQ(w.integer("private_growth_bytes"), 1 << 20);
+    EXPECT_NEAR(*json::get_double(w, "cpu_util"), 0.8, 1e-9);
+    EXPECT_EQ(json::get_int(w, "private_growth_bytes"), 1 << 20);
   }
-  const json::Value* q = doc->find("queue");
-  EXPECT_TRUE(q->find("mean_ready")->is_number());
-  EXPECT_TRUE(q->find("empty_fraction")->is_number());
+  const Json& q = doc->at("queue");
+  EXPECT_TRUE(q.at("mean_ready").is_number());
+  EXPECT_TRUE(q.at("empty_fraction").is_number());
 }
 
 TEST_F(ReportCliTest, NoDataLoaderSaysSo) {
@@ -143,8 +143,8 @@ TEST_F(ReportCliTest, NoDataLoaderSaysSo) {
   EXPECT_EQ(p.exit_code, 0);
   auto doc = json::parse(p.out);
   ASSERT_TRUE(doc.ok());
-  EXPECT_EQ(doc->integer("steps"), 0);
-  EXPECT_TRUE(doc->find("samples_per_s")->is_null());
+  EXPECT_EQ(json::get_int(*doc, "steps"), 0);
+  EXPECT_TRUE(doc->at("samples_per_s").is_null());
 }
 
 TEST_F(ReportCliTest, LiveRecordingIsRead) {
@@ -159,8 +159,8 @@ TEST_F(ReportCliTest, LiveRecordingIsRead) {
   ASSERT_EQ(p.exit_code, 0) << p.err;
   auto doc = json::parse(p.out);
   ASSERT_TRUE(doc.ok());
-  EXPECT_EQ(doc->integer("steps"), 7);
-  EXPECT_EQ(doc->boolean("complete"), false);
+  EXPECT_EQ(json::get_int(*doc, "steps"), 7);
+  EXPECT_EQ(json::get_bool(*doc, "complete"), false);
   p = run_process({STALLSCOPE_BIN, "report", db});
   EXPECT_EQ(p.exit_code, 0);
   EXPECT_NE(p.out.find("not finished"), std::string::npos);

@@ -18,7 +18,7 @@
 #include <set>
 #include <thread>
 
-#include "analysis/json.h"
+#include "common/json.h"
 #include "storage/session_registry.h"
 #include "storage/sqlite.h"
 #include "tests/ui/sim_recording.h"
@@ -153,10 +153,10 @@ testing::ProcResult run_ui(const std::vector<std::string>& args, const std::map<
   return testing::run_process(argv, 120000, e);
 }
 
-json::Value load_json(const std::string& path) {
+Json load_json(const std::string& path) {
   auto v = json::parse(testing::read_file(path));
   EXPECT_TRUE(v.ok()) << v.status().message();
-  return v.ok() ? *v : json::Value();
+  return v.ok() ? *v : Json();
 }
 
 std::vector<std::string> lines(const std::string& s) {
@@ -187,17 +187,15 @@ TEST(WindowTest, ScreenshotShowsTheDashboard) {
   ASSERT_EQ(img.h, 1000);
   EXPECT_GT(stats(img, 0, 0, img.w, img.h).colours, 40u);
 
-  const json::Value layout = load_json(dir.file("layout.json"));
-  EXPECT_EQ(layout.string("state").value_or(""), "finished");
+  const Json layout = load_json(dir.file("layout.json"));
+  EXPECT_EQ(json::get_string(layout, "state").value_or(""), "finished");
   std::set<std::string> panels;
-  const json::Value* ps = layout.find("panels");
-  ASSERT_TRUE(ps && ps->is_array());
-  for (const json::Value& p : ps->items()) {
-    const std::string name = p.string("name").value_or("");
+  ASSERT_TRUE(layout.contains("panels") && layout.at("panels").is_array());
+  for (const Json& p : layout.at("panels")) {
+    const std::string name = json::get_string(p, "name").value_or("");
     panels.insert(name);
-    const auto& r4 = p.find("rect")->items();
-    const int x0 = static_cast<int>(r4[0].as_number()), y0 = static_cast<int>(r4[1].as_number()),
-              x1 = static_cast<int>(r4[2].as_number()), y1 = static_cast<int>(r4[3].as_number());
+    const Json& r4 = p.at("rect");
+    const int x0 = r4[0].get<int>(), y0 = r4[1].get<int>(), x1 = r4[2].get<int>(), y1 = r4[3].get<int>();
     if (name == "scrub") continue;
     // Each panel holds drawing: not one flat colour.
     const Stats s = stats(img, x0, y0, x1, y1);
@@ -207,15 +205,14 @@ TEST(WindowTest, ScreenshotShowsTheDashboard) {
   for (const char* p : {"header", "headline", "timeline", "queue", "workers", "recommendations", "batch"}) {
     EXPECT_TRUE(panels.count(p)) << p;
   }
-  const json::Value* lanes = layout.find("lanes");
-  ASSERT_TRUE(lanes && lanes->is_array());
-  ASSERT_EQ(lanes->items().size(), 6u);
-  EXPECT_EQ(lanes->items()[0].string("name").value_or(""), "main thread");
-  EXPECT_EQ(lanes->items()[5].string("name").value_or(""), "worker 3");
+  ASSERT_TRUE(layout.contains("lanes") && layout.at("lanes").is_array());
+  const Json& lanes = layout.at("lanes");
+  ASSERT_EQ(lanes.size(), 6u);
+  EXPECT_EQ(json::get_string(lanes[0], "name").value_or(""), "main thread");
+  EXPECT_EQ(json::get_string(lanes[5], "name").value_or(""), "worker 3");
   // The timeline's lanes area has the colours of dl.next (red) and dl.fetch (blue) somewhere.
-  const auto& lr = lanes->items()[2].find("rect")->items();
-  const Stats ws = stats(img, static_cast<int>(lr[0].as_number()) + 160, static_cast<int>(lr[1].as_number()),
-                         static_cast<int>(lr[2].as_number()), static_cast<int>(lr[3].as_number()));
+  const Json& lr = lanes[2].at("rect");
+  const Stats ws = stats(img, lr[0].get<int>() + 160, lr[1].get<int>(), lr[2].get<int>(), lr[3].get<int>());
   EXPECT_GT(ws.non_background, 0.05);
 }
 
@@ -270,9 +267,9 @@ TEST(WindowTest, BadInputShowsAMessageAndExitsNonZero) {
     EXPECT_EQ(err[0].rfind("stallscope: ", 0), 0u) << err[0];
     EXPECT_NE(err[0].find(c.expect), std::string::npos) << err[0];
     // The window showed it too.
-    const json::Value layout = load_json(js);
-    EXPECT_EQ(layout.string("state").value_or(""), "error");
-    EXPECT_NE(layout.string("message").value_or("").find(c.expect), std::string::npos);
+    const Json layout = load_json(js);
+    EXPECT_EQ(json::get_string(layout, "state").value_or(""), "error");
+    EXPECT_NE(json::get_string(layout, "message").value_or("").find(c.expect), std::string::npos);
     const Image img = load_png(png);
     ASSERT_EQ(img.w, 1600);
     EXPECT_GT(stats(img, 0, 0, img.w, img.h).colours, 8u);  // the message box and its text
@@ -289,9 +286,9 @@ TEST(WindowTest, ARecordingCutOffMidRunOpens) {
   testing::write_sim_recording(dir.file("killed.db"), o);
   const auto r = run_ui({"--screenshot", dir.file("k.png"), "--layout-dump", dir.file("k.json"), dir.file("killed.db")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json::Value layout = load_json(dir.file("k.json"));
-  EXPECT_EQ(layout.string("state").value_or(""), "cut off");
-  EXPECT_EQ(layout.find("lanes")->items().size(), 4u);  // main, pin, 2 workers
+  const Json layout = load_json(dir.file("k.json"));
+  EXPECT_EQ(json::get_string(layout, "state").value_or(""), "cut off");
+  EXPECT_EQ(layout.at("lanes").size(), 4u);  // main, pin, 2 workers
 }
 
 // CPU ticks (user + system, all threads) the process has used.
@@ -362,11 +359,10 @@ TEST(WindowTest, WithoutAFileTheSessionPickerListsRecordings) {
   }
   const auto r = run_ui({"--screenshot", dir.file("p.png"), "--layout-dump", dir.file("p.json")}, {{"XDG_RUNTIME_DIR", runtime}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json::Value layout = load_json(dir.file("p.json"));
-  EXPECT_EQ(layout.string("state").value_or(""), "picker");
-  const json::Value* sessions = layout.find("sessions");
-  ASSERT_TRUE(sessions && sessions->items().size() == 1u);
-  EXPECT_EQ(sessions->items()[0].as_string(), "live: " + dir.file("recent.db"));
+  const Json layout = load_json(dir.file("p.json"));
+  EXPECT_EQ(json::get_string(layout, "state").value_or(""), "picker");
+  ASSERT_TRUE(layout.contains("sessions") && layout.at("sessions").size() == 1u);
+  EXPECT_EQ(layout.at("sessions")[0].get<std::string>(), "live: " + dir.file("recent.db"));
 }
 
 TEST(CommandLineTest, HelpAndUsageErrors) {
