@@ -76,6 +76,12 @@ TEST_F(RecommendTest, NumWorkersZeroSlowGetsIncreaseNumWorkers) {
   EXPECT_EQ(rec->severity, "high");  // stall 0.30
   EXPECT_NE(rec->message.find("1/(1-0.30) = 1.43x"), std::string::npos) << rec->message;
   EXPECT_NE(rec->message.find("num_workers=0"), std::string::npos);
+  // A speed rule without evidence of its own points at the longest stall.
+  EXPECT_TRUE(rec->speed);
+  ASSERT_TRUE(r.longest_stall.has_value());
+  EXPECT_EQ(rec->where.what, r.longest_stall->what);
+  EXPECT_NE(rec->where.what.find("longest stall: "), std::string::npos);
+  EXPECT_EQ(rec->where.pid, 0);
   EXPECT_NEAR(*json::get_double(rec->evidence, "stall_fraction"), 0.30, 1e-9);
   EXPECT_NEAR(*json::get_double(rec->evidence, "ideal_speedup"), 1 / 0.7, 1e-9);
   EXPECT_EQ(json::get_int(rec->evidence, "suggested_num_workers"), 2);  // ceil(1.5 * 30 / 70) = 1, at least 2
@@ -119,6 +125,15 @@ TEST_F(RecommendTest, OversubscribedWorkersGetReduceNumWorkers) {
   EXPECT_NEAR(*json::get_double(rec->evidence, "runq_delay_fraction"), 0.5, 1e-9);
   EXPECT_NE(rec->message.find("50.0%"), std::string::npos) << rec->message;
   EXPECT_EQ(find(r, "increase_num_workers"), nullptr) << ids(r);
+  // Its evidence: the whole window, the worker with the most run-queue delay, its run-queue strip.
+  EXPECT_TRUE(rec->speed);
+  EXPECT_EQ(rec->where.counter, vocab::Counter::kRunqWait);
+  EXPECT_NE(rec->where.pid, 0);
+  EXPECT_NE(rec->where.what.find("pid " + std::to_string(rec->where.pid) + ") waited for a CPU 50% of its life"),
+            std::string::npos)
+      << rec->where.what;
+  EXPECT_LE(rec->where.t0, r.window_start_ns);
+  EXPECT_GE(rec->where.t1, r.window_end_ns);
   // The workers are saturated and the CPUs full: the dataset itself is too slow.
   ASSERT_NE(find(r, "slow_dataset_getitem"), nullptr) << ids(r);
   EXPECT_NEAR(*json::get_double(find(r, "slow_dataset_getitem")->evidence, "fetch_speedup_needed"),
@@ -159,6 +174,10 @@ TEST_F(RecommendTest, RespawnEachEpochGetsPersistentWorkers) {
   EXPECT_EQ(json::get_int(rec->evidence, "respawned_epochs"), 3);
   EXPECT_NEAR(*json::get_double(rec->evidence, "respawn_cost_s"), 3 * 1.5, 1e-9);
   EXPECT_NE(rec->message.find("spawn"), std::string::npos);
+  // Its evidence: the slowest start of a later epoch, about 1.5 s from epoch begin to first batch.
+  ASSERT_GE(rec->where.t1 - rec->where.t0, 1500 * kMs) << rec->where.what;
+  EXPECT_NE(rec->where.what.find(" to hand its first batch (new workers started)"), std::string::npos) << rec->where.what;
+  EXPECT_EQ(rec->where.what.rfind("epoch 0 ", 0), std::string::npos) << rec->where.what;
   EXPECT_EQ(find(r, "increase_num_workers"), nullptr) << ids(r);
   EXPECT_EQ(find(r, "increase_prefetch_factor"), nullptr) << ids(r);
 
@@ -208,6 +227,10 @@ TEST_F(RecommendTest, MemoryGrowthIsReportedRegardless) {
   EXPECT_EQ(json::get_int(rec->evidence, "max_private_growth_bytes"), int64_t{600} << 20);
   EXPECT_EQ(json::get_int(rec->evidence, "concurrent_private_growth_bytes"), int64_t{2400} << 20);
   EXPECT_EQ(json::get_int(rec->evidence, "concurrent_workers"), 4);
+  // Not a speed rule; its evidence is the growing worker's memory over the run.
+  EXPECT_FALSE(rec->speed);
+  EXPECT_EQ(rec->where.counter, vocab::Counter::kRss);
+  EXPECT_EQ(rec->where.pid, json::get_int(rec->evidence, "max_growth_pid"));
 
   // Small growth stays quiet.
   c.worker_private_growth = 20 << 20;
