@@ -32,7 +32,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "analysis": ("common", "collector", "storage", "analysis"),
     "loader": ("common", "loader"),
     "ui": ("common", "collector", "storage", "analysis", "ui"),
-    "cli": ("common", "collector", "storage", "inject", "analysis", "loader", "ui", "cli"),
+    "export": ("common", "collector", "storage", "analysis", "export"),
+    "cli": ("common", "collector", "storage", "inject", "analysis", "loader", "ui", "export", "cli"),
 }
 # Include prefixes that name a part of the project; any other prefix is a library's.
 PROJECT = set(ALLOWED) | {"tests", "bench", "stallscope"}

@@ -1,8 +1,10 @@
 """The Python side of the event vocabulary: every name the package records, written once.
 
-The DataLoader hooks intern these names and refer to them only through these constants; the
-reading side (analysis, report, dashboard) knows them from docs/events.md, which describes each
-one. A constant is named after its text: upper case, dots as underscores.
+The DataLoader hooks intern these names and refer to them only through these constants. The C++
+side's vocabulary (common/vocabulary.h) holds the same names with their argument layouts, and
+docs/events.md describes each one; tests/unit/vocabulary_test.cc fails when a name here is not in
+the C++ vocabulary, or when another module of the package spells a name out. A constant is named
+after its text: upper case, dots as underscores.
 
 Imports nothing: the start-up path may read it without loading torch or ctypes.
 """
