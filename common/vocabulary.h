@@ -36,7 +36,10 @@ enum class Event : uint8_t {
   kDlPin,      // pin-memory thread
   // DataLoader hooks: worker processes
   kDlWorkerReady,
-  kDlPut,
+  kDlPut,  // also the reference loader's threads, in the training process
+  // reference loader's threads (training process)
+  kDlStages,
+  kDlCopy,
   // hook health
   kHooks,
   // NVTX ranges that may end on another thread
@@ -69,7 +72,9 @@ enum class Arg : uint8_t {
   kDomain,      // NVTX domain (string id; 0: the default domain)
   kCategory,    // NVTX category
   kRangeId,     // NVTX range id
-  kCorrelation  // CUPTI correlation id: links a host call to its GPU activity
+  kCorrelation, // CUPTI correlation id: links a host call to its GPU activity
+  kMicros,      // a duration in microseconds
+  kBytes        // a size in bytes
 };
 using Args = std::array<Arg, 3>;
 inline constexpr Args kNoArgs = {Arg::kNone, Arg::kNone, Arg::kNone};
@@ -100,7 +105,9 @@ inline constexpr EventDef kEvents[] = {
                                                     {Arg::kBatch, Arg::kSamples, Arg::kGeneration}},
     {Event::kDlPin, "dl.pin", Shape::kSpan, {Arg::kLoader, Arg::kBatch, Arg::kNone}, kNoArgs},
     {Event::kDlWorkerReady, "dl.worker_ready", Shape::kInstant, kNoArgs, {Arg::kWorker, Arg::kGeneration, Arg::kNone}},
-    {Event::kDlPut, "dl.put", Shape::kInstant, kNoArgs, {Arg::kBatch, Arg::kWorker, Arg::kGeneration}},
+    {Event::kDlPut, "dl.put", Shape::kInstant, {Arg::kLoader, Arg::kBatch, Arg::kWorker}, {Arg::kBatch, Arg::kWorker, Arg::kGeneration}},
+    {Event::kDlStages, "dl.stages", Shape::kInstant, {Arg::kMicros, Arg::kMicros, Arg::kMicros}, kNoArgs},
+    {Event::kDlCopy, "dl.copy", Shape::kSpan, {Arg::kBytes, Arg::kLoader, Arg::kBatch}, kNoArgs},
     {Event::kHooks, "stallscope.hooks", Shape::kInstant, {Arg::kText, Arg::kNone, Arg::kNone}, kNoArgs},
     {Event::kNvtxStart, "nvtx.start", Shape::kInstant, {Arg::kRangeId, Arg::kText, Arg::kDomain}, kNoArgs},
     {Event::kNvtxEnd, "nvtx.end", Shape::kInstant, {Arg::kRangeId, Arg::kNone, Arg::kNone}, kNoArgs},
