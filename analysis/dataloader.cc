@@ -29,6 +29,7 @@ LoaderConfig parse_config(const Json& doc) {
   c.dataset_class = json::get_string(doc, "dataset_class");
   c.created_at = json::get_string(doc, "created_at");
   c.torch_version = json::get_string(doc, "torch_version");
+  c.kind = json::get_string(doc, "kind").value_or("torch");
   return c;
 }
 
@@ -41,6 +42,7 @@ class Builder {
     if (!m_.seen) return std::move(m_);
     pick_training_thread();
     read_main_instants();
+    find_loader_threads();
     match_workers();
     read_spans();
     read_worker_instants();
@@ -289,6 +291,35 @@ class Builder {
                        "they started?); they were attributed to loader " + std::to_string(l) + " by their events");
   }
 
+  // The reference loader's worker threads: dl.fetch spans carrying W >= 0 on threads of the
+  // training process other than the training thread (docs/events.md, "Reference loader"). One
+  // worker per thread, alive from the start of its first fetch to the end of its last.
+  void find_loader_threads() {
+    for (const SpanRow& sp : s_.spans) {
+      if (ev(sp.name_id) != Event::kDlFetch || sp.thread_id == m_.train_thread_id || !in_training_process(sp.thread_id)) {
+        continue;
+      }
+      const DlEvent d = decode(Event::kDlFetch, false, sp);
+      if (d.worker.value_or(-1) < 0) continue;
+      const int64_t end = s_.span_end(sp);
+      auto [it, fresh] = thread_worker_.try_emplace(sp.thread_id, m_.workers.size());
+      if (!fresh) {
+        WorkerInfo& w = m_.workers[it->second];
+        w.stop_ns = std::max(w.stop_ns.value_or(end), end);
+        continue;
+      }
+      WorkerInfo w;
+      w.pid = m_.train_pid;
+      w.thread_id = sp.thread_id;
+      w.loader = d.loader.value_or(0);
+      w.worker_id = static_cast<int32_t>(*d.worker);
+      w.start_ns = sp.start_ns;
+      w.stop_ns = end;
+      w.start_epoch = epoch_at(w.loader, sp.start_ns);
+      m_.workers.push_back(w);
+    }
+  }
+
   void match_workers() {
     infer_unnamed_workers();
     std::unordered_map<int64_t, std::vector<const ProcessRow*>> rows;
@@ -297,6 +328,12 @@ class Builder {
     }
     for (size_t i = 0; i < m_.workers.size(); ++i) {
       WorkerInfo& w = m_.workers[i];
+      if (w.thread_id != 0) {  // a loader thread: its life is its fetches
+        w.life_begin_ns = w.start_ns;
+        w.life_end_ns = std::max(w.stop_ns.value_or(w.start_ns), w.start_ns);
+        loader(w.loader).workers.push_back(i);
+        continue;
+      }
       by_pid_[w.pid].push_back(i);
       // Its process row: the one of that pid whose start is closest to the worker_start.
       const ProcessRow* best = nullptr;
@@ -358,7 +395,27 @@ class Builder {
         const int64_t l = d.loader.value_or(0);
         const int64_t b = d.batch.value_or(-1);
         if (b < 0) continue;
-        if (e == Event::kDlFetch) {
+        auto loader_thread = thread_worker_.find(sp.thread_id);
+        if (e == Event::kDlFetch && loader_thread != thread_worker_.end()) {  // a reference loader's thread
+          WorkerInfo& w = m_.workers[loader_thread->second];
+          const int64_t ep = epoch_at(l, sp.start_ns);
+          BatchInfo& bi = batch(l, ep, b);
+          bi.fetch_start_ns = sp.start_ns;
+          bi.fetch_end_ns = end;
+          bi.worker = w.worker_id;
+          bi.worker_pid = m_.train_pid;
+          bi.worker_thread = sp.thread_id;
+          FetchInfo f;
+          f.start_ns = sp.start_ns;
+          f.end_ns = end;
+          f.loader = l;
+          f.epoch = ep;
+          f.batch = b;
+          f.worker = w.worker_id;
+          f.worker_index = static_cast<int>(loader_thread->second);
+          w.fetches.push_back(m_.fetches.size());
+          m_.fetches.push_back(f);
+        } else if (e == Event::kDlFetch) {
           const int64_t ep = epoch_at(l, sp.start_ns);
           BatchInfo& bi = batch(l, ep, b);
           bi.fetch_start_ns = sp.start_ns;
@@ -420,7 +477,26 @@ class Builder {
   void read_worker_instants() {
     for (const InstantRow& in : s_.instants) {
       const Event e = ev(in.name_id);
-      if (e != Event::kDlSent && e != Event::kDlRecv && e != Event::kDlPut) continue;
+      if (e != Event::kDlSent && e != Event::kDlRecv && e != Event::kDlPut && e != Event::kDlStages) continue;
+      if (e == Event::kDlStages) {  // the end of a reference loader thread's fetch
+        auto loader_thread = thread_worker_.find(in.thread_id);
+        if (loader_thread == thread_worker_.end()) continue;
+        const DlEvent d = decode(e, false, in);  // read, decode, augment
+        LoaderInfo::Stages& st = loader(m_.workers[loader_thread->second].loader).stages;
+        ++st.batches;
+        st.read_s += static_cast<double>(d.micros[0].value_or(0)) / 1e6;
+        st.decode_s += static_cast<double>(d.micros[1].value_or(0)) / 1e6;
+        st.augment_s += static_cast<double>(d.micros[2].value_or(0)) / 1e6;
+        continue;
+      }
+      if (e == Event::kDlPut && in_training_process(in.thread_id)) {  // a reference loader's thread
+        const DlEvent d = decode(e, false, in);
+        const int64_t l = d.loader.value_or(0);
+        const int64_t b = d.batch.value_or(-1);
+        if (b < 0) continue;
+        batch(l, epoch_at(l, in.ts_ns), b).put_ns = in.ts_ns;
+        continue;
+      }
       if (e == Event::kDlPut) {
         const int wi = worker_of(in.thread_id, in.ts_ns);
         if (wi < 0) continue;
@@ -486,6 +562,7 @@ class Builder {
   DataLoaderModel m_;
   std::unordered_map<int64_t, size_t> loader_index_;
   std::unordered_map<int64_t, std::vector<size_t>> by_pid_;
+  std::unordered_map<int64_t, size_t> thread_worker_;  // loader thread (threads.id) -> its worker
 };
 
 }  // namespace

@@ -21,6 +21,10 @@ struct LoaderConfig {
   std::optional<int64_t> batch_size, num_workers, prefetch_factor, dataset_len, batches_per_epoch;
   std::optional<bool> pin_memory, pin_memory_effective, persistent_workers, in_order, drop_last;
   std::optional<std::string> start_method, dataset_type, dataset_class, created_at, torch_version;
+  // Which loader ran: "torch" (a torch DataLoader; the default when the document does not say),
+  // "tuned" (torch's, with settings stallscope chose) or "reference" (stallscope.ReferenceLoader,
+  // whose workers are threads of the training process).
+  std::string kind = "torch";
 };
 
 // One `dl.next` span on the training thread.
@@ -51,12 +55,15 @@ struct BatchInfo {
   std::optional<int64_t> sent_ns, put_ns, recv_ns, handed_ns, fetch_start_ns, fetch_end_ns;
   int32_t worker = -2;                      // -1: fetched by the main process; -2: unknown
   int64_t worker_pid = 0;
+  int64_t worker_thread = 0;                // threads.id of a loader thread (reference loader); 0 otherwise
   std::optional<int64_t> samples;           // from dl.collate
 };
 
-// One worker process (one `dl.worker_start`).
+// One worker: a process (one `dl.worker_start`), or a loader thread of the training process (the
+// reference loader's; thread_id != 0).
 struct WorkerInfo {
   int64_t pid = 0;
+  int64_t thread_id = 0;                    // threads.id of a loader thread; 0 for a worker process
   int64_t loader = 0;
   int32_t worker_id = 0;
   int64_t start_epoch = 0;
@@ -84,6 +91,11 @@ struct LoaderInfo {
   std::vector<size_t> batches;              // indices into DataLoaderModel::batches
   std::vector<size_t> workers;              // indices into DataLoaderModel::workers
   std::vector<std::pair<int64_t, int64_t>> epoch_starts;  // (dl.epoch_begin ts, epoch), by time
+  // Reference loader: where its threads' fetch time went (dl.stages), summed over its batches.
+  struct Stages {
+    int64_t batches = 0;
+    double read_s = 0, decode_s = 0, augment_s = 0;
+  } stages;
   // num_workers from the config, else from the first epoch_begin; nullopt if neither was recorded.
   std::optional<int64_t> num_workers() const;
 };

@@ -9,6 +9,7 @@ DlEvent decode_dl(vocab::Event kind, bool in_worker, std::optional<int64_t> a0, 
   d.kind = kind;
   const vocab::Args& layout = vocab::args_of(kind, in_worker);
   const std::optional<int64_t> values[3] = {a0, a1, a2};
+  size_t durations = 0;
   for (size_t i = 0; i < 3; ++i) {
     switch (layout[i]) {
       case vocab::Arg::kLoader: d.loader = values[i]; break;
@@ -20,6 +21,8 @@ DlEvent decode_dl(vocab::Event kind, bool in_worker, std::optional<int64_t> a0, 
       case vocab::Arg::kSamples: d.samples = values[i]; break;
       case vocab::Arg::kCount: d.count = values[i]; break;
       case vocab::Arg::kText: d.text = values[i]; break;
+      case vocab::Arg::kMicros: d.micros[durations++] = values[i]; break;
+      case vocab::Arg::kBytes: d.bytes = values[i]; break;
       default: break;  // NVTX and CUDA arguments: not DataLoader fields
     }
   }

@@ -24,6 +24,9 @@ struct DlEvent {
   std::optional<int64_t> samples;     // dl.collate
   std::optional<int64_t> count;       // dl.epoch_begin: num_workers; dl.epoch_end: batches yielded
   std::optional<int64_t> text;        // string id: dl.config's document, stallscope.hooks' message
+  std::optional<int64_t> micros[3];   // durations in the order the event carries them (dl.stages:
+                                      // read, decode, augment)
+  std::optional<int64_t> bytes;       // dl.copy
 };
 
 // Decodes the arguments of a `kind` event (a span's or an instant's arg0..arg2). `in_worker`

@@ -50,6 +50,7 @@ void loader_figures(const DataLoaderModel& m, const Interval& window, const Load
   ls->id = li.id;
   ls->has_config = li.has_config;
   ls->config = li.config;
+  ls->stages = li.stages;
   ls->num_workers = li.num_workers();
   if (!ls->num_workers && !li.workers.empty()) {  // neither dl.config nor dl.epoch_begin: count them
     int64_t n = 0;

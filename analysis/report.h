@@ -61,6 +61,7 @@ struct QueueStats {
 
 struct WorkerStats {
   int64_t pid = 0;
+  bool thread = false;                         // a loader thread of the training process (reference loader)
   int64_t loader = 0;
   int32_t worker_id = 0;
   int64_t start_epoch = 0;
@@ -77,6 +78,7 @@ struct WorkerStats {
 // Per-loader figures (the training loop's view of each DataLoader).
 struct LoaderStats {
   int64_t id = 0;
+  LoaderInfo::Stages stages;        // reference loader: its threads' read/decode/augment time
   bool has_config = false;
   LoaderConfig config;
   std::optional<int64_t> num_workers;

@@ -18,6 +18,17 @@ Json loader_json(const LoaderStats& l) {
     if (!v.contains(key)) v[key] = nullptr;
   }
   if (!l.config.num_workers && l.num_workers) v["num_workers"] = *l.num_workers;
+  if (!v.contains("kind")) v["kind"] = l.config.kind;
+  if (l.stages.batches > 0) {
+    Json st = Json::object();
+    st["batches"] = l.stages.batches;
+    st["read_s"] = l.stages.read_s;
+    st["decode_s"] = l.stages.decode_s;
+    st["augment_s"] = l.stages.augment_s;
+    v["stages"] = std::move(st);
+  } else {
+    v["stages"] = nullptr;
+  }
   v["config_recorded"] = l.has_config;
   v["epochs"] = l.epochs;
   v["batches_handed"] = l.batches_handed;
@@ -155,6 +166,7 @@ Json to_json(const Report& r) {
   for (const WorkerStats& w : r.workers) {
     Json x = Json::object();
     x["pid"] = w.pid;
+    x["thread"] = w.thread;
     x["loader"] = w.loader;
     x["worker_id"] = w.worker_id;
     x["start_epoch"] = w.start_epoch;

@@ -44,7 +44,11 @@ std::string wrap(const std::string& text, size_t width, const std::string& inden
 
 std::string loader_line(const LoaderStats& l) {
   const LoaderConfig& c = l.config;
-  std::string s = "batch_size " + num(c.batch_size) + ", num_workers " + num(l.num_workers);
+  if (c.kind == "reference") {
+    return "stallscope.ReferenceLoader, batch_size " + num(c.batch_size) + ", " + num(l.num_workers) + " threads";
+  }
+  std::string s = (c.kind == "torch" ? "" : c.kind + " ") + "batch_size " + num(c.batch_size) + ", num_workers " +
+                  num(l.num_workers);
   if (l.has_config && l.num_workers.value_or(0) == 0) {
     s += ", pin_memory " + yes_no(c.pin_memory);
   } else if (l.has_config) {
@@ -112,6 +116,13 @@ std::string render_text(const Report& r) {
          or_dash(l.fetch_p99_ms, duration_ms);
     if (l.workers_busy_fraction) o += ", workers busy " + percent(*l.workers_busy_fraction);
     o += "\n";
+    if (l.stages.batches > 0) {
+      const double total = l.stages.read_s + l.stages.decode_s + l.stages.augment_s;
+      auto share = [&](double x) { return total > 0 ? percent(x / total, 0) : std::string("-"); };
+      o += "  fetch time by stage: read " + fixed(l.stages.read_s, 3) + " s (" + share(l.stages.read_s) + "), decode " +
+           fixed(l.stages.decode_s, 3) + " s (" + share(l.stages.decode_s) + "), augment " +
+           fixed(l.stages.augment_s, 3) + " s (" + share(l.stages.augment_s) + ")\n";
+    }
     if (l.epoch_start_s.size() > 1 || l.respawned_epochs > 0) {
       o += "  epoch start (epoch_begin -> first batch):";
       for (size_t i = 0; i < l.epoch_start_s.size() && i < 8; ++i) {

@@ -52,10 +52,13 @@ std::vector<WorkerStats> worker_stats(const Session& s, const DataLoaderModel& m
     ws.worker_id = w.worker_id;
     ws.start_epoch = w.start_epoch;
     ws.life_s = static_cast<double>(w.life_end_ns - w.life_begin_ns) / 1e9;
+    ws.thread = w.thread_id != 0;
+    // /proc figures are per process: a loader thread's would be the whole training process's.
     using vocab::Counter;
-    ws.cpu_util = mean(samples_in(s, tracks, w.pid, Counter::kCpu, w.life_begin_ns, w.life_end_ns));
-    ws.runq_delay_fraction = mean(samples_in(s, tracks, w.pid, Counter::kRunqWait, w.life_begin_ns, w.life_end_ns));
-    const std::vector<double> priv = samples_in(s, tracks, w.pid, Counter::kPrivateDirty, w.life_begin_ns, w.life_end_ns);
+    const int64_t sampled = ws.thread ? -1 : w.pid;
+    ws.cpu_util = mean(samples_in(s, tracks, sampled, Counter::kCpu, w.life_begin_ns, w.life_end_ns));
+    ws.runq_delay_fraction = mean(samples_in(s, tracks, sampled, Counter::kRunqWait, w.life_begin_ns, w.life_end_ns));
+    const std::vector<double> priv = samples_in(s, tracks, sampled, Counter::kPrivateDirty, w.life_begin_ns, w.life_end_ns);
     if (!priv.empty()) {
       ws.private_first_bytes = static_cast<int64_t>(priv.front());
       ws.private_last_bytes = static_cast<int64_t>(priv.back());

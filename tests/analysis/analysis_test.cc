@@ -212,6 +212,79 @@ TEST_F(AnalysisTest, QueueDepthByHand) {
   EXPECT_NEAR(*r.loader()->workers_busy_fraction, 400.0 / 600.0, kTight);
 }
 
+// The reference loader: its workers are two threads of the training process (docs/events.md,
+// "Reference loader"). Each assembles whole batches; dl.stages says where the time went.
+TEST_F(AnalysisTest, ReferenceLoaderThreadsAreWorkers) {
+  const int64_t o = 1000 * kMs;
+  {
+    RecordingBuilder b(path());
+    const int64_t main_row = b.process(1000, 0);
+    const int64_t m = b.thread(main_row, 1000);
+    const int64_t t[2] = {b.thread(main_row, 1001, "ss-loader-0"), b.thread(main_row, 1002, "ss-loader-1")};
+    b.instant(m, "dl.config", o, 0,
+              b.str(R"({"loader": 0, "kind": "reference", "source": "arrays", "batch_size": 8, "num_workers": 2,
+                        "prefetch": 4, "pin_memory": false})"));
+    b.instant(m, "dl.epoch_begin", o, 0, 0, 2);
+    // Thread W fetches batches W, W+2, ... back to back, 40 ms each; the loop takes batch B at
+    // max(its put, the previous step's end) and computes 10 ms.
+    int64_t loop = o;
+    for (int i = 0; i < 8; ++i) {
+      const int w = i % 2;
+      const int64_t start = o + (i / 2) * 40 * kMs, end = start + 40 * kMs;
+      b.instant(t[w], "dl.sent", start, 0, i, w);
+      b.span(t[w], "dl.fetch", start, 40 * kMs, 0, i, w);
+      b.instant(t[w], "dl.stages", end, 4000, 30000, 6000);
+      b.instant(t[w], "dl.put", end, 0, i, w);
+      const int64_t handed = std::max(loop, end);
+      b.span(m, "dl.next", loop, handed - loop, 0, i, 0);
+      b.instant(m, "dl.recv", handed, 0, i, w);
+      loop = handed + 10 * kMs;
+    }
+    b.span(m, "dl.next", loop, 0, 0, -1, 0);
+    b.instant(m, "dl.epoch_end", loop, 0, 0, 8);
+    b.counter(1000, "proc.cpu", "cores", o + 50 * kMs, 1.5);  // the whole process's
+    b.finish();
+  }
+  auto s = load_session(path());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const DataLoaderModel m = build_dataloader_model(*s);
+  ASSERT_EQ(m.workers.size(), 2u);
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_NE(m.workers[w].thread_id, 0);
+    EXPECT_EQ(m.workers[w].pid, 1000);
+    EXPECT_EQ(m.workers[w].fetches.size(), 4u);
+  }
+  for (int i = 0; i < 8; ++i) {
+    const BatchInfo* bi = m.batch(0, 0, i);
+    ASSERT_NE(bi, nullptr) << i;
+    EXPECT_EQ(bi->worker, i % 2);
+    EXPECT_TRUE(bi->sent_ns && bi->put_ns && bi->recv_ns && bi->handed_ns && bi->fetch_start_ns) << i;
+    EXPECT_NE(bi->worker_thread, 0);
+  }
+  const Report r = analyze(*s, m);
+  ASSERT_NE(r.loader(), nullptr);
+  EXPECT_EQ(r.loader()->config.kind, "reference");
+  EXPECT_EQ(r.loader()->stages.batches, 8);
+  EXPECT_NEAR(r.loader()->stages.read_s, 8 * 0.004, kTight);
+  EXPECT_NEAR(r.loader()->stages.decode_s, 8 * 0.030, kTight);
+  EXPECT_NEAR(r.loader()->stages.augment_s, 8 * 0.006, kTight);
+  EXPECT_EQ(r.samples, 64);  // batch_size from the config
+  ASSERT_TRUE(r.loader()->workers_busy_fraction.has_value());
+  EXPECT_GT(*r.loader()->workers_busy_fraction, 0.8);
+  ASSERT_TRUE(r.queue.available) << r.queue.note;
+  ASSERT_EQ(r.workers.size(), 2u);
+  EXPECT_TRUE(r.workers[0].thread);
+  EXPECT_EQ(r.workers[0].batches, 4);
+  EXPECT_FALSE(r.workers[0].cpu_util.has_value());  // the process's CPU is not a thread's
+  const Json doc = to_json(r);
+  EXPECT_EQ(doc["loaders"][0]["kind"], "reference");
+  EXPECT_EQ(doc["loaders"][0]["stages"]["batches"], 8);
+  EXPECT_EQ(doc["workers"][0]["thread"], true);
+  EXPECT_NE(render_text(r).find("fetch time by stage: read 0.032 s (10%), decode 0.240 s (75%), augment 0.048 s (15%)"),
+            std::string::npos)
+      << render_text(r);
+}
+
 // Two workers with /proc counters: per-worker CPU, run-queue delay, private memory growth, fetch.
 TEST_F(AnalysisTest, WorkerFiguresFromCountersAndFetches) {
   SimConfig c;
