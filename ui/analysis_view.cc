@@ -106,10 +106,17 @@ double StepSeries::mean(int64_t t0, int64_t t1) const {
 
 namespace {
 
-const analysis::BatchInfo* by_fetch(const AnalysisView& v, int64_t pid, int64_t t) {
-  auto it = v.fetch_by_pid.find(pid);
-  if (it == v.fetch_by_pid.end()) return nullptr;
-  const auto& list = it->second;
+// The batch a worker was fetching (or had just put) at `t`: by its loader thread when the track is
+// one, else by its process.
+const analysis::BatchInfo* by_fetch(const AnalysisView& v, const Track& track, int64_t t) {
+  const std::vector<std::pair<int64_t, size_t>>* found = nullptr;
+  if (auto th = v.fetch_by_thread.find(track.thread_id); th != v.fetch_by_thread.end()) {
+    found = &th->second;
+  } else if (auto p = v.fetch_by_pid.find(track.pid); p != v.fetch_by_pid.end()) {
+    found = &p->second;
+  }
+  if (found == nullptr) return nullptr;
+  const auto& list = *found;
   auto p = std::upper_bound(list.begin(), list.end(), std::make_pair(t, SIZE_MAX));
   if (p == list.begin()) return nullptr;
   --p;
@@ -134,7 +141,7 @@ const analysis::BatchInfo* AnalysisView::batch_of(const Lane& lane, const Track&
       return by_key(*this, it.a0, it.a2, it.a1, it.start_ns);
     case Style::kFetch:
     case Style::kCollate:
-      if (lane.role == LaneRole::kWorker) return by_fetch(*this, track.pid, it.start_ns);
+      if (lane.role == LaneRole::kWorker) return by_fetch(*this, track, it.start_ns);
       if (it.a1 == Item::kNoArg32) return nullptr;
       return by_key(*this, it.a0, std::nullopt, it.a1, it.start_ns);
     case Style::kPin:
@@ -152,7 +159,7 @@ const analysis::BatchInfo* AnalysisView::batch_of(const Lane& lane, const Track&
       return by_key(*this, m.a0, std::nullopt, m.a1, m.ts_ns);
     case kMarkPut:
       if (lane.role != LaneRole::kWorker) return nullptr;
-      return by_fetch(*this, track.pid, m.ts_ns);
+      return by_fetch(*this, track, m.ts_ns);
     default: return nullptr;
   }
 }
@@ -240,9 +247,15 @@ std::shared_ptr<const AnalysisView> build_analysis_view(const analysis::Session&
 
   for (size_t i = 0; i < v->model.batches.size(); ++i) {
     const analysis::BatchInfo& b = v->model.batches[i];
-    if (b.fetch_start_ns && b.worker_pid > 0) v->fetch_by_pid[b.worker_pid].push_back({*b.fetch_start_ns, i});
+    if (!b.fetch_start_ns) continue;
+    if (b.worker_thread != 0) {
+      v->fetch_by_thread[b.worker_thread].push_back({*b.fetch_start_ns, i});
+    } else if (b.worker_pid > 0) {
+      v->fetch_by_pid[b.worker_pid].push_back({*b.fetch_start_ns, i});
+    }
   }
   for (auto& [pid, list] : v->fetch_by_pid) std::sort(list.begin(), list.end());
+  for (auto& [thread, list] : v->fetch_by_thread) std::sort(list.begin(), list.end());
 
   // Where each recommendation's evidence is: the analysis says; the view only turns a counter
   // into the heat strip's metric.

@@ -66,6 +66,8 @@ struct AnalysisView {
   std::optional<EvidenceTarget> longest_stall;
   // Batch of each worker fetch: pid -> (fetch start, index into model.batches), by start.
   std::map<int64_t, std::vector<std::pair<int64_t, size_t>>> fetch_by_pid;
+  // The same for the reference loader's threads, by thread (threads.id): they share a pid.
+  std::map<int64_t, std::vector<std::pair<int64_t, size_t>>> fetch_by_thread;
   int64_t batch_size = 0;  // of the main loader (0: unknown)
   int64_t data_end_ns = 0;
 

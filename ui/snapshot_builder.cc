@@ -233,8 +233,12 @@ void SnapshotBuilder::on_span(const SpanRow& r) {
   }
   if (e == Event::kDlPin) t.has_pin = true;
   if (e == Event::kDlFetch && analysis::dl_fetch_in_worker(r.arg2)) {
-    const analysis::DlEvent d = decode(e, true, r);
-    if (d.worker) t.worker_hint = static_cast<int32_t>(*d.worker);
+    // W >= 0 in arg2: a worker process (layout B, W, G) or a reference loader's thread in the
+    // training process (L, B, W). Both readings are kept; publish() knows the process then.
+    const analysis::DlEvent as_worker = decode(e, true, r), as_thread = decode(e, false, r);
+    if (as_worker.worker) t.worker_hint = static_cast<int32_t>(*as_worker.worker);
+    t.thread_worker = static_cast<int32_t>(*as_thread.worker);
+    t.thread_loader = as_thread.loader.value_or(-1);
   }
   append(t, it, r.depth);
   see(it.end_ns);
@@ -320,6 +324,10 @@ Track SnapshotBuilder::published_track(const TrackState& t) const {
 std::vector<Lane> SnapshotBuilder::group_lanes(std::set<int64_t>* loaders_with_workers) const {
   std::vector<Lane> lanes;
   std::map<std::pair<int64_t, int32_t>, size_t> worker_lane;  // (loader, W) -> index
+  std::set<int64_t> training_pids;  // processes with a training loop (dl.next)
+  for (const auto& [id, ts] : thread_tracks_) {
+    if (ts->has_next) training_pids.insert(ts->track.pid);
+  }
   for (const auto& [id, ts] : thread_tracks_) {
     const TrackState& t = *ts;
     if (t.items == 0 && t.track.markers.empty() && t.track.steps.size() == 0) continue;
@@ -327,8 +335,12 @@ std::vector<Lane> SnapshotBuilder::group_lanes(std::set<int64_t>* loaders_with_w
     const int64_t pid = tr.pid;
     auto w = workers_.find(pid);
     const bool in_worker = w != workers_.end() && (tr.tid == pid || t.worker_hint >= 0);
-    if (in_worker || (w == workers_.end() && t.worker_hint >= 0)) {
-      const std::pair<int64_t, int32_t> key = in_worker ? w->second : std::pair<int64_t, int32_t>(-1, t.worker_hint);
+    // A reference loader's thread: fetches with W, in the training process, off the training thread.
+    const bool loader_thread = !in_worker && !t.has_next && t.thread_worker >= 0 && training_pids.count(pid) != 0;
+    if (in_worker || loader_thread || (w == workers_.end() && t.worker_hint >= 0)) {
+      const std::pair<int64_t, int32_t> key = in_worker        ? w->second
+                                              : loader_thread ? std::pair<int64_t, int32_t>(t.thread_loader, t.thread_worker)
+                                                              : std::pair<int64_t, int32_t>(-1, t.worker_hint);
       auto [it, fresh] = worker_lane.emplace(key, lanes.size());
       if (fresh) {
         Lane l;

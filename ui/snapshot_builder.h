@@ -50,6 +50,8 @@ class SnapshotBuilder : public RowSink {
     int64_t device = -1, stream = -1, gpu_process = 0;
     bool has_next = false, has_pin = false;
     int32_t worker_hint = -1;                     // W from dl.worker_ready / worker dl.fetch
+    int32_t thread_worker = -1;                   // W of a reference loader thread (main-process dl.fetch, arg2)
+    int64_t thread_loader = -1;                   // its L
     int32_t next_depth = -1;
     int64_t last_handed_end = -1;                 // for derived steps
     int64_t items = 0;

@@ -162,6 +162,78 @@ TEST_F(SimTest, LanesAreMainPinAndOneLanePerWorkerAcrossRespawns) {
   EXPECT_GT(tl.counters.at(truth.worker_pids[0]).series[kRunq].samples.size(), 5u);
 }
 
+// The reference loader's worker threads live in the training process: each gets a worker lane
+// (not an "other thread" lane), and hovering one of its fetches finds that batch.
+TEST_F(SimTest, ReferenceLoaderThreadsGetWorkerLanes) {
+  const std::string path = dir_.file("ref.db");
+  {
+    auto w = Writer::create(path);
+    ASSERT_TRUE(w.ok());
+    Writer& wr = **w;
+    ASSERT_TRUE(wr.begin().ok());
+    ASSERT_TRUE(wr.set_meta("complete", "1").ok());
+    const char* names[] = {"", "dl.next", "dl.fetch", "dl.put", "dl.config", "dl.epoch_begin",
+                           R"({"loader": 3, "kind": "reference", "batch_size": 4, "num_workers": 2})"};
+    for (uint32_t i = 1; i < std::size(names); ++i) wr.add_string(i, names[i]);
+    ProcessRow p;
+    p.pid = 77;
+    p.start_ns = 0;
+    const int64_t proc = wr.add_process(p);
+    const int64_t main = wr.add_thread(ThreadRow{0, proc, 77, "MainThread"});
+    const int64_t threads[2] = {wr.add_thread(ThreadRow{0, proc, 78, "ss-loader-0"}),
+                                wr.add_thread(ThreadRow{0, proc, 79, "ss-loader-1"})};
+    auto instant = [&](int64_t th, uint32_t name, int64_t ts, int64_t a0, int64_t a1, int64_t a2) {
+      InstantRow r;
+      r.thread_id = th;
+      r.ts_ns = ts;
+      r.name_id = name;
+      r.arg0 = a0;
+      r.arg1 = a1;
+      r.arg2 = a2;
+      wr.add_instant(r);
+    };
+    auto span = [&](int64_t th, uint32_t name, int64_t start, int64_t dur, int64_t a0, int64_t a1, int64_t a2) {
+      SpanRow r;
+      r.thread_id = th;
+      r.start_ns = start;
+      r.dur_ns = dur;
+      r.name_id = name;
+      r.arg0 = a0;
+      r.arg1 = a1;
+      r.arg2 = a2;
+      wr.add_span(r);
+    };
+    instant(main, 4, kMsNs, 3, 6, 0);
+    instant(main, 5, kMsNs, 3, 0, 2);
+    for (int b = 0; b < 6; ++b) {
+      const int64_t start = (2 + 10 * (b / 2)) * kMsNs;
+      span(threads[b % 2], 2, start, 8 * kMsNs, 3, b, b % 2);
+      instant(threads[b % 2], 3, start + 8 * kMsNs, 3, b, b % 2);
+      span(main, 1, start + 7 * kMsNs, 1 * kMsNs + 1000, 3, b, 0);
+    }
+    ASSERT_TRUE(wr.commit().ok());
+  }
+  auto snap = testing::load_snapshot(path);
+  ASSERT_TRUE(snap->timeline && snap->analysis) << snap->error << snap->analysis_error;
+  std::vector<std::string> names;
+  for (const Lane& l : snap->timeline->lanes) names.push_back(l.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"main thread", "worker 0", "worker 1"}));
+  for (size_t i = 1; i < 3; ++i) {
+    const Lane& l = snap->timeline->lanes[i];
+    EXPECT_EQ(l.role, LaneRole::kWorker);
+    EXPECT_EQ(l.loader, 3);
+    EXPECT_EQ(l.worker, static_cast<int32_t>(i - 1));
+    const Track& t = l.tracks[0];
+    ASSERT_EQ(t.rows.size(), 1u);
+    ASSERT_EQ(t.rows[0].size(), 3u);
+    for (size_t k = 0; k < 3; ++k) {
+      const analysis::BatchInfo* b = snap->analysis->batch_of(l, t, t.rows[0][k]);
+      ASSERT_NE(b, nullptr) << l.name << " fetch " << k;
+      EXPECT_EQ(b->batch, static_cast<int64_t>(2 * k + (i - 1)));  // its own batch, not the other thread's
+    }
+  }
+}
+
 TEST_F(SimTest, GpuActivitiesGetTheirOwnLaneFirst) {
   testing::SimOptions o;
   o.workers = 2;
