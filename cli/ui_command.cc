@@ -1,5 +1,6 @@
 // `stallscope ui [OPTIONS] [FILE.db]`: the dashboard (ui/app.h): a recording, live or replayed, or
 // the list of sessions to pick one from.
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,16 +23,21 @@ bool parse_pair(const std::string& s, char sep, double* a, double* b) {
   return p != std::string::npos && parse_number(s.substr(0, p), a) && parse_number(s.substr(p + 1), b);
 }
 
+// A file to write, into `out`: any name but an empty one.
+std::function<std::string(const std::string&)> file_name(std::string& out) {
+  return [&out](const std::string& v) {
+    out = v;
+    return v.empty() ? "needs a file name" : "";
+  };
+}
+
 Body define(CLI::App& app) {
   auto a = std::make_shared<UiArgs>();
   ui::AppOptions& o = a->opt;
   parse_with(app.add_option("--screenshot")
                  ->type_name("PNG")
                  ->description("render in a window, save the last frame as a PNG and exit"),
-             [&o](const std::string& v) {
-               o.screenshot = v;
-               return v.empty() ? "needs a file name" : "";
-             });
+             file_name(o.screenshot));
   parse_with(app.add_option("--frames")
                  ->type_name("N")
                  ->description("frames to render, then exit (default with --screenshot: 3)"),
@@ -45,10 +51,7 @@ Body define(CLI::App& app) {
   parse_with(app.add_option("--layout-dump")
                  ->type_name("JSON")
                  ->description("also write the last frame's layout (panels, lanes) as JSON"),
-             [&o](const std::string& v) {
-               o.layout_dump = v;
-               return v.empty() ? "needs a file name" : "";
-             });
+             file_name(o.layout_dump));
   parse_with(app.add_option("--size")->type_name("WxH")->description("window size in pixels (default 1600x1000)"),
              [&o](const std::string& v) {
                double w = 0, h = 0;
