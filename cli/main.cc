@@ -1,232 +1,112 @@
-// The `stallscope` command: parses the command line and dispatches to the subcommands.
-// Usage errors print one line and exit 2; `--help` on every command.
+// The `stallscope` command: the top-level app. Parses the command line with CLI11 into the command
+// it names (cli/command.h lists them; one file each), answers --help and --version, runs the
+// command's body, and turns every parse failure into the one-line usage error (exit 2).
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "cli/commands.h"
-#include "cli/summary.h"
-#include "collector/gpu_choice.h"
-#include "inject/attach.h"
-#include "inject/launcher.h"
+#include "cli/command.h"
 #include "stallscope/version.h"
 
+namespace stallscope::cli {
 namespace {
 
-constexpr const char* kMainHelp =
-    "stallscope %s - see why a training job's GPU waits for its input pipeline\n"
-    "\n"
-    "Usage: stallscope [--help] [--version] COMMAND [ARGS...]\n"
-    "\n"
-    "Commands:\n"
-    "  run      run a program with the collector injected and record a session database\n"
-  "  attach   record a Python training process that is already running (by pid)\n"
-    "  report   summarise a recording: stalls, throughput, DataLoader workers, recommendations\n"
-    "  ui       open the dashboard: live sessions, or a recording (FILE.db) to replay\n"
-    "\n"
-    "Run 'stallscope COMMAND --help' for a command's options.\n";
-
-constexpr const char* kRunHelp =
-    "Usage: stallscope run [OPTIONS] [--] PROGRAM [ARGS...]\n"
-    "\n"
-    "Starts PROGRAM with libstallscope.so preloaded and records every process it starts (forked\n"
-    "or spawned) into one SQLite session database, readable while it is written. Signals sent to\n"
-    "stallscope are passed to PROGRAM; stallscope exits with PROGRAM's exit status.\n"
-    "\n"
-    "Options:\n"
-    "  -o, --output FILE     database to write (default: stallscope-PROG-YYYYmmdd-HHMMSS.db here)\n"
-    "      --gpu SPEC        GPU-side capture (CUPTI): all (default), off, or a comma list of\n"
-    "                        kernel, memcpy, memset, sync, calls. CUPTI serves one tool per\n"
-    "                        process: use off to profile the GPU with torch.profiler or Nsight\n"
-    "                        under stallscope. Also read from STALLSCOPE_GPU.\n"
-    "      --ring-events N   events buffered per thread between flushes (power of two, default 16384)\n"
-    "      --rings N         threads that can record at once (default 64)\n"
-    "  -q, --quiet           print nothing but errors\n"
-    "  -h, --help            show this help\n"
-    "\n"
-    "Example:\n"
-    "  stallscope run -o run.db -- python train.py --epochs 2\n"
-    "  stallscope run --gpu off -o run.db -- python train_with_torch_profiler.py\n";
-
-constexpr const char* kAttachHelp =
-    "Usage: stallscope attach [OPTIONS] PID\n"
-    "       stallscope attach --list\n"
-    "\n"
-    "Records a Python training process that is already running, started without stallscope:\n"
-    "loads the collector into it (ptrace), installs the DataLoader hooks, including on the\n"
-    "iterators that run now (followed from their next batch), and records into a session\n"
-    "database until the process exits, the duration is up, or Ctrl-C. Ctrl-C detaches: the\n"
-    "process goes on, unrecorded. Worker processes that exist already are sampled (CPU, run\n"
-    "queue, memory); batch events come from the workers started after the attach.\n"
-    "\n"
-    "Needs permission to trace PID: the same user (root with kernel.yama.ptrace_scope >= 1).\n"
-    "x86-64 Linux; GPU capture (CUPTI, NVTX) needs `stallscope run`.\n"
-    "\n"
-    "Options:\n"
-    "  -o, --output FILE     database to write (default: stallscope-PROG-YYYYmmdd-HHMMSS.db here)\n"
-    "  -d, --duration SEC    detach after SEC seconds (default: until the process exits or Ctrl-C)\n"
-    "      --ring-events N   events buffered per thread between flushes (power of two, default 16384)\n"
-    "      --rings N         threads that can record at once (default 64)\n"
-    "  -q, --quiet           print nothing but errors\n"
-    "  -l, --list            list the Python processes with torch loaded (to find PID), and exit\n"
-    "  -h, --help            show this help\n"
-    "\n"
-    "Example:\n"
-    "  stallscope attach -o late.db --duration 60 $(pgrep -f train.py)\n";
-
-int usage_error(const std::string& msg, const char* help_cmd) {
-  std::fprintf(stderr, "stallscope: %s (see '%s --help')\n", msg.c_str(), help_cmd);
-  return 2;
+// The command the parse got to, or the top-level app if it got to none.
+const CLI::App& chosen(const CLI::App& app) {
+  const std::vector<CLI::App*> subs = app.get_subcommands();
+  return subs.empty() ? app : *subs.front();
 }
 
-bool parse_uint(const char* s, unsigned* out) {
-  if (s == nullptr || *s == '\0') return false;
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(s, &end, 10);
-  if (*end != '\0' || v == 0 || v > (1ul << 24)) return false;
-  *out = static_cast<unsigned>(v);
-  return true;
+// The first word CLI11 could not place on `app` ("--" aside), or "".
+std::string leftover(const CLI::App& app) {
+  for (const std::string& w : app.remaining()) {
+    if (w != "--") return w;
+  }
+  return "";
 }
 
-int cmd_run(int argc, char** argv) {
-  stallscope::RunOptions opt;
-  const char* gpu_env = std::getenv("STALLSCOPE_GPU");
-  std::string gpu = gpu_env != nullptr ? gpu_env : "";
-  int i = 0;
-  for (; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a.empty() || a[0] != '-') break;
-    if (a == "-h" || a == "--help") {
-      std::printf("%s", kRunHelp);
-      return 0;
-    }
-    if (a == "-q" || a == "--quiet") {
-      opt.quiet = true;
-    } else if (a == "-o" || a == "--output") {
-      if (i + 1 >= argc) return usage_error(a + " needs a file name", "stallscope run");
-      opt.output = argv[++i];
-    } else if (a.rfind("--output=", 0) == 0) {
-      opt.output = a.substr(9);
-    } else if (a == "--gpu" || a.rfind("--gpu=", 0) == 0) {
-      if (a == "--gpu" && i + 1 >= argc)
-        return usage_error(std::string("--gpu needs ") + stallscope::kGpuChoiceHelp, "stallscope run");
-      gpu = a == "--gpu" ? argv[++i] : a.substr(6);
-    } else if (a == "--ring-events" || a == "--rings") {
-      unsigned v = 0;
-      if (i + 1 >= argc || !parse_uint(argv[i + 1], &v)) return usage_error(a + " needs a positive number", "stallscope run");
-      ++i;
-      if (a == "--rings") {
-        opt.rings = v;
-      } else if ((v & (v - 1)) != 0) {
-        return usage_error("--ring-events must be a power of two", "stallscope run");
-      } else {
-        opt.ring_events = v;
-      }
-    } else {
-      return usage_error("unknown option '" + a + "'", "stallscope run");
-    }
-  }
-  for (; i < argc; ++i) opt.command.emplace_back(argv[i]);
-  if (opt.command.empty()) return usage_error("run: no program given; usage: stallscope run [-o FILE] -- PROGRAM [ARGS...]", "stallscope run");
-  if (opt.output.empty() == false && opt.output.back() == '/') return usage_error("-o needs a file name, not a directory", "stallscope run");
-  stallscope::GpuChoice choice;
-  std::string bad;
-  if (!stallscope::parse_gpu_choice(gpu, &choice, &bad)) {
-    return usage_error(
-        "--gpu (or STALLSCOPE_GPU) '" + gpu + "': unknown item '" + bad + "'; use " + stallscope::kGpuChoiceHelp,
-        "stallscope run");
-  }
-  if (!gpu.empty()) ::setenv("STALLSCOPE_GPU", gpu.c_str(), 1);  // the program's processes read it
-  opt.summary = print_summary;
-  return stallscope::run_command(opt);
+bool is_option(const std::string& word) { return word.size() > 1 && word[0] == '-'; }
+
+// -h/--help answers as soon as it is read. CLI11 would otherwise check the values first, and a
+// bad one (STALLSCOPE_GPU=bogus, say) would refuse the very --help its message points to.
+void help_first(CLI::App& app) {
+  app.get_option("--help")->trigger_on_parse()->each([](const std::string&) { throw CLI::CallForHelp(); });
 }
 
-int cmd_attach(int argc, char** argv) {
-  stallscope::AttachOptions opt;
-  std::string pid_arg;
-  bool list = false;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::printf("%s", kAttachHelp);
-      return 0;
-    }
-    if (a == "-l" || a == "--list") {
-      list = true;
-    } else if (a == "-q" || a == "--quiet") {
-      opt.quiet = true;
-    } else if (a == "-o" || a == "--output") {
-      if (i + 1 >= argc) return usage_error(a + " needs a file name", "stallscope attach");
-      opt.output = argv[++i];
-    } else if (a.rfind("--output=", 0) == 0) {
-      opt.output = a.substr(9);
-    } else if (a == "-d" || a == "--duration") {
-      char* end = nullptr;
-      const double v = i + 1 < argc ? std::strtod(argv[i + 1], &end) : 0;
-      if (i + 1 >= argc || end == argv[i + 1] || *end != '\0' || !(v > 0) || v > 1e7) {
-        return usage_error(a + " needs a number of seconds above 0", "stallscope attach");
-      }
-      opt.duration_s = v;
-      ++i;
-    } else if (a == "--ring-events" || a == "--rings") {
-      unsigned v = 0;
-      if (i + 1 >= argc || !parse_uint(argv[i + 1], &v)) return usage_error(a + " needs a positive number", "stallscope attach");
-      ++i;
-      if (a == "--rings") {
-        opt.rings = v;
-      } else if ((v & (v - 1)) != 0) {
-        return usage_error("--ring-events must be a power of two", "stallscope attach");
-      } else {
-        opt.ring_events = v;
-      }
-    } else if (!a.empty() && a[0] == '-') {
-      return usage_error("unknown option '" + a + "'", "stallscope attach");
-    } else if (!pid_arg.empty()) {
-      return usage_error("one process id only (got '" + pid_arg + "' and '" + a + "')", "stallscope attach");
-    } else {
-      pid_arg = a;
+// CLI11's failures in stallscope's words; one line, exit 2. --help and --version come here too,
+// as CLI11 "errors" with exit code 0. Told apart by type: CLI11 2.1's ExtrasError gives the app's
+// name as its error name.
+int parse_failure(const CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == 0) return app.exit(e);  // help to stdout, version to stdout
+  const CLI::App& cmd = chosen(app);
+  if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && &cmd == &app) {  // no command
+    const std::string word = leftover(app);
+    if (word.empty()) return usage_error(app, "no command given");
+    return usage_error(app, (is_option(word) ? "unknown option '" : "unknown command '") + word + "'");
+  }
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    // On the command: its unknown option or extra argument. On the top-level app: an unknown
+    // option before the command, or a word after a `--` that the command had no argument for.
+    std::string word = leftover(cmd);
+    if (!word.empty())
+      return usage_error(cmd, (is_option(word) ? "unknown option '" : "unexpected argument '") + word + "'");
+    word = leftover(app);
+    if (is_option(word)) return usage_error(app, "unknown option '" + word + "'");
+    if (!word.empty()) return usage_error(cmd, "unexpected argument '" + word + "'");
+  }
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {  // "--output: 1 required FILE missing"
+    const std::string what = e.what();
+    const size_t colon = what.find(": ");
+    const size_t required = what.find(" required ");
+    if (colon != std::string::npos && required != std::string::npos && what.size() > 8 &&
+        what.compare(what.size() - 8, 8, " missing") == 0) {
+      const std::string type = what.substr(required + 10, what.size() - 8 - (required + 10));
+      return usage_error(cmd, what.substr(0, colon) + " needs a value" + (type.empty() ? "" : " (" + type + ")"));
     }
   }
-  if (list) {
-    if (!pid_arg.empty()) return usage_error("--list takes no process id", "stallscope attach");
-    return stallscope::attach_list();
+  return usage_error(cmd, e.what());  // UsageError (our own words), and what CLI11 says otherwise
+}
+
+int run(int argc, char** argv) {
+  const std::string version = std::string("stallscope ") + STALLSCOPE_VERSION;
+  CLI::App app("", "stallscope");
+  app.formatter(help_formatter("stallscope [--help] [--version] COMMAND [ARGS...]",
+                               version + " - see why a training job's GPU waits for its input pipeline"));
+  app.footer("Run 'stallscope COMMAND --help' for a command's options.");
+  app.set_help_flag("-h,--help", "show this help");
+  app.set_version_flag("-V,--version", version, "print the version");
+  app.require_subcommand(1);
+  help_first(app);
+
+  std::vector<std::pair<const CLI::App*, Body>> bodies;
+  for (const Command* c : kCommands) {
+    CLI::App* sub = app.add_subcommand(c->name, c->summary)->group("Commands");
+    sub->formatter(help_formatter(c->usage, c->about));
+    sub->footer(c->footer);
+    help_first(*sub);
+    bodies.emplace_back(sub, c->define(*sub));
   }
-  if (pid_arg.empty()) {
-    return usage_error("attach: no process id given; usage: stallscope attach [-o FILE] PID (find it with --list)",
-                       "stallscope attach");
+  // `stallscope help`, as --help; unlisted (no group).
+  CLI::App* help = app.add_subcommand("help", "")->group("")->allow_extras();
+  help->set_help_flag();  // `stallscope help --help` is the top-level help too
+  bodies.emplace_back(help, [&app] {
+    std::fputs(app.get_formatter()->make_help(&app, "", CLI::AppFormatMode::Normal).c_str(), stdout);
+    return 0;
+  });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return parse_failure(app, e);
   }
-  char* end = nullptr;
-  const long pid = std::strtol(pid_arg.c_str(), &end, 10);
-  if (*end != '\0' || pid <= 0 || pid > (1l << 22)) return usage_error("'" + pid_arg + "' is not a process id", "stallscope attach");
-  if (!opt.output.empty() && opt.output.back() == '/') return usage_error("-o needs a file name, not a directory", "stallscope attach");
-  opt.pid = static_cast<pid_t>(pid);
-  opt.summary = print_summary;
-  return stallscope::attach_command(opt);
+  for (const auto& [sub, body] : bodies) {
+    if (sub->parsed()) return body();
+  }
+  return usage_error(app, "no command given");  // require_subcommand(1) makes this unreachable
 }
 
 }  // namespace
+}  // namespace stallscope::cli
 
-int main(int argc, char** argv) {
-  if (argc < 2) return usage_error("no command given", "stallscope");
-  const std::string cmd = argv[1];
-  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
-    std::printf(kMainHelp, STALLSCOPE_VERSION);
-    return 0;
-  }
-  if (cmd == "-V" || cmd == "--version") {
-    std::printf("stallscope %s\n", STALLSCOPE_VERSION);
-    return 0;
-  }
-  if (cmd == "run") return cmd_run(argc - 2, argv + 2);
-  if (cmd == "attach") return cmd_attach(argc - 2, argv + 2);
-  if (cmd == "report") return cmd_report(argc - 2, argv + 2);
-  if (cmd == "ui") return cmd_ui(argc - 2, argv + 2);
-  if (!cmd.empty() && cmd[0] == '-') return usage_error("unknown option '" + cmd + "'", "stallscope");
-  return usage_error("unknown command '" + cmd + "'", "stallscope");
-}
+int main(int argc, char** argv) { return stallscope::cli::run(argc, argv); }

@@ -1,40 +1,19 @@
-// `stallscope report`: analyses a recording (finished or still being written) and prints the
-// report as text or, with --json, as a "stallscope.report/1" document (docs/report.md).
+// `stallscope report [--json] FILE.db`: analyses a recording (finished or still being written) and
+// prints the report as text or, with --json, as a "stallscope.report/1" document (docs/report.md).
 // Errors: a file that is not a readable recording gets one line on stderr and exit 1; usage
 // errors one line and exit 2.
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "analysis/report.h"
 #include "analysis/session.h"
-#include "cli/commands.h"
+#include "cli/command.h"
 #include "common/json.h"
 
+namespace stallscope::cli {
 namespace {
-
-constexpr const char* kReportHelp =
-    "Usage: stallscope report [--json] FILE.db\n"
-    "\n"
-    "Analyses a recording made by 'stallscope run' (finished, or still being written) and prints\n"
-    "why the training loop waited for its input pipeline: the training window, steps, samples/s,\n"
-    "the share of time stalled waiting for data, the DataLoader's settings and queue depth, each\n"
-    "worker's CPU, run-queue delay, memory growth and fetch times, and recommendations with the\n"
-    "evidence behind them. Every field and threshold is described in docs/report.md.\n"
-    "\n"
-    "Options:\n"
-    "  --json       print a JSON document (schema \"stallscope.report/1\") instead of text\n"
-    "  -h, --help   show this help\n"
-    "\n"
-    "Exit status: 0 on success, 1 when FILE.db cannot be read as a recording, 2 on usage errors.\n"
-    "\n"
-    "Example:\n"
-    "  stallscope report run.db\n"
-    "  stallscope report --json run.db | jq .recommendations\n";
-
-int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "stallscope: report: %s (see 'stallscope report --help')\n", msg.c_str());
-  return 2;
-}
 
 // One line: what is wrong, and what to do about it.
 int read_error(std::string msg) {
@@ -54,37 +33,51 @@ int read_error(std::string msg) {
   return 1;
 }
 
-}  // namespace
-
-int cmd_report(int argc, char** argv) {
+struct ReportArgs {
   bool as_json = false;
-  std::string path;
-  bool only_files = false;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (!only_files && a == "--") {
-      only_files = true;
-      continue;
-    }
-    if (!only_files && (a == "-h" || a == "--help")) {
-      std::printf("%s", kReportHelp);
-      return 0;
-    }
-    if (!only_files && a == "--json") {
-      as_json = true;
-      continue;
-    }
-    if (!only_files && a.size() > 1 && a[0] == '-') return usage_error("unknown option '" + a + "'");
-    if (!path.empty()) return usage_error("one recording at a time; got '" + path + "' and '" + a + "'");
-    path = a;
-  }
-  if (path.empty()) return usage_error("no recording given; usage: stallscope report [--json] FILE.db");
+  std::vector<std::string> files;  // more than one is a usage error, said in the command's words
+};
 
-  auto session = stallscope::analysis::load_session(path);
+int report(const std::string& path, bool as_json) {
+  auto session = analysis::load_session(path);
   if (!session.ok()) return read_error(session.status().message());
-  const stallscope::analysis::Report report = stallscope::analysis::analyze(*session);
-  const std::string out = as_json ? stallscope::json::write(stallscope::analysis::to_json(report))
-                                  : stallscope::analysis::render_text(report);
+  const analysis::Report report = analysis::analyze(*session);
+  const std::string out = as_json ? json::write(analysis::to_json(report)) : analysis::render_text(report);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
+
+Body define(CLI::App& app) {
+  auto a = std::make_shared<ReportArgs>();
+  app.add_flag("--json", a->as_json, "print a JSON document (schema \"stallscope.report/1\") instead of text");
+  app.add_option("FILE.db", a->files, "the recording")->type_name("");
+  return [&app, a] {
+    if (a->files.empty())
+      return usage_error(app, "report: no recording given; usage: stallscope report [--json] FILE.db");
+    if (a->files.size() > 1) {
+      return usage_error(app, "report: one recording at a time; got '" + a->files[0] + "' and '" + a->files[1] + "'");
+    }
+    return report(a->files[0], a->as_json);
+  };
+}
+
+}  // namespace
+
+const Command kReportCommand = {
+    "report",
+    "summarise a recording: stalls, throughput, DataLoader workers, recommendations",
+    "stallscope report [--json] FILE.db",
+    "Analyses a recording made by 'stallscope run' (finished, or still being written) and prints\n"
+    "why the training loop waited for its input pipeline: the training window, steps, samples/s,\n"
+    "the share of time stalled waiting for data, the DataLoader's settings and queue depth, each\n"
+    "worker's CPU, run-queue delay, memory growth and fetch times, and recommendations with the\n"
+    "evidence behind them. Every field and threshold is described in docs/report.md.",
+    "Exit status: 0 on success, 1 when FILE.db cannot be read as a recording, 2 on usage errors.\n"
+    "\n"
+    "Examples:\n"
+    "  stallscope report run.db\n"
+    "  stallscope report --json run.db | jq .recommendations",
+    define,
+};
+
+}  // namespace stallscope::cli

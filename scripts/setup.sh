@@ -6,7 +6,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-dev libgmock-dev
+APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-dev libgmock-dev libcli11-dev
               nlohmann-json3-dev python3 python3-pip
               # the dashboard: Dear ImGui, GLFW, OpenGL; Xvfb and Mesa for its tests
               libimgui-dev libstb-dev libglfw3-dev libgl-dev libopengl-dev libgl1-mesa-dri libglx-mesa0

@@ -1,0 +1,31 @@
+// The options shared by the commands that record; see recording_options.h.
+#include "cli/recording_options.h"
+
+#include "cli/command.h"
+
+namespace stallscope::cli {
+
+void add_recording_options(CLI::App& app, RecordingSettings s) {
+  parse_with(app.add_option("-o,--output", "database to write (default: stallscope-PROG-YYYYmmdd-HHMMSS.db here)")
+                 ->type_name("FILE"),
+             [&out = s.output](const std::string& v) -> std::string {
+               if (v.empty()) return "needs a file name";
+               if (v.back() == '/') return "needs a file name, not a directory";
+               out = v;
+               return "";
+             });
+  parse_with(app.add_option("--ring-events", "events buffered per thread between flushes (power of two, default 16384)")
+                 ->type_name("N"),
+             [&out = s.ring_events](const std::string& v) -> std::string {
+               unsigned n = 0;
+               if (!parse_count(v, &n)) return "needs a positive number";
+               if ((n & (n - 1)) != 0) return "must be a power of two";
+               out = n;
+               return "";
+             });
+  parse_with(app.add_option("--rings", "threads that can record at once (default 64)")->type_name("N"),
+             [&out = s.rings](const std::string& v) { return parse_count(v, &out) ? "" : "needs a positive number"; });
+  app.add_flag("-q,--quiet", s.quiet, "print nothing but errors");
+}
+
+}  // namespace stallscope::cli

@@ -1,0 +1,68 @@
+// `stallscope run [OPTIONS] [--] PROGRAM [ARGS...]`: starts PROGRAM with the collector preloaded
+// and records it (inject/launcher.h). Its options end at `--` or at the first word that is not an
+// option, so `stallscope run python train.py --epochs 2` passes `--epochs 2` to the program.
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "cli/command.h"
+#include "cli/recording_options.h"
+#include "cli/summary.h"
+#include "collector/gpu_choice.h"
+#include "inject/launcher.h"
+
+namespace stallscope::cli {
+namespace {
+
+Body define(CLI::App& app) {
+  auto opt = std::make_shared<RunOptions>();
+  auto gpu = std::make_shared<std::string>();
+  add_recording_options(app, {opt->output, opt->ring_events, opt->rings, opt->quiet});
+  parse_with(app.add_option("--gpu")
+                 ->type_name("SPEC")
+                 ->envname("STALLSCOPE_GPU")
+                 ->description(std::string("GPU-side capture (CUPTI): all (default), off, or a comma list of\n"
+                                           "kernel, memcpy, memset, sync, calls. CUPTI serves one tool per\n"
+                                           "process: use off to profile the GPU with torch.profiler or Nsight\n"
+                                           "under stallscope. Also read from STALLSCOPE_GPU.")),
+             [gpu](const std::string& v) -> std::string {
+               GpuChoice choice;
+               std::string bad;
+               if (!parse_gpu_choice(v, &choice, &bad)) {
+                 return "(or STALLSCOPE_GPU) '" + v + "': unknown item '" + bad + "'; use " + kGpuChoiceHelp;
+               }
+               *gpu = v;
+               return "";
+             });
+  // The program and its arguments. Once it starts, every later word is the program's:
+  // positionals_at_end() stops option parsing there, as `--` does. (prefix_command() would too,
+  // but CLI11 2.1 hands the words after a subcommand's `--` back to the top-level app.)
+  app.add_option("PROGRAM", opt->command, "the program to record, and its arguments")->type_name("");
+  app.positionals_at_end();
+  return [&app, opt, gpu] {
+    if (opt->command.empty()) {
+      return usage_error(app, "run: no program given; usage: stallscope run [-o FILE] -- PROGRAM [ARGS...]");
+    }
+    if (!gpu->empty()) ::setenv("STALLSCOPE_GPU", gpu->c_str(), 1);  // the program's processes read it
+    opt->summary = print_summary;
+    return run_command(*opt);
+  };
+}
+
+}  // namespace
+
+const Command kRunCommand = {
+    "run",
+    "run a program with the collector injected and record a session database",
+    "stallscope run [OPTIONS] [--] PROGRAM [ARGS...]",
+    "Starts PROGRAM with libstallscope.so preloaded and records every process it starts (forked\n"
+    "or spawned) into one SQLite session database, readable while it is written. Signals sent to\n"
+    "stallscope are passed to PROGRAM; stallscope exits with PROGRAM's exit status.\n"
+    "The options end at `--` or at PROGRAM: the words after it are PROGRAM's.",
+    "Examples:\n"
+    "  stallscope run -o run.db -- python train.py --epochs 2\n"
+    "  stallscope run --gpu off -o run.db -- python train_with_torch_profiler.py",
+    define,
+};
+
+}  // namespace stallscope::cli
