@@ -115,6 +115,7 @@ class PyLoader {
 
   Loader& get() { return *loader_; }
 
+  // (B, W, samples, [capsule per field], lease) of the next batch; None at the end of the epoch.
   py::object next(int64_t token) {
     for (;;) {
       Pipeline::Next n;
@@ -126,21 +127,36 @@ class PyLoader {
         if (PyErr_CheckSignals() != 0) throw py::error_already_set();
         continue;
       }
-      if (n.got == Pipeline::Got::kEnd) return py::none();
-      if (n.got == Pipeline::Got::kError) throw LoaderError(n.error.message());
-      const std::vector<Field>& fields = loader_->source().fields();
-      py::list capsules;
-      for (size_t f = 0; f < fields.size(); ++f) {
-        PyObject* c = field_capsule(n.batch.slot, f, fields[f], n.batch.samples);
-        if (c == nullptr) throw py::error_already_set();
-        capsules.append(py::reinterpret_steal<py::object>(c));
-      }
-      py::object lease = py::cast(PyLease{n.batch.slot});
-      return py::make_tuple(n.batch.index, n.batch.worker, n.batch.samples, capsules, lease);
+      return to_python(std::move(n));
     }
   }
 
+  // As next(), but False at once when the next batch is not ready.
+  py::object try_next(int64_t token) {
+    Pipeline::Next n;
+    {
+      py::gil_scoped_release nogil;
+      n = loader_->next(token, std::chrono::milliseconds(0));
+    }
+    if (n.got == Pipeline::Got::kTimeout) return py::bool_(false);
+    return to_python(std::move(n));
+  }
+
  private:
+  py::object to_python(Pipeline::Next n) {
+    if (n.got == Pipeline::Got::kEnd) return py::none();
+    if (n.got == Pipeline::Got::kError) throw LoaderError(n.error.message());
+    const std::vector<Field>& fields = loader_->source().fields();
+    py::list capsules;
+    for (size_t f = 0; f < fields.size(); ++f) {
+      PyObject* c = field_capsule(n.batch.slot, f, fields[f], n.batch.samples);
+      if (c == nullptr) throw py::error_already_set();
+      capsules.append(py::reinterpret_steal<py::object>(c));
+    }
+    py::object lease = py::cast(PyLease{n.batch.slot});
+    return py::make_tuple(n.batch.index, n.batch.worker, n.batch.samples, capsules, lease);
+  }
+
   py::object source_obj_;  // declared first: outlives loader_, whose threads read the source
   std::unique_ptr<Loader> loader_;
 };
@@ -294,6 +310,7 @@ PYBIND11_MODULE(_stallscope_loader, m) {
              return py::make_tuple(r->epoch, r->first_batch, r->token);
            })
       .def("next", &PyLoader::next, py::arg("token"))
+      .def("try_next", &PyLoader::try_next, py::arg("token"))
       .def("handed", [](PyLoader& l, int64_t token, int64_t n) { l.get().handed(token, n); })
       .def(
           "stop",
