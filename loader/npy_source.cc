@@ -186,7 +186,7 @@ Result<NpyHeader> parse_npy_header(std::string_view bytes) {
   return h;
 }
 
-Result<std::unique_ptr<NpySource>> NpySource::open(const std::vector<std::string>& paths, bool random_access) {
+Result<std::unique_ptr<NpySource>> NpySource::open(const std::vector<std::string>& paths) {
   if (paths.empty()) return Status::Error("no .npy files");
   std::unique_ptr<NpySource> src(new NpySource());
   for (size_t i = 0; i < paths.size(); ++i) {
@@ -246,7 +246,6 @@ Result<std::unique_ptr<NpySource>> NpySource::open(const std::vector<std::string
         ::close(fd);
         return fail(std::string("cannot map: ") + std::strerror(e));
       }
-      if (random_access) (void)::madvise(base, length, MADV_RANDOM);  // a hint: its failure changes nothing
       m.base = base;
       m.length = length;
       m.data = static_cast<const std::byte*>(base) + h->data_offset;

@@ -234,15 +234,15 @@ PYBIND11_MODULE(_stallscope_loader, m) {
 
   m.def(
       "npy_source",
-      [](const std::vector<std::string>& paths, bool random_access) {
+      [](const std::vector<std::string>& paths) {
         Result<std::unique_ptr<NpySource>> r = [&] {
           py::gil_scoped_release nogil;
-          return NpySource::open(paths, random_access);
+          return NpySource::open(paths);
         }();
         if (!r.ok()) throw LoaderError(r.status().message());
         return PySource{std::shared_ptr<Source>(std::move(r.value())), py::none()};
       },
-      py::arg("paths"), py::arg("random_access") = false);
+      py::arg("paths"));
 
   m.def(
       "synthetic_source",

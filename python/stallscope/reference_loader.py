@@ -327,6 +327,7 @@ class ReferenceLoader:
         self._events_bound = False
         self._iterator = None  # weak reference to the iterator of the epoch in progress
         self._stream = None  # the CUDA stream of the copies, created at the first epoch
+        self._cuda = None  # the torch.cuda calls of the device path (_Cuda)
         _live.add(self)
 
     # -- constructors --------------------------------------------------------------------------
@@ -351,7 +352,7 @@ class ReferenceLoader:
             raise ValueError("ReferenceLoader.from_npy: no files")
         M = _native_module()
         try:
-            src = M.npy_source([os.fspath(p) for p in paths], bool(kwargs.get("shuffle", False)))
+            src = M.npy_source([os.fspath(p) for p in paths])
         except M.LoaderError as e:
             raise LoaderError(str(e)) from None
         kwargs.setdefault("_dataset_class", "npy")
@@ -555,7 +556,7 @@ class _Iterator:
             self._i_end = N.intern(V.DL_EPOCH_END)
             N.instant(N.intern(V.DL_EPOCH_BEGIN), L, self._epoch, n.threads)
         if self._device is not None:
-            self._dev = _DeviceCopies(loader, self)
+            self._dev = _DeviceCopies(loader)
 
     def __iter__(self):
         return self
@@ -578,7 +579,7 @@ class _Iterator:
                     raise StopIteration
                 b, tensors = got[0], [self._from_dlpack(c) for c in got[3]]
             else:
-                got = self._dev.next()
+                got = self._dev.next(self._take)
                 if got is None:
                     raise StopIteration
                 b, tensors = got
@@ -655,13 +656,13 @@ class _DeviceCopies:
          batch that kernels still read (the race SPDL documents).
     """
 
-    def __init__(self, loader: ReferenceLoader, it: _Iterator):
-        torch = loader._torch
-        self._torch = torch
-        self._it = it
-        self._device = loader._device
+    def __init__(self, loader: ReferenceLoader):
+        if loader._cuda is None:
+            loader._cuda = _Cuda(loader._torch, loader._device)
+        self._cuda = cuda = loader._cuda
+        self._from_dlpack = loader._torch.from_dlpack
         if loader._stream is None:
-            loader._stream = torch.cuda.Stream(device=self._device)
+            loader._stream = cuda.new_stream()
         self._stream = loader._stream
         self._transforms = loader._transforms
         self._native = loader._native
@@ -673,28 +674,28 @@ class _DeviceCopies:
         self._early_release = os.environ.get("STALLSCOPE_LOADER_UNSAFE_EARLY_RELEASE") == "1"
 
     def _enqueue(self, got):
-        torch = self._torch
+        cuda = self._cuda
         B, _W, _n, capsules, lease = got
-        host = [torch.from_dlpack(c) for c in capsules]
+        host = [self._from_dlpack(c) for c in capsules]
         nbytes = sum(t.numel() * t.element_size() for t in host)
-        with torch.cuda.stream(self._stream):
-            dev = [torch.empty(t.shape, dtype=t.dtype, device=self._device) for t in host]
+        with cuda.using(self._stream):
+            dev = [cuda.empty_like(t) for t in host]
             for d, h in zip(dev, host, strict=True):
                 d.copy_(h, non_blocking=self._pinned)
             if self._pinned and not self._early_release:
-                self._native.watch_copy(lease, self._device.index, self._stream.cuda_stream, B, nbytes)
+                self._native.watch_copy(lease, cuda.index, cuda.handle(self._stream), B, nbytes)
             if self._transforms:
                 dev = [f(d) if f is not None else d for d, f in zip(dev, self._transforms, strict=True)]
-            event = torch.cuda.Event()
-            event.record(self._stream)
+            event = cuda.event_after(self._stream)
         return B, dev, event
 
-    def next(self):
-        """(B, device tensors) of the next batch, None at the end."""
+    def next(self, take):
+        """(B, device tensors) of the next batch, None at the end. `take` is the iterator's _take
+        (passed, not kept: a reference back to the iterator would keep it from being freed)."""
         if self._ready is None:
             if self._ended:
                 return None
-            got = self._it._take(block=True)
+            got = take(block=True)
             if got is None:
                 self._ended = True
                 return None
@@ -702,17 +703,55 @@ class _DeviceCopies:
         B, dev, event = self._ready
         self._ready = None
         if not self._ended:
-            got = self._it._take(block=False)  # the next batch's copy now, if it is ready
+            got = take(block=False)  # the next batch's copy now, if it is ready
             if got is None:
                 self._ended = True
             elif got is not False:
                 self._ready = self._enqueue(got)
-        consumer = self._torch.cuda.current_stream(self._device)
-        consumer.wait_event(event)
+        cuda = self._cuda
+        consumer = cuda.current_stream()
+        cuda.wait(consumer, event)
         if not self._skip_record_stream:
             for t in dev:
-                t.record_stream(consumer)
+                cuda.record_stream(t, consumer)
         return B, dev
 
     def close(self):
         self._ready = None  # its tensors were never handed: nothing but the loader's stream used them
+
+
+class _Cuda:
+    """The torch.cuda calls of the device path, in one place (a test puts a stand-in here to run
+    the path's logic on a machine without a GPU)."""
+
+    def __init__(self, torch, device):
+        self._torch = torch
+        self._device = device
+        self.index = device.index
+
+    def new_stream(self):
+        return self._torch.cuda.Stream(device=self._device)
+
+    def using(self, stream):
+        return self._torch.cuda.stream(stream)
+
+    def empty_like(self, host):
+        # Allocated while the loader's stream is current: the caching allocator ties the block to it.
+        return self._torch.empty(host.shape, dtype=host.dtype, device=self._device)
+
+    def handle(self, stream) -> int:
+        return stream.cuda_stream
+
+    def event_after(self, stream):
+        event = self._torch.cuda.Event()
+        event.record(stream)
+        return event
+
+    def current_stream(self):
+        return self._torch.cuda.current_stream(self._device)
+
+    def wait(self, stream, event):
+        stream.wait_event(event)
+
+    def record_stream(self, tensor, stream):
+        tensor.record_stream(stream)

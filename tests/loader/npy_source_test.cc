@@ -80,7 +80,7 @@ TEST(NpySourceTest, FilesAreFieldsOfOneSample) {
   // Python 2's long suffix and double quotes: numpy reads them, so do we.
   write_file(dir.file("label.npy"),
              npy("{\"descr\": \"<i8\", \"fortran_order\": False, \"shape\": (4L,)}", bytes_of(label)));
-  Result<std::unique_ptr<NpySource>> s = NpySource::open({dir.file("img.npy"), dir.file("label.npy")}, true);
+  Result<std::unique_ptr<NpySource>> s = NpySource::open({dir.file("img.npy"), dir.file("label.npy")});
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ((*s)->fields()[1].shape, std::vector<int64_t>{});
   const std::vector<std::byte> r = read_row(**s, 2, 0);

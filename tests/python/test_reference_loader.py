@@ -336,6 +336,110 @@ def test_no_batch_buffer_is_allocated_after_warm_up():
 
 
 # ---------------------------------------------------------------------------------------------
+# The device path's logic, with a stand-in for torch.cuda (no GPU here; tests/gpu/loader_race.py
+# checks the real thing)
+
+
+class FakeCuda:
+    """Stands in for reference_loader._Cuda: 'device' tensors are host copies; records what the
+    loader asks of CUDA."""
+
+    index = 0
+
+    def __init__(self):
+        self.events = 0
+        self.waits = []  # (stream, event) in order
+        self.recorded = []  # (data_ptr, stream)
+        self.current = None  # the stream being used
+
+    def new_stream(self):
+        return "loader-stream"
+
+    def using(self, stream):
+        fake = self
+
+        class Using:
+            def __enter__(self):
+                fake.current = stream
+
+            def __exit__(self, *exc):
+                fake.current = None
+
+        return Using()
+
+    def empty_like(self, host):
+        assert self.current == "loader-stream", "device memory is allocated on the loader's stream"
+        return torch.empty_like(host)
+
+    def handle(self, stream):
+        return 1234
+
+    def event_after(self, stream):
+        assert stream == "loader-stream"
+        self.events += 1
+        return self.events
+
+    def current_stream(self):
+        return "consumer"
+
+    def wait(self, stream, event):
+        self.waits.append((stream, event))
+
+    def record_stream(self, tensor, stream):
+        self.recorded.append((tensor.data_ptr(), stream))
+
+
+class PinnedNative:
+    """The native loader, claiming page-locked memory, recording watch_copy calls."""
+
+    def __init__(self, native):
+        self._n = native
+        self.watched = []
+        self.leases = []
+
+    pinned = True
+
+    def watch_copy(self, lease, device, stream, batch, nbytes):
+        self.watched.append((device, stream, batch, nbytes))
+        self.leases.append(lease)  # held, as the watcher thread would until the copy completed
+
+    def __getattr__(self, name):
+        return getattr(self._n, name)
+
+
+def test_device_path_logic_with_a_stand_in_for_cuda():
+    x, y, z = data()
+    loader = RL.from_tensors(x, y, z, batch_size=10, shuffle=True, seed=3, threads=2)
+    fake = FakeCuda()
+    native = PinnedNative(loader._native)
+    loader._native, loader._device, loader._cuda = native, "fake", fake
+    loader._transforms = [lambda t: t.float() / 255, None, None]  # uint8 sent, normalised on the device
+    handed = 0
+    for epoch in range(2):
+        want = expected_batches(103, 10, shuffle=True, seed=3, epoch=epoch)
+        got = list(loader)
+        assert len(got) == len(want)
+        for (xb, yb, zb), idx in zip(got, want, strict=True):
+            assert xb.dtype == torch.float32 and torch.equal(xb, x[idx].float() / 255)
+            assert torch.equal(yb, y[idx]) and torch.equal(zb, z[idx])
+            for t in (xb, yb, zb):
+                assert (t.data_ptr(), "consumer") in fake.recorded, "handed tensors are record_stream'ed"
+        handed += len(got)
+    assert fake.waits == [("consumer", e) for e in range(1, handed + 1)], "the consumer waits on each copy's event"
+    row = x[0].numel() + 8 + z[0].numel() * 4
+    assert [w[2] for w in native.watched] == list(range(11)) * 2
+    assert all(w[:2] == (0, 1234) for w in native.watched)
+    assert [w[3] for w in native.watched[:11]] == [row * 10] * 10 + [row * 3]
+    # A loop left early: the batch copied ahead is dropped, the threads stop.
+    it = iter(loader)
+    next(it)
+    del it
+    assert loader.pool_stats()["free"] == loader.pool_stats()["slots"] - len(native.leases)
+    native.leases.clear()
+    assert loader.pool_stats()["free"] == loader.pool_stats()["slots"]
+
+
+# ---------------------------------------------------------------------------------------------
 # Child processes: errors, stopping, threads, signals
 
 
