@@ -59,7 +59,7 @@ Status CopyWatcher::watch(SlotRef slot, int device, uintptr_t stream, int64_t lo
 
 void CopyWatcher::run() {
   pthread_setname_np(pthread_self(), "ss-loader-copy");
-  if (events_ != nullptr) events_->thread_name("ss-loader-copy");
+  bool named = false;  // in the recording: once it records (maybe after this thread began)
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -70,6 +70,10 @@ void CopyWatcher::run() {
     lock.unlock();
     // The span opens when the watcher takes the copy: at its enqueue, or at the end of the copy
     // before it when copies queue up on the stream (they run one after the other there).
+    if (!named && events_ != nullptr && events_->recording()) {
+      events_->thread_name("ss-loader-copy");
+      named = true;
+    }
     const bool span = events_ != nullptr && events_->copy_begin(item.loader, item.batch, item.bytes);
     Status s = fences_->wait(item.fence);
     if (span) events_->copy_end();

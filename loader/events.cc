@@ -40,28 +40,32 @@ bool Events::bind(const std::string& library_path) {
     is_recording_ = nullptr;
     return false;
   }
-  span_begin_args_ = begin;  // last: bound() says all are set
+  span_begin_args_ = begin;
+  bound_.store(true, std::memory_order_release);  // last: a thread that sees it sees the pointers
   return true;
 }
 
+// Ids are stored with release and loaded with acquire: a thread that sees an id also sees the
+// function pointers bind() wrote before it (the copy watcher may have started before the first
+// recorded epoch bound them).
 void Events::intern() {
   if (!bound()) return;
   auto id = [this](vocab::Event e) { return intern_(std::string(vocab::name_of(e)).c_str()); };
-  sent_.store(id(vocab::Event::kDlSent), std::memory_order_relaxed);
-  fetch_.store(id(vocab::Event::kDlFetch), std::memory_order_relaxed);
-  stages_.store(id(vocab::Event::kDlStages), std::memory_order_relaxed);
-  put_.store(id(vocab::Event::kDlPut), std::memory_order_relaxed);
-  copy_.store(id(vocab::Event::kDlCopy), std::memory_order_relaxed);
+  sent_.store(id(vocab::Event::kDlSent), std::memory_order_release);
+  fetch_.store(id(vocab::Event::kDlFetch), std::memory_order_release);
+  stages_.store(id(vocab::Event::kDlStages), std::memory_order_release);
+  put_.store(id(vocab::Event::kDlPut), std::memory_order_release);
+  copy_.store(id(vocab::Event::kDlCopy), std::memory_order_release);
 }
 
 bool Events::recording() const { return bound() && is_recording_() != 0; }
 
 void Events::sent(int64_t loader, int64_t batch, int32_t worker) const {
-  if (const uint32_t id = sent_.load(std::memory_order_relaxed)) instant_(id, loader, clamp32(batch), worker);
+  if (const uint32_t id = sent_.load(std::memory_order_acquire)) instant_(id, loader, clamp32(batch), worker);
 }
 
 bool Events::fetch_begin(int64_t loader, int64_t batch, int32_t worker) const {
-  const uint32_t id = fetch_.load(std::memory_order_relaxed);
+  const uint32_t id = fetch_.load(std::memory_order_acquire);
   if (id != 0) span_begin_args_(id, loader, clamp32(batch), worker);
   return id != 0;
 }
@@ -71,17 +75,17 @@ void Events::fetch_end() const {
 }
 
 void Events::stages(int64_t read_us, int64_t decode_us, int64_t augment_us) const {
-  if (const uint32_t id = stages_.load(std::memory_order_relaxed)) {
+  if (const uint32_t id = stages_.load(std::memory_order_acquire)) {
     instant_(id, read_us, clamp32(decode_us), clamp32(augment_us));
   }
 }
 
 void Events::put(int64_t loader, int64_t batch, int32_t worker) const {
-  if (const uint32_t id = put_.load(std::memory_order_relaxed)) instant_(id, loader, clamp32(batch), worker);
+  if (const uint32_t id = put_.load(std::memory_order_acquire)) instant_(id, loader, clamp32(batch), worker);
 }
 
 bool Events::copy_begin(int64_t loader, int64_t batch, int64_t bytes) const {
-  const uint32_t id = copy_.load(std::memory_order_relaxed);
+  const uint32_t id = copy_.load(std::memory_order_acquire);
   if (id != 0) span_begin_args_(id, bytes, clamp32(loader), clamp32(batch));
   return id != 0;
 }

@@ -18,7 +18,7 @@ class Events {
   // Resolves the C API in the already-loaded library at `library_path` (dlopen RTLD_NOLOAD).
   // False (and no-ops) when it is not loaded or lacks the functions.
   bool bind(const std::string& library_path);
-  bool bound() const { return span_begin_args_ != nullptr; }
+  bool bound() const { return bound_.load(std::memory_order_acquire); }
   // Interns the names for the current session (call at each epoch start, from any thread).
   void intern();
   bool recording() const;
@@ -54,6 +54,7 @@ class Events {
   IsRecording is_recording_ = nullptr;
   // Interned ids (0: not recording; the C API ignores events named 0).
   std::atomic<uint32_t> sent_{0}, fetch_{0}, stages_{0}, put_{0}, copy_{0};
+  std::atomic<bool> bound_{false};  // set last by bind(): the pointers above are then all set
 };
 
 }  // namespace stallscope::loader
