@@ -3,9 +3,11 @@
 // loader never links the collector: bind() resolves the C API in the copy of libstallscope.so the
 // process has loaded (the path the Python side knows, stallscope._native.lib_path); without one,
 // every call is a no-op. Names are interned again at each epoch (a session may start or stop
-// between epochs; ids belong to a session).
+// between epochs; ids belong to a session). The ids are atomics: worker threads read them while
+// another thread may re-intern (an epoch that starts while the previous one's threads wind down).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -16,20 +18,22 @@ class Events {
   // Resolves the C API in the already-loaded library at `library_path` (dlopen RTLD_NOLOAD).
   // False (and no-ops) when it is not loaded or lacks the functions.
   bool bind(const std::string& library_path);
-  bool bound() const { return span_begin_args_ != nullptr; }
+  bool bound() const { return bound_.load(std::memory_order_acquire); }
   // Interns the names for the current session (call at each epoch start, from any thread).
   void intern();
   bool recording() const;
 
   // Training thread (the Python side writes dl.next, dl.config, dl.epoch_* itself).
   // Loader threads, per batch B of loader L, worker thread W:
-  void sent(int64_t loader, int64_t batch, int32_t worker) const;        // dl.sent: B handed to W
-  void fetch_begin(int64_t loader, int64_t batch, int32_t worker) const;  // dl.fetch span
+  void sent(int64_t loader, int64_t batch, int32_t worker) const;  // dl.sent: B handed to W
+  // dl.fetch span. The begin says whether a span was opened; only then is fetch_end() called (the
+  // ids may change between the two when a session starts).
+  bool fetch_begin(int64_t loader, int64_t batch, int32_t worker) const;
   void fetch_end() const;
   // dl.stages: where the fetch of B went, in microseconds: reading, decoding, augmenting.
   void stages(int64_t read_us, int64_t decode_us, int64_t augment_us) const;
-  void put(int64_t loader, int64_t batch, int32_t worker) const;         // dl.put: B assembled
-  void copy_begin(int64_t loader, int64_t batch, int64_t bytes) const;   // dl.copy span (H2D)
+  void put(int64_t loader, int64_t batch, int32_t worker) const;        // dl.put: B assembled
+  bool copy_begin(int64_t loader, int64_t batch, int64_t bytes) const;  // dl.copy span (H2D), as fetch
   void copy_end() const;
   void thread_name(const std::string& name) const;
 
@@ -49,7 +53,8 @@ class Events {
   ThreadName thread_name_ = nullptr;
   IsRecording is_recording_ = nullptr;
   // Interned ids (0: not recording; the C API ignores events named 0).
-  uint32_t sent_ = 0, fetch_ = 0, stages_ = 0, put_ = 0, copy_ = 0;
+  std::atomic<uint32_t> sent_{0}, fetch_{0}, stages_{0}, put_{0}, copy_{0};
+  std::atomic<bool> bound_{false};  // set last by bind(): the pointers above are then all set
 };
 
 }  // namespace stallscope::loader

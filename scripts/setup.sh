@@ -10,7 +10,9 @@ APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-d
               nlohmann-json3-dev python3 python3-pip
               # the dashboard: Dear ImGui, GLFW, OpenGL; Xvfb and Mesa for its tests
               libimgui-dev libstb-dev libglfw3-dev libgl-dev libopengl-dev libgl1-mesa-dri libglx-mesa0
-              xvfb xauth fonts-dejavu-core)
+              xvfb xauth fonts-dejavu-core
+              # the reference loader's Python module: pybind11, DLPack, Python's headers
+              pybind11-dev libdlpack-dev python3-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,6 +33,10 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
 fi
 if ! "$PY" -c "import pytest" 2>/dev/null; then
   "$PY" -m pip install -q pytest
+fi
+# numpy: the reference loader's tests read arrays and .npy files with it.
+if ! "$PY" -c "import numpy" 2>/dev/null; then
+  "$PY" -m pip install -q numpy
 fi
 
 if [ "${1:-}" != "--no-build" ]; then

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: C++ unit and end-to-end tests (CTest), the Python tests
 # (pytest, real PyTorch training under stallscope), then every C++ test again under
-# AddressSanitizer+UndefinedBehaviorSanitizer, and the collector's rings, the drainer, the recorder
-# and the dashboard's reader/analysis threads under ThreadSanitizer. GPU tests are skipped here
-# (CTest label `gpu`; see tests/gpu/).
+# AddressSanitizer+UndefinedBehaviorSanitizer, and the collector's rings, the drainer, the recorder,
+# the dashboard's reader/analysis threads and the reference loader (all its tests: its threads,
+# pool and copy watcher) under ThreadSanitizer. GPU tests are skipped here (CTest label `gpu`; see
+# tests/gpu/).
 #   scripts/test.sh [--no-sanitizers]
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,9 +42,11 @@ if [ "$SANITIZERS" = 1 ]; then
   echo "== collector tests under TSan"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=thread \
         -DSTALLSCOPE_BUILD_BENCH=OFF >/dev/null
-  cmake --build build-tsan --target unit_tests ui_tests
+  cmake --build build-tsan --target unit_tests ui_tests loader_tests
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/unit_tests --gtest_filter='RingTest.*:IngestTest.*:RecorderTest.*')
   echo "== dashboard reader and analysis threads under TSan"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/ui_tests --gtest_filter='LiveTest.*:SimTest.ALargeFirstRead*')
+  echo "== reference loader threads under TSan"
+  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/loader_tests)
 fi
 echo "== all tests passed"

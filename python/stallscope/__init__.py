@@ -12,15 +12,28 @@ Either way the DataLoader hooks (stallscope.hooks) record every torch DataLoader
 iterates, in the training process and in its worker processes (forked or spawned), into one
 SQLite database; see docs/events.md for what is recorded.
 
+The package also ships a prefetching loader with native threads, `stallscope.ReferenceLoader`
+(reference_loader.py), for A/B comparisons against torch's DataLoader.
+
 Importing this package is cheap: it loads neither torch nor the native library; those load on
-first use.
+first use (ReferenceLoader and LoaderError are imported when first named).
 """
 
 import os
 import sys
 
 __version__ = "0.1.0"
-__all__ = ["record", "start", "stop", "is_recording", "__version__"]
+__all__ = ["record", "start", "stop", "is_recording", "ReferenceLoader", "LoaderError", "__version__"]
+
+
+def __getattr__(name: str):
+    # The loader's module imports nothing heavy at its own import either; torch comes with the
+    # first ReferenceLoader made.
+    if name in ("ReferenceLoader", "LoaderError"):
+        from . import reference_loader
+
+        return getattr(reference_loader, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # Environment values that start() set, restored by stop().
 _env_saved: dict[str, str | None] = {}

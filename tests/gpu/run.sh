@@ -4,7 +4,8 @@
 # Builds stallscope, records tests/gpu/gpu_train.py in four variants under `stallscope run` (and
 # the profiler variant again with STALLSCOPE_GPU=off), and checks kernels, copies (pinned vs
 # pageable), NVTX ranges, clock alignment, the attributed stall causes and torch.profiler beside
-# stallscope (check.py). STALLSCOPE_GPU_RECORDINGS=DIR keeps the recordings there.
+# stallscope (check.py); then the reference loader's device path against the memory-reuse races
+# (loader_race.py). STALLSCOPE_GPU_RECORDINGS=DIR keeps the recordings there.
 # CTest runs it under the label `gpu` only when asked (ctest -L gpu); CI skips it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -31,3 +32,4 @@ rm -f "$REC"/*.db
 for v in pageable pinned compute profiler; do record "$v" "$v"; done
 record profiler-gpu-off profiler STALLSCOPE_GPU=off
 "$PY" tests/gpu/check.py "$BUILD" "$REC"
+"$PY" tests/gpu/loader_race.py --build "$BUILD"
