@@ -10,7 +10,12 @@ APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-d
               nlohmann-json3-dev python3 python3-pip
               # the dashboard: Dear ImGui, GLFW, OpenGL; Xvfb and Mesa for its tests
               libimgui-dev libstb-dev libglfw3-dev libgl-dev libopengl-dev libgl1-mesa-dri libglx-mesa0
-              xvfb xauth fonts-dejavu-core)
+              xvfb xauth fonts-dejavu-core
+              # the reference loader's JPEG path: libjpeg-turbo, tar shards, OpenCV's resize;
+              # libturbojpeg encodes the tests' JPEGs
+              libjpeg62-turbo-dev libturbojpeg0-dev libarchive-dev libopencv-imgproc-dev
+              # resize candidates that bench/resize_bench measures beside OpenCV (optional there)
+              libyuv-dev libswscale-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,6 +36,10 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
 fi
 if ! "$PY" -c "import pytest" 2>/dev/null; then
   "$PY" -m pip install -q pytest
+fi
+# Pillow: tests/python/test_jpeg_ops.py compares the loader's JPEG transform with it.
+if ! "$PY" -c "import PIL" 2>/dev/null; then
+  "$PY" -m pip install -q pillow
 fi
 
 if [ "${1:-}" != "--no-build" ]; then

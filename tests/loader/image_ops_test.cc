@@ -119,7 +119,8 @@ TEST(PlanCrop, ResizeCenterCropFollowsTorchvision) {
   EXPECT_DOUBLE_EQ(p.y, 38);  // round((300 - 224) / 2)
 }
 
-// The smallest M with box * M / 8 >= output on both axes.
+// The smallest M with box * M / 8 >= output on both axes, rounded up to 1, 2, 4 or 8 (the scales
+// libjpeg-turbo has SIMD code for).
 TEST(DctScale, SmallestScaleThatCoversTheOutput) {
   auto scale = [](double w, double h) {
     CropPlan p;
@@ -132,9 +133,11 @@ TEST(DctScale, SmallestScaleThatCoversTheOutput) {
   EXPECT_EQ(scale(1792, 1792), 1);  // exactly 224
   EXPECT_EQ(scale(1791, 1792), 2);
   EXPECT_EQ(scale(1000, 900), 2);  // 250 x 225
-  EXPECT_EQ(scale(800, 900), 3);   // 2/8 would give 200
+  EXPECT_EQ(scale(800, 900), 4);   // 2/8 would give 200; 3/8 is rounded up
+  EXPECT_EQ(scale(500, 500), 4);   // 250
   EXPECT_EQ(scale(448, 448), 4);
   EXPECT_EQ(scale(300, 250), 8);  // 7/8 of 250 is 218.75
+  EXPECT_EQ(scale(440, 440), 8);  // 4/8 would give 220; 5/8 to 7/8 are rounded up
   EXPECT_EQ(scale(224, 224), 8);
   EXPECT_EQ(scale(100, 500), 8);  // smaller than the output: full size
 }
