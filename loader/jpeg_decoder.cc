@@ -59,6 +59,8 @@ void cmyk_to_rgb(const uint8_t* in, uint8_t* out, int width) {
   }
 }
 
+constexpr uint64_t kMaxPixels = 2 * 89478485ull;
+
 }  // namespace
 
 struct JpegDecoder::State {
@@ -135,6 +137,15 @@ Result<JpegInfo> JpegDecoder::open(std::span<const uint8_t> data) {
   info.height = static_cast<int>(c.image_height);
   info.components = c.num_components;
   info.progressive = c.progressive_mode != 0;
+  // Pillow's DecompressionBombError threshold (2 * Image.MAX_IMAGE_PIXELS): a progressive image
+  // that large needs gigabytes of coefficients before its first row.
+  if (static_cast<uint64_t>(info.width) * static_cast<uint64_t>(info.height) > kMaxPixels) {
+    jpeg_abort_decompress(&c);
+    s.opened = false;
+    return Status::Error("image of " + std::to_string(info.width) + "x" + std::to_string(info.height) +
+                         " pixels exceeds the limit of " + std::to_string(kMaxPixels) +
+                         " (a decompression bomb, as Pillow calls it)");
+  }
   s.four_channel = c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK;
   if (!s.four_channel && c.num_components != 1 && c.num_components != 3) {
     jpeg_abort_decompress(&c);

@@ -4,7 +4,8 @@
 // the scanlines a region needs are decoded (jpeg_skip_scanlines above it, nothing below it) and
 // only its columns (jpeg_crop_scanline). Every output is RGB: grayscale is widened by libjpeg,
 // CMYK and YCCK are converted as Pillow converts them (Adobe's inverted CMYK, then
-// R = (255-C)(255-K)/255). Errors never leave through exit() or an exception: libjpeg's error_exit
+// R = (255-C)(255-K)/255). An image over Pillow's decompression-bomb limit (179 M pixels) is
+// refused. Errors never leave through exit() or an exception: libjpeg's error_exit
 // and its warnings about corrupt data longjmp back here and become a Status.
 #pragma once
 

@@ -61,14 +61,22 @@ std::vector<Field> image_fields(const ImageTransform& t) {
   return {image, label};
 }
 
-bool has_image_extension(const std::string& name) {
+// Whether name ends with one of `exts` (lower case), ignoring case: has_file_allowed_extension.
+bool has_extension(const std::string& name, std::initializer_list<const char*> exts) {
   std::string lower = name;
   for (char& c : lower) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   }
-  for (const char* ext : kImageExtensions) {
+  for (const char* ext : exts) {
     size_t n = std::strlen(ext);
     if (lower.size() >= n && lower.compare(lower.size() - n, n, ext) == 0) return true;
+  }
+  return false;
+}
+
+bool has_image_extension(const std::string& name) {
+  for (const char* ext : kImageExtensions) {
+    if (has_extension(name, {ext})) return true;
   }
   return false;
 }
@@ -210,6 +218,9 @@ Result<std::unique_ptr<ImageFolderSource>> ImageFolderSource::open(const std::st
       }
     }
     if (src->samples_.size() == before) empty.push_back(src->classes_[c]);
+  }
+  for (size_t i = 0; i < src->samples_.size() && src->first_non_jpeg_ < 0; ++i) {
+    if (!has_extension(src->samples_[i].path, {".jpg", ".jpeg"})) src->first_non_jpeg_ = static_cast<int64_t>(i);
   }
   if (!empty.empty()) {
     std::string names;

@@ -47,6 +47,10 @@ class ImageFolderSource : public Source {
   const std::string& path(int64_t index) const { return samples_[static_cast<size_t>(index)].path; }
   int64_t label(int64_t index) const { return samples_[static_cast<size_t>(index)].label; }
   const ImageTransform& transform() const { return transform_; }
+  // The first sample whose name does not end in .jpg or .jpeg (-1: none), for a caller that would
+  // rather fall back to torch's loader than fail on a PNG mid-epoch. By name only: the bytes are
+  // checked when the sample is read.
+  int64_t first_non_jpeg_name() const { return first_non_jpeg_; }
 
  private:
   struct Sample {
@@ -60,6 +64,7 @@ class ImageFolderSource : public Source {
   std::vector<Field> fields_;
   std::vector<std::string> classes_;
   std::vector<Sample> samples_;
+  int64_t first_non_jpeg_ = -1;
   uint64_t id_;  // which per-thread decoder belongs to this source
 };
 

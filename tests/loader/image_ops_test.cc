@@ -277,6 +277,18 @@ TEST(JpegDecoder, CorruptAndTruncatedAreErrors) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("corrupt JPEG"), std::string::npos) << st.message();
 
+  // A header that claims 20000 x 20000 pixels: refused before any decoding, as Pillow refuses it.
+  std::string bomb = good;
+  size_t sof = bomb.find("\xFF\xC0");
+  ASSERT_NE(sof, std::string::npos);
+  for (size_t at : {sof + 5, sof + 7}) {
+    bomb[at] = static_cast<char>(20000 >> 8);
+    bomb[at + 1] = static_cast<char>(20000 & 0xFF);
+  }
+  st = run_on(bomb);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("20000x20000"), std::string::npos) << st.message();
+
   std::string header_only = good.substr(0, 300);
   EXPECT_FALSE(run_on(header_only).ok());
   EXPECT_FALSE(run_on("").ok());

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "loader/tar_index.h"
 #include "tests/loader/jpeg_fixtures.h"
@@ -94,6 +95,7 @@ TEST(ImageFolderSource, OrderAndLabelsAsTorchvision) {
   Sample x = read(s, 4);
   ASSERT_TRUE(x.status.ok()) << x.status.message();
   EXPECT_EQ(x.label, 2);
+  EXPECT_EQ(s.first_non_jpeg_name(), -1);
 }
 
 TEST(ImageFolderSource, TreeErrors) {
@@ -134,6 +136,7 @@ TEST(ImageFolderSource, ReadErrorsNameTheFile) {
   auto src = ImageFolderSource::open(r, small_transform());
   ASSERT_TRUE(src.ok()) << src.status().message();
   ASSERT_EQ((*src)->size(), 6);
+  EXPECT_EQ((*src)->first_non_jpeg_name(), 1);
   ::unlink((r + "/c/4_gone.jpg").c_str());
 
   EXPECT_TRUE(read(**src, 0).status.ok());
@@ -269,6 +272,41 @@ TEST(TarShardSource, ShardErrorsNameShardAndMember) {
   ASSERT_TRUE(src.ok()) << src.status().message();
   EXPECT_TRUE(read(**src, 0).status.ok());
   expect_one_line_naming(read(**src, 1).status, png + ": member 'p.jpg' (sample 1)");
+}
+
+// read() is called from many threads at once: each keeps its own decoder, and the results are
+// those of reading one by one.
+TEST(TarShardSource, ConcurrentReadsMatchSerialReads) {
+  TempDir dir;
+  std::vector<stallscope::testing::TarEntry> entries;
+  for (int i = 0; i < 24; ++i) {
+    entries.push_back({"s" + std::to_string(100 + i) + ".jpg", small_jpeg(500 + i, 80 + i, 60 + i)});
+    entries.push_back({"s" + std::to_string(100 + i) + ".cls", std::to_string(i % 5)});
+  }
+  auto src = TarShardSource::open({make_shard(dir, "t.tar", entries)}, small_transform());
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  std::vector<Sample> serial;
+  for (int64_t i = 0; i < 24; ++i) serial.push_back(read(**src, i, static_cast<uint64_t>(i)));
+  std::vector<Sample> parallel(24 * 4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 24; ++k) {
+        int64_t i = (k * 5 + t * 7) % 24;
+        parallel[static_cast<size_t>(t * 24 + k)] = read(**src, i, static_cast<uint64_t>(i));
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) {
+    for (int k = 0; k < 24; ++k) {
+      const Sample& p = parallel[static_cast<size_t>(t * 24 + k)];
+      const Sample& s = serial[static_cast<size_t>((k * 5 + t * 7) % 24)];
+      ASSERT_TRUE(p.status.ok()) << p.status.message();
+      EXPECT_EQ(p.image, s.image);
+      EXPECT_EQ(p.label, s.label);
+    }
+  }
 }
 
 TEST(TarShardSource, SplitKeyAsWebDataset) {
