@@ -11,8 +11,12 @@ APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-d
               # the dashboard: Dear ImGui, GLFW, OpenGL; Xvfb and Mesa for its tests
               libimgui-dev libstb-dev libglfw3-dev libgl-dev libopengl-dev libgl1-mesa-dri libglx-mesa0
               xvfb xauth fonts-dejavu-core
-              # the reference loader's Python module: pybind11, DLPack, Python's headers
-              pybind11-dev libdlpack-dev python3-dev)
+              # the reference loader: its Python module (pybind11, DLPack, Python's headers), its JPEG
+              # path (libjpeg-turbo, tar shards, OpenCV's resize); libturbojpeg encodes the tests' JPEGs
+              pybind11-dev libdlpack-dev python3-dev
+              libjpeg62-turbo-dev libturbojpeg0-dev libarchive-dev libopencv-imgproc-dev
+              # resize candidates that bench/resize_bench measures beside OpenCV (optional there)
+              libyuv-dev libswscale-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -37,6 +41,10 @@ fi
 # numpy: the reference loader's tests read arrays and .npy files with it.
 if ! "$PY" -c "import numpy" 2>/dev/null; then
   "$PY" -m pip install -q numpy
+fi
+# Pillow: tests/python/test_jpeg_ops.py compares the loader's JPEG transform with it.
+if ! "$PY" -c "import PIL" 2>/dev/null; then
+  "$PY" -m pip install -q pillow
 fi
 
 if [ "${1:-}" != "--no-build" ]; then
