@@ -62,4 +62,32 @@ std::string grouped(int64_t v) {
   return (v < 0 ? "-" : "") + out;
 }
 
+std::string pad(std::string s, size_t w, bool right) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+std::string wrap(const std::string& text, size_t width, const std::string& indent) {
+  std::string out, line;
+  size_t pos = text.find_first_not_of(' ');
+  if (pos == std::string::npos) return text;
+  line = text.substr(0, pos);  // the first line keeps its own indent
+  while (pos < text.size()) {
+    size_t sp = text.find(' ', pos);
+    if (sp == std::string::npos) sp = text.size();
+    const std::string word = text.substr(pos, sp - pos);
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line = indent;
+    }
+    if (!word.empty()) {
+      if (!line.empty() && line.back() != ' ') line += " ";
+      line += word;
+    }
+    pos = sp + 1;
+  }
+  out += line;
+  return out;
+}
+
 }  // namespace stallscope::analysis

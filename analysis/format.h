@@ -1,6 +1,8 @@
-// Number formatting shared by the text renderings and recommendation messages.
+// Number formatting and text layout shared by the text renderings (report, compare) and the
+// recommendation messages.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,6 +21,11 @@ std::string duration_ms(double ms);
 std::string clock_time(int64_t ns, int decimals = 3);
 // 1234567 -> "1,234,567".
 std::string grouped(int64_t v);
+// `s` padded with spaces to `w` columns, on the right (left-aligned) or, with `right`, on the left.
+std::string pad(std::string s, size_t w, bool right = false);
+// Wraps `text` at `width` columns, every line after the first indented by `indent`; the first line
+// keeps its own leading spaces.
+std::string wrap(const std::string& text, size_t width, const std::string& indent);
 // `v` formatted by `f`, or "-" when absent.
 template <typename T, typename F>
 std::string or_dash(const std::optional<T>& v, F f) {

@@ -133,6 +133,7 @@ void describe_recording(const Session& s, const DataLoaderModel& m, Report* r) {
     if (end != it->second.c_str() && v > 0) r->cpu_count = v;
   }
   if (auto it = s.meta.find("mode"); it != s.meta.end()) r->recorded_by = it->second;
+  if (auto it = s.meta.find("command"); it != s.meta.end()) r->command = it->second;
   r->dataloader_seen = m.seen;
   r->train_pid = m.train_pid;
   r->notes = m.notes;
@@ -177,13 +178,14 @@ std::vector<int64_t> handed_batches(const DataLoaderModel& m, std::map<int64_t, 
   return handoffs;
 }
 
-// Step times: the gaps between consecutive hand-offs (sorted), as p50/p90/p99, mean and max.
+// Step times: the gaps between consecutive hand-offs (sorted), as p50/p90/p99, mean and max, and
+// in time order.
 StepTimes step_times(const std::vector<int64_t>& handoffs) {
   StepTimes t;
-  std::vector<double> step_ms;
   for (size_t i = 1; i < handoffs.size(); ++i) {
-    step_ms.push_back(static_cast<double>(handoffs[i] - handoffs[i - 1]) / kNsPerMs);
+    t.series_ms.push_back(static_cast<double>(handoffs[i] - handoffs[i - 1]) / kNsPerMs);
   }
+  std::vector<double> step_ms = t.series_ms;
   std::sort(step_ms.begin(), step_ms.end());
   t.p50_ms = percentile(step_ms, 50);
   t.p90_ms = percentile(step_ms, 90);

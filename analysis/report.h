@@ -46,6 +46,9 @@ struct StallStats {
 
 struct StepTimes {
   std::optional<double> p50_ms, p90_ms, p99_ms, mean_ms, max_ms;
+  // The same `steps - 1` hand-off intervals in time order, for estimates that need their sequence
+  // (the noise of the mean in `stallscope compare`); not in the JSON.
+  std::vector<double> series_ms;
 };
 
 struct QueueStats {
@@ -147,6 +150,7 @@ struct Report {
   std::vector<std::string> notes;
   std::optional<int64_t> cpu_count;  // meta cpu_count, when the recorder wrote it
   std::string recorded_by;           // meta mode: "launcher", "in-process" or "attach" ("" if absent)
+  std::string command;               // meta command: the program that was recorded ("" if absent)
   GpuStats gpu;                      // mode "gpu": the GPU timeline's figures
   std::optional<EvidenceAt> longest_stall;  // the longest stall interval, to show
 

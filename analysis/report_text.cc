@@ -10,37 +10,8 @@ namespace {
 
 constexpr size_t kMaxWorkerRows = 16;
 
-std::string pad(std::string s, size_t w, bool right = false) {
-  if (s.size() >= w) return s;
-  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
-}
-
 std::string yes_no(const std::optional<bool>& b) { return b ? (*b ? "true" : "false") : "?"; }
 std::string num(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "?"; }
-
-// Wraps `text` at `width` columns, every line after the first indented by `indent`.
-std::string wrap(const std::string& text, size_t width, const std::string& indent) {
-  std::string out, line;
-  size_t pos = text.find_first_not_of(' ');
-  if (pos == std::string::npos) return text;
-  line = text.substr(0, pos);  // the first line keeps its own indent
-  while (pos < text.size()) {
-    size_t sp = text.find(' ', pos);
-    if (sp == std::string::npos) sp = text.size();
-    const std::string word = text.substr(pos, sp - pos);
-    if (!line.empty() && line.size() + 1 + word.size() > width) {
-      out += line + "\n";
-      line = indent;
-    }
-    if (!word.empty()) {
-      if (!line.empty() && line.back() != ' ') line += " ";
-      line += word;
-    }
-    pos = sp + 1;
-  }
-  out += line;
-  return out;
-}
 
 std::string loader_line(const LoaderStats& l) {
   const LoaderConfig& c = l.config;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <utility>
 
 namespace stallscope::analysis {
 
@@ -78,6 +80,54 @@ StepSummary summarize(const StepFunction& f, const std::vector<Interval>& over) 
     s.zero_fraction = static_cast<double>(zero) / static_cast<double>(s.covered_ns);
   }
   return s;
+}
+
+std::optional<MeanError> batch_means(const std::vector<double>& series, int blocks) {
+  const int64_t n = static_cast<int64_t>(series.size());
+  if (blocks < 2 || n < blocks) return std::nullopt;
+  MeanError e;
+  e.blocks = blocks;
+  e.block_length = n / blocks;
+  double total = 0;
+  for (double v : series) total += v;
+  e.mean = total / static_cast<double>(n);
+  std::vector<double> means;
+  means.reserve(static_cast<size_t>(blocks));
+  for (int64_t start = n - e.block_length * blocks; start < n; start += e.block_length) {
+    double sum = 0;
+    for (int64_t i = start; i < start + e.block_length; ++i) sum += series[static_cast<size_t>(i)];
+    means.push_back(sum / static_cast<double>(e.block_length));
+  }
+  double grand = 0;
+  for (double m : means) grand += m;
+  grand /= static_cast<double>(blocks);
+  double ss = 0;
+  for (double m : means) ss += (m - grand) * (m - grand);
+  e.se = std::sqrt(ss / static_cast<double>(blocks - 1) / static_cast<double>(blocks));
+  return e;
+}
+
+double t_quantile_95(double dof) {
+  // (dof, t) from the standard tables; the last row is the normal quantile.
+  static constexpr std::pair<double, double> kTable[] = {
+      {1, 12.706}, {2, 4.303},  {3, 3.182},  {4, 2.776},  {5, 2.571},  {6, 2.447},  {7, 2.365},
+      {8, 2.306},  {9, 2.262},  {10, 2.228}, {11, 2.201}, {12, 2.179}, {13, 2.160}, {14, 2.145},
+      {15, 2.131}, {16, 2.120}, {17, 2.110}, {18, 2.101}, {19, 2.093}, {20, 2.086}, {21, 2.080},
+      {22, 2.074}, {23, 2.069}, {24, 2.064}, {25, 2.060}, {26, 2.056}, {27, 2.052}, {28, 2.048},
+      {29, 2.045}, {30, 2.042}, {40, 2.021}, {60, 2.000}, {120, 1.980}};
+  constexpr double kNormal = 1.960;
+  if (!(dof > 1)) return kTable[0].second;  // also NaN
+  if (std::isinf(dof)) return kNormal;
+  for (size_t i = 1; i < std::size(kTable); ++i) {
+    const auto [d1, t1] = kTable[i];
+    if (dof <= d1) {
+      const auto [d0, t0] = kTable[i - 1];
+      const double w = (1 / d0 - 1 / dof) / (1 / d0 - 1 / d1);
+      return t0 + (t1 - t0) * w;
+    }
+  }
+  const auto [d0, t0] = kTable[std::size(kTable) - 1];
+  return t0 + (kNormal - t0) * (1 - d0 / dof);  // 1/dof from 1/120 down to 0
 }
 
 }  // namespace stallscope::analysis

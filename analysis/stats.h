@@ -1,5 +1,5 @@
-// Small numeric helpers the analysis shares: percentiles, interval sets and time-weighted means
-// of step functions.
+// Small numeric helpers the analysis shares: percentiles, interval sets, time-weighted means of
+// step functions, and the standard error of a mean over a correlated series (batch means).
 #pragma once
 
 #include <cstdint>
@@ -34,5 +34,26 @@ struct StepSummary {
   int64_t covered_ns = 0;
 };
 StepSummary summarize(const StepFunction& f, const std::vector<Interval>& over);
+
+// The mean of a series and the standard error of that mean by the method of batch means: the
+// series is cut into `blocks` contiguous blocks of equal length (the first n mod blocks values are
+// left out, as the start of a run is where it is least steady) and the error is the spread of the
+// block means. Neighbouring values of a series such as step times are correlated (a slow fetch
+// delays the next steps too); blocks long enough to outlast that correlation have nearly
+// independent means, where the plain sd/sqrt(n) would understate the error.
+struct MeanError {
+  double mean = 0;  // of the whole series
+  double se = 0;    // standard error of the mean: sd(block means) / sqrt(blocks)
+  int blocks = 0;   // the degrees of freedom of `se` are blocks - 1
+  int64_t block_length = 0;
+};
+// nullopt when `blocks` < 2 or the series has fewer than `blocks` values.
+std::optional<MeanError> batch_means(const std::vector<double>& series, int blocks);
+
+// The two-sided 95% quantile of Student's t with `dof` degrees of freedom (t such that
+// P(|T| <= t) = 0.95): a table for 1..30, 40, 60, 120 and infinity (1.960), linear in 1/dof
+// between its rows, so fractional degrees of freedom (Welch-Satterthwaite) are served too. Within
+// 0.1% of the exact value for dof >= 5 (checked against scipy; docs/decisions.md), coarser below.
+double t_quantile_95(double dof);
 
 }  // namespace stallscope::analysis

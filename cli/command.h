@@ -38,6 +38,7 @@ struct Command {
   X(Run)                       \
   X(Attach)                    \
   X(Report)                    \
+  X(Compare)                   \
   X(Ui)
 #define STALLSCOPE_DECLARE_COMMAND(Name) extern const Command k##Name##Command;
 #define STALLSCOPE_COMMAND_ADDRESS(Name) &k##Name##Command,

@@ -4,34 +4,17 @@
 // errors one line and exit 2.
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "analysis/report.h"
-#include "analysis/session.h"
 #include "cli/command.h"
+#include "cli/recording_input.h"
 #include "common/json.h"
 
 namespace stallscope::cli {
 namespace {
-
-// One line: what is wrong, and what to do about it.
-int read_error(std::string msg) {
-  for (char& c : msg) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  const bool has_hint = msg.find("pass ") != std::string::npos || msg.find("upgrade") != std::string::npos;
-  if (!has_hint) {
-    if (msg.find("damaged") != std::string::npos || msg.find("truncated") != std::string::npos ||
-        msg.find("malformed") != std::string::npos) {
-      msg += "; record the run again, or pass another .db file";
-    } else {
-      msg += "; pass a .db recording written by `stallscope run`";
-    }
-  }
-  std::fprintf(stderr, "stallscope: %s\n", msg.c_str());
-  return 1;
-}
 
 struct ReportArgs {
   bool as_json = false;
@@ -39,10 +22,9 @@ struct ReportArgs {
 };
 
 int report(const std::string& path, bool as_json) {
-  auto session = analysis::load_session(path);
-  if (!session.ok()) return read_error(session.status().message());
-  const analysis::Report report = analysis::analyze(*session);
-  const std::string out = as_json ? json::write(analysis::to_json(report)) : analysis::render_text(report);
+  const std::optional<analysis::Report> report = analyze_recording(path);
+  if (!report) return 1;
+  const std::string out = as_json ? json::write(analysis::to_json(*report)) : analysis::render_text(*report);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }

@@ -133,6 +133,7 @@ void worker_counters(RecordingBuilder& b, const SimConfig& c, int64_t pid, int64
 
 SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
   SimTruth truth;
+  if (!c.command.empty()) b.meta("command", c.command);
   const int64_t L = c.loader;
   const int64_t main_row = b.process(c.main_pid, 0);
   const int64_t main = b.thread(main_row, c.main_pid, "MainThread");

@@ -79,6 +79,7 @@ struct SimConfig {
   int64_t main_pid = 1000;
   int64_t first_worker_pid = 2000;
   bool finish = true;                   // mark complete and checkpoint
+  std::string command;                  // meta command, as `stallscope run` writes it (empty: none)
 };
 
 // What the simulation wrote, computed independently of the analysis.

@@ -131,7 +131,7 @@ TEST(CliTest, UsageErrorsAreOneLineAndExit2) {
 
 TEST(CliTest, EveryCommandHasHelp) {
   const std::vector<std::string> commands = listed_commands();
-  for (const char* known : {"run", "attach", "report", "ui"}) {
+  for (const char* known : {"run", "attach", "report", "compare", "ui"}) {
     EXPECT_NE(std::find(commands.begin(), commands.end(), known), commands.end()) << known << " not listed";
   }
   std::vector<std::vector<std::string>> asks = {{"--help"}, {"-h"}, {"help"}};
@@ -257,6 +257,18 @@ TEST(CliTest, UsageErrorsNameTheCommand) {
     std::vector<std::string> argv = {bin};
     argv.insert(argv.end(), bad.begin(), bad.end());
     expect_usage_error(argv, "report");
+  }
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"compare"},
+           {"compare", "--json"},
+           {"compare", "a.db"},
+           {"compare", "a.db", "b.db", "c.db"},
+           {"compare", "--json=maybe", "a.db", "b.db"},
+           {"compare", "a.db", "--", "b.db", "c.db"},
+       }) {
+    std::vector<std::string> argv = {bin};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    expect_usage_error(argv, "compare");
   }
   if (run_process({bin, "ui", "--help"}).out.find("--size") != std::string::npos) {  // a build with the dashboard
     for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
