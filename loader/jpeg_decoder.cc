@@ -21,6 +21,7 @@ struct ErrorManager {
   jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
   char warning[JMSG_LENGTH_MAX];  // the image's first warning; empty when none
+  bool truncated = false;         // the error is libjpeg's "Premature end of JPEG file"
 };
 
 [[noreturn]] void on_error(j_common_ptr cinfo) {
@@ -40,6 +41,7 @@ void on_message(j_common_ptr cinfo, int level) {
   auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
   if (cinfo->err->msg_code == JWRN_JPEG_EOF) {
     (*cinfo->err->format_message)(cinfo, err->message);
+    err->truncated = true;
     std::longjmp(err->jump, 1);
   }
   if (err->warning[0] == '\0') (*cinfo->err->format_message)(cinfo, err->warning);
@@ -132,7 +134,7 @@ struct JpegDecoder::State {
   Status fail() {
     jpeg_abort_decompress(&cinfo);
     opened = false;
-    return Status::Error(std::string("corrupt JPEG: ") + err.message);
+    return Status::Error(std::string(err.truncated ? "truncated JPEG: " : "corrupt JPEG: ") + err.message);
   }
 };
 
@@ -173,6 +175,7 @@ Result<JpegInfo> JpegDecoder::open(std::span<const uint8_t> data) {
   s.opened = false;
   s.data = data;
   s.err.warning[0] = '\0';
+  s.err.truncated = false;
   jpeg_decompress_struct& c = s.cinfo;
   if (setjmp(s.err.jump)) return s.fail();
   jpeg_mem_src(&c, data.data(), static_cast<unsigned long>(data.size()));
