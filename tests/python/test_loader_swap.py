@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD, LAUNCHER, PROGRAMS, PYTHON_DIR, Recording, Run, base_env
+from test_torchvision_parity import venv_dir  # one rule for where torchvision's environment is
 
 pytestmark = pytest.mark.torch
 
@@ -149,6 +150,111 @@ def test_ab_tensor_dataset_reference_is_faster_and_stalls_less(tmp_path):
     print(f"median samples/s: torch {torch_sps:.0f}, reference {ref_sps:.0f} ({ref_sps / torch_sps:.2f}x)")
     text = report_text(runs["reference"][0][0].db)
     assert "stallscope.ReferenceLoader" in text and "--loader reference, in place of the script's DataLoader" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# A/B: ImageFolder of JPEGs, torch against reference (torchvision's own environment)
+
+# torchvision runs in the environment scripts/venv_torchvision.sh makes (torch 2.14.1 +
+# torchvision 0.29.1: the main environment's torch has no torchvision that imports); the script
+# runs there under `stallscope run`, as test_torchvision_parity.py runs its tests there.
+VENV_PYTHON = venv_dir() / "bin" / "python"
+needs_torchvision = pytest.mark.skipif(not VENV_PYTHON.exists(), reason=(
+    f"no torchvision environment at {venv_dir()}: scripts/venv_torchvision.sh makes it "
+    "(torch 2.14.1 + torchvision 0.29.1, about 5.5 GB)"))
+
+MAKE_JPEGS = """
+import os, sys
+import numpy as np
+from PIL import Image
+root, per, w, h = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+g = np.random.default_rng(0)
+yy, xx = np.mgrid[0:h, 0:w]
+for c in range(4):
+    os.makedirs(os.path.join(root, f"class{c}"), exist_ok=True)
+    for i in range(per):
+        a = np.stack([(xx * (c + 1) + i) % 256, (yy * 2 + i * 3) % 256, ((xx + yy) * c + i * 7) % 256], -1)
+        a = a.astype(np.uint8)
+        x0, y0 = g.integers(0, w - 30), g.integers(0, h - 20)
+        a[y0:y0 + 20, x0:x0 + 30] = g.integers(0, 256, 3)
+        Image.fromarray(a).save(os.path.join(root, f"class{c}", f"img{i:04d}.jpg"), quality=90)
+"""
+
+
+def make_image_folder(root: Path, per_class: int, w=320, h=240) -> Path:
+    """4 classes of synthetic JPEGs (gradients and a block: they compress as photos do)."""
+    p = subprocess.run([str(VENV_PYTHON), "-c", MAKE_JPEGS, str(root), str(per_class), str(w), str(h)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return root
+
+
+# 1024 JPEGs of 320x240 to RandomResizedCrop(64) + flip + ToTensor + Normalize, 5 epochs in
+# batches of 32. torch (num_workers=0) decodes and augments ~1 ms a sample in the loop; the step
+# (an MLP over 3x64x64, hidden 512) ~18 ms; so the torch run waits for data ~2/3 of its time, and
+# the reference run trains ~3 s, over the 2 s `compare` needs.
+IMAGE_ARGS = ["--dataset", "imagefolder", "--size", 64, "--batch-size", 32, "--epochs", 5, "--hidden", 512]
+
+
+@needs_loader
+@needs_torchvision
+def test_ab_image_folder_reference_is_faster_and_stalls_less(tmp_path):
+    root = make_image_folder(tmp_path / "images", 256)
+    args = [AB, *IMAGE_ARGS, "--root", root]
+    runs = {"torch": [], "reference": []}
+    for i in range(2):
+        for mode in ("torch", "reference"):
+            r, rec = run_loader(tmp_path, mode, args, name=f"img-{mode}{i}", python=VENV_PYTHON)
+            runs[mode].append((r, rec, report(r.db)))
+    figures = {m: [(rep["samples_per_s"], rep["stall"]["fraction"]) for _, _, rep in v] for m, v in runs.items()}
+    print("A/B ImageFolder samples/s, stall:", figures)
+    for i in range(2):
+        (ta, ra, rep_t), (tb, rb, rep_r) = runs["torch"][i], runs["reference"][i]
+        a, b = ta.result, tb.result
+        assert swap_lines(tb) == []
+        for ea, eb in zip(a["epochs"], b["epochs"], strict=True):
+            assert ea == eb and ea["labels_sha"] == a["dataset_labels_sha"] and ea["samples"] == 1024
+        # Batch structure, shapes, dtypes; values within Normalize's range (crops differ).
+        lo, hi = (0 - 0.485) / 0.229, (1 - 0.406) / 0.225
+        for d in (a["first"], b["first"]):
+            img, lab = d["items"]
+            assert d["type"] == "list" and img["shape"] == [32, 3, 64, 64] and img["dtype"] == "torch.float32"
+            assert lo - 1e-3 <= img["min"] and img["max"] <= hi + 1e-3
+            assert lab["shape"] == [32] and lab["dtype"] == "torch.int64" and 0 <= lab["min"] <= lab["max"] <= 3
+        # (Not rng_after: torchvision's random crops drew from torch's generator in the torch run.)
+        assert a["len"] == b["len"] == 32
+        assert rep_t["stall"]["fraction"] >= 0.35, figures
+        assert rep_r["samples_per_s"] >= 1.5 * rep_t["samples_per_s"], figures
+        assert rep_r["stall"]["fraction"] <= 0.5 * rep_t["stall"]["fraction"], figures
+        cmp = compare(ta.db, tb.db)
+        assert cmp["verdict"] == "faster", cmp["verdict_text"]
+        assert not [p for p in cmp["problems"] if p["blocking"]], cmp["problems"]
+        cr = only_config(rb)
+        assert cr["kind"] == "reference" and cr["source"] == "image_folder" and cr["dataset_class"] == "ImageFolder"
+        assert cr["transform"].startswith("RandomResizedCrop(size=(64, 64)") and "Normalize(" in cr["transform"]
+        assert cr["replaced"]["settings"]["num_workers"] == 0
+        assert only_config(ra)["kind"] == "torch" and only_config(ra)["dataset_class"] == "ImageFolder"
+        names = rb.thread_names()
+        assert {names.get((s["pid"], s["tid"]), "")[:10] for s in rb.spans("dl.fetch")} == {"ss-loader-"}
+        assert rep_r["loader"]["stages"]["decode_s"] > 0 and rep_r["loader"]["stages"]["augment_s"] > 0
+        assert len(ra.spans("dl.fetch")) == len(ra.spans("dl.collate")) == 5 * 32
+    med = {m: statistics.median(s for s, _ in v) for m, v in figures.items()}
+    print(f"median samples/s: torch {med['torch']:.0f}, reference {med['reference']:.0f}")
+
+
+@needs_loader
+@needs_torchvision
+def test_image_folder_with_a_transform_it_cannot_run_falls_back(tmp_path):
+    root = make_image_folder(tmp_path / "images", 8, 64, 48)
+    r, rec = run_loader(tmp_path, "reference", [AB, *IMAGE_ARGS, "--epochs", 1, "--root", root, "--jitter"],
+                        python=VENV_PYTHON)
+    lines = swap_lines(r)
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("stallscope: --loader reference: ImageFolder: its transform does not run natively: ")
+    assert "ColorJitter" in lines[0] and lines[0].endswith("; running torch's DataLoader tuned")
+    cfg = only_config(rec)
+    assert cfg["kind"] == "tuned" and cfg["replaced"]["fallback"].startswith("ImageFolder: its transform")
+    assert r.result["epochs"][0]["samples"] == 32
 
 
 # ---------------------------------------------------------------------------------------------

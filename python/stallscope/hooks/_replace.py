@@ -2,7 +2,11 @@
 with the same batches, and the ReferenceLoader that serves it.
 
 Accepted (plan() says why not otherwise; the caller falls back to tuned):
-- datasets: a TensorDataset (tensors on the CPU); a NumPy array, np.memmap included (np.load with
+- datasets: a torchvision ImageFolder (a DatasetFolder keeping its __getitem__) of JPEGs, read with
+  torchvision's PIL loader, no target_transform, and a transform that native_transform maps (the
+  classic RandomResizedCrop / Resize / CenterCrop / RandomHorizontalFlip / ToTensor / Normalize
+  chain): its own samples, classes and transform are used (ReferenceLoader.from_image_folder);
+  a TensorDataset (tensors on the CPU); a NumPy array, np.memmap included (np.load with
   mmap_mode: rows are read through the mapping, so a file larger than memory works), or a CPU
   tensor used as the dataset itself: sample i is row i; dtypes bool, int8/16/32/64, uint8,
   float16/32/64; at least one dimension; arrays little-endian, and a memmap C-contiguous (making
@@ -14,14 +18,18 @@ Accepted (plan() says why not otherwise; the caller falls back to tuned):
   multiprocessing context are taken or irrelevant; a DataLoader subclass must not override
   __iter__.
 What the script then gets per epoch, against torch's default collate over the same dataset: the
-same samples (a permutation with shuffle, else in order; drop_last drops the same short batch), the
-same batch structure (a list of one tensor per field for a TensorDataset; the tensor itself for an
-array or a tensor), shapes, dtypes and values. The order of a shuffled epoch is the
+same samples (a permutation with shuffle, else in order; drop_last drops a short last batch as
+torch does, with shuffle other samples than torch's as any other shuffle would), the
+same batch structure (a list of one tensor per field for a TensorDataset, [images, labels] for an
+ImageFolder; the tensor itself for an array or a tensor), shapes, dtypes and values (for images:
+torchvision's within the tolerance docs/decisions.md states, and random crops and flips drawn from
+torchvision's distributions by the loader's own generator). The order of a shuffled epoch is the
 ReferenceLoader's (seed, epoch) permutation; its seed is drawn from torch's generator (the
 DataLoader's, else the global one) at the first iter(), and each iter() draws from it what torch's
 iterator and RandomSampler draw, so the script's own random numbers after the loop follow the same
 stream as under torch (without a generator; with one, one draw an epoch stands for RandomSampler's
-randperm). Threads: the ReferenceLoader's default (usable cores less one). When CUDA is used,
+randperm; and not for an ImageFolder, whose random transforms drew from torch's generator under
+torch's DataLoader without workers). Threads: the ReferenceLoader's default (usable cores less one). When CUDA is used,
 batches are copied to the device on the loader's stream (ReferenceLoader(device=...)), as tuned's
 prefetch does.
 """
@@ -33,17 +41,18 @@ import json
 from ..reference_loader import ReferenceLoader, _native_module
 
 _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
-_READS = ("reads TensorDataset, NumPy arrays and memmaps, CPU tensors and ImageFolder natively")
+_READS = "reads TensorDataset, NumPy arrays and memmaps, CPU tensors and ImageFolder natively"
 
 
 class Plan:
     """How to build the ReferenceLoader of one DataLoader(...) call."""
 
-    __slots__ = ("arrays", "unwrap", "dataset_class", "batch_size", "shuffle", "drop_last", "pin_memory",
-                 "generator", "persistent")
+    __slots__ = ("arrays", "image_folder", "unwrap", "dataset_class", "batch_size", "shuffle", "drop_last",
+                 "pin_memory", "generator", "persistent")
 
     def __init__(self):
         self.arrays = None  # the fields, in memory or mapped
+        self.image_folder = None  # or the torchvision ImageFolder, read with its samples and transform
         self.unwrap = False  # one field handed as the tensor itself (an array or tensor dataset)
         self.dataset_class = None
         self.batch_size = 1
@@ -99,11 +108,40 @@ def _array_reason(torch, i, a):
     return None
 
 
+def _image_folder(ds):
+    """For a torchvision ImageFolder (or DatasetFolder with its __getitem__): None when the reference
+    loader reads it as torchvision does, else why not. Any other dataset: False."""
+    mro = [(c.__module__, c.__name__) for c in type(ds).__mro__]
+    if ("torchvision.datasets.folder", "DatasetFolder") not in mro:
+        return False
+    from .._image_transform import native_transform
+    from ..reference_loader import _image_folder_parts
+
+    try:
+        _root, _classes, samples, transform = _image_folder_parts(ds)
+    except ValueError as e:  # "ReferenceLoader.from_image_folder: <class> has a target_transform, ..."
+        msg, prefix = str(e), f"ReferenceLoader.from_image_folder: {type(ds).__name__} "
+        return "it " + msg[len(prefix):] if msg.startswith(prefix) else msg
+    desc, why = native_transform(transform)
+    if desc is None:
+        return f"its transform does not run natively: {why}"
+    for i, (path, _) in enumerate(samples):
+        if not path.lower().endswith((".jpg", ".jpeg")):
+            return f"{path} (sample {i}) is not a JPEG by its name; the reference loader decodes JPEG only"
+    return None
+
+
 def _source(torch, ds):
-    """(fields, unwrap) for a dataset read natively, or (None, why not)."""
+    """(fields, unwrap) for a dataset read natively ("image_folder", False for an ImageFolder),
+    or (None, why not)."""
     import numpy as np
     from torch.utils.data import TensorDataset
 
+    folder = _image_folder(ds)
+    if folder is None:
+        return ("image_folder", False), None
+    if folder is not False:
+        return None, folder
     if isinstance(ds, TensorDataset):
         cls = type(ds)
         if not all(_same_method(cls, TensorDataset, m) for m in ("__getitem__", "__len__", "__getitems__")):
@@ -154,6 +192,8 @@ def plan(loader, val, ds, dl_class):
         return None, str(e).removeprefix("stallscope: ")
     p = Plan()
     p.arrays, p.unwrap = src
+    if p.arrays == "image_folder":
+        p.arrays, p.image_folder = None, ds
     p.dataset_class = type(ds).__name__
     p.batch_size = bs
     p.shuffle = bool(val("shuffle"))
@@ -181,10 +221,15 @@ def build(swap, device):
 
     p = swap.plan
     seed = _epoch_draws(torch, p, first=True) % (1 << 64)
-    ref = _Replacement(list(p.arrays), batch_size=p.batch_size,
-                       shuffle=p.shuffle, seed=seed, drop_last=p.drop_last, rank=0, world_size=1,
-                       pin_memory=p.pin_memory or device is not None, device=device, unwrap=p.unwrap,
-                       _dataset_class=p.dataset_class)
+    # rank and world_size: the script's DataLoader read the whole dataset in every process (it
+    # had no DistributedSampler: a sampler makes a fallback), whatever torch.distributed says.
+    kw = {"batch_size": p.batch_size, "shuffle": p.shuffle, "seed": seed, "drop_last": p.drop_last, "rank": 0,
+          "world_size": 1, "pin_memory": p.pin_memory or device is not None, "device": device,
+          "_dataset_class": p.dataset_class}
+    if p.image_folder is not None:
+        ref = _Replacement.from_image_folder(p.image_folder, **kw)
+    else:
+        ref = _Replacement(list(p.arrays), unwrap=p.unwrap, **kw)
     ref._created_at = swap.where
     ref._stallscope_swap = swap
     return ref

@@ -46,6 +46,7 @@ def main():
     ap.add_argument("--drop-last", action="store_true")
     ap.add_argument("--memmap-dir", default=None)
     ap.add_argument("--raise-at", type=int, default=-1, help="raise ValueError at this step")
+    ap.add_argument("--jitter", action="store_true", help="ImageFolder: add a ColorJitter to the transform")
     a = ap.parse_args()
 
     # A model this small gains nothing from intra-op threads, and on a busy 2-core machine their
@@ -57,9 +58,11 @@ def main():
     if a.dataset == "imagefolder":
         from torchvision import datasets, transforms
 
-        tf = transforms.Compose([transforms.RandomResizedCrop(a.size), transforms.RandomHorizontalFlip(),
-                                 transforms.ToTensor(), transforms.Normalize([0.485, 0.456, 0.406],
-                                                                             [0.229, 0.224, 0.225])])
+        tf = [transforms.RandomResizedCrop(a.size), transforms.RandomHorizontalFlip()]
+        if a.jitter:
+            tf.append(transforms.ColorJitter(brightness=0.2))
+        tf += [transforms.ToTensor(), transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]
+        tf = transforms.Compose(tf)
         ds = datasets.ImageFolder(a.root, tf)
         all_labels = np.array(ds.targets)
         classes = len(ds.classes)
