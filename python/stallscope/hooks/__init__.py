@@ -24,6 +24,11 @@ function carries which event, by where the code runs (one module each):
     autograd.profiler._prepare_profiler,     one stderr warning when a trace asks for CUDA activity
     _enable_profiler                         while stallscope's GPU capture holds CUPTI
 
+Under `stallscope run --loader tuned|reference` the same DataLoader.__init__ and __iter__ (and
+__len__ for reference) hand over to _swap.py: tuned rebinds the call's arguments (_tuned.py) and
+prefetches to the GPU when CUDA is used (_prefetch.py); reference serves the loader with a
+ReferenceLoader (_replace.py). Under `--loader torch` (the default) nothing of it runs.
+
 The create_fetcher wrapper itself is in _install.py: it runs in both kinds of process and hands
 the fetcher to _main or _worker. `stallscope attach` adopts what already runs when the hooks
 arrive (adopt_running() in the training process, adopt_worker() in a worker): _adopt.py. What the
