@@ -31,7 +31,8 @@ _instant = N.instant
 
 
 def _torch_dirs():
-    torch = sys.modules.get("torch")
+    import torch  # imported already: the hooks install when torch's DataLoader module loads
+
     f = getattr(torch, "__file__", None)
     if not f:
         return ()

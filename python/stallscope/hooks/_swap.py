@@ -224,7 +224,8 @@ def _said_tuned(swap) -> None:
 
 def _cuda_device():
     """The device batches go to when the script uses CUDA (initialised by the first iter())."""
-    torch = sys.modules.get("torch")
+    import torch  # imported already: a DataLoader is iterating
+
     cuda = getattr(torch, "cuda", None)
     try:
         if cuda is not None and cuda.is_available() and cuda.is_initialized():
