@@ -203,7 +203,7 @@ def _dl_iter(self):
         pending = None
     if pending is None:
         it = S._orig_dl_iter(self)
-        return it if swap is None or swap.kind != V.LOADER_TUNED else _swap.after_iter(swap, it)
+        return it if swap is None or swap.kind != V.LOADER_TUNED else _swap.after_iter(self, swap, it)
     try:
         it = S._orig_dl_iter(self)
     finally:
@@ -212,7 +212,7 @@ def _dl_iter(self):
         _attach_iterator(it, pending[0], pending[1])
     except Exception:
         pass
-    return it if swap is None or swap.kind != V.LOADER_TUNED else _swap.after_iter(swap, it)
+    return it if swap is None or swap.kind != V.LOADER_TUNED else _swap.after_iter(self, swap, it)
 
 
 def _attach_iterator(it, info, E):

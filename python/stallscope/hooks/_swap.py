@@ -80,7 +80,7 @@ class Swap:
     """What --loader did to one DataLoader (kept on its _LoaderInfo)."""
 
     __slots__ = ("asked", "kind", "where", "dataset_class", "settings", "changed", "kept", "fallback", "plan", "ref",
-                 "first_iter_done", "device", "fingerprint")
+                 "first_iter_done", "device", "stream", "fingerprint", "iterator")
 
     def __init__(self, asked, where):
         self.asked = asked  # the --loader asked for: tuned or reference
@@ -95,7 +95,9 @@ class Swap:
         self.ref = None  # reference: the ReferenceLoader, from the first iter()
         self.first_iter_done = False
         self.device = None  # the CUDA device batches are handed on (CUDA used at the first iter())
+        self.stream = None  # tuned with CUDA: the side stream of the prefetch
         self.fingerprint = None  # tuned with persistent workers: the dataset as its workers saw it
+        self.iterator = None  # ... and torch's iterator that runs those workers
 
     def label(self) -> str:
         where = f" at {self.where}" if self.where else ""
@@ -245,30 +247,40 @@ def before_iter(loader, swap) -> None:
         if swap.device is not None and not loader.pin_memory:
             loader.pin_memory = True
             swap.changed["pin_memory"] = True
-    if swap.changed.get("persistent_workers"):
+    it = loader.__dict__.get("_iterator")
+    if swap.changed.get("persistent_workers") and it is not None and swap.fingerprint is not None:
         from ._tuned import fingerprint
 
-        it = loader.__dict__.get("_iterator")
-        fp = fingerprint(loader.dataset)
-        if it is not None and fp != swap.fingerprint:
+        if fingerprint(loader.dataset) != swap.fingerprint:
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None:
                 shutdown()
-                loader._iterator = None
+                loader._iterator = None  # torch's __iter__ starts new workers, with the dataset as it is now
                 say(f"--loader {V.LOADER_TUNED}: {swap.label()}: the dataset changed since its persistent workers "
                     "started; they are restarted when that happens, so they see it")
-        swap.fingerprint = fp
 
 
-def after_iter(swap, it):
-    """tuned: torch's iterator, wrapped in the CUDA-stream prefetch when CUDA is used."""
+def after_iter(loader, swap, it):
+    """tuned, after torch's __iter__: the dataset as new persistent workers got it; torch's
+    iterator, wrapped in the CUDA-stream prefetch when CUDA is used."""
+    current = loader.__dict__.get("_iterator")
+    if swap.changed.get("persistent_workers") and (swap.fingerprint is None or current is not swap.iterator):
+        from ._tuned import fingerprint
+
+        # Taken once the workers started (and the sampler or torch may have cached things on the
+        # dataset while starting them): what a later iter() compares with.
+        swap.fingerprint = fingerprint(loader.dataset)
+        swap.iterator = current
     if swap.device is None:
         return it
     import torch
 
     from ._prefetch import CudaOps, DevicePrefetch
 
-    return DevicePrefetch(it, CudaOps(torch, swap.device), torch.is_tensor)
+    ops = CudaOps(torch, swap.device)
+    if swap.stream is None:
+        swap.stream = ops.new_stream()  # one side stream per loader, not per epoch
+    return DevicePrefetch(it, ops, torch.is_tensor, swap.stream)
 
 
 def reference_iter(loader, swap):
