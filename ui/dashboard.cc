@@ -15,7 +15,7 @@
 #include <cmath>
 
 #include "ui/analysis_view.h"
-#include "ui/draw_util.h"
+#include "ui/palette.h"
 
 namespace stallscope::ui {
 

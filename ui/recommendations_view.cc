@@ -3,8 +3,10 @@
 // epoch start, the worker whose memory grew) and points at the lane. The report's notes follow.
 #include <algorithm>
 
-#include "ui/draw_util.h"
 #include "ui/format.h"
+#include "ui/palette.h"
+#include "ui/panel.h"
+#include "ui/time_axis.h"
 #include "ui/views.h"
 
 namespace stallscope::ui {

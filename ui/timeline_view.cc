@@ -5,12 +5,16 @@
 // life (sent -> fetch -> put -> pin -> recv -> handed) drawn across the lanes; a click pins it.
 //
 // Cost per frame: for each visible row, a lower_bound to the first visible item, then one
-// rectangle per item wider than kMinPx or per run of narrower ones (draw_util.cc).
+// rectangle per item wider than kMinPx or per run of narrower ones (row_draw.cc).
 #include <algorithm>
 #include <cmath>
 
-#include "ui/draw_util.h"
+#include "ui/batch_life.h"
 #include "ui/format.h"
+#include "ui/palette.h"
+#include "ui/panel.h"
+#include "ui/row_draw.h"
+#include "ui/time_axis.h"
 #include "ui/views.h"
 
 namespace stallscope::ui {

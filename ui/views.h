@@ -27,15 +27,6 @@ struct UiFonts {
   bool unicode = false;       // the fonts have the symbols (triangles, micro sign)
 };
 
-// Visible time range and pixels: a small POD passed to everything that draws against time.
-struct TimeAxis {
-  double t0 = 0, t1 = 1;  // ns since the session start
-  float x0 = 0, x1 = 1;   // pixels
-  double ns_per_px() const { return (t1 - t0) / static_cast<double>(x1 - x0 > 1 ? x1 - x0 : 1); }
-  float x(double t) const { return x0 + static_cast<float>((t - t0) / ns_per_px()); }
-  double t(float px) const { return t0 + static_cast<double>(px - x0) * ns_per_px(); }
-};
-
 struct BatchKey {
   int64_t loader = 0, epoch = 0, batch = -1;
   bool operator==(const BatchKey&) const = default;
@@ -81,9 +72,6 @@ struct Frame {
   bool replay = false;
   GeometryCache* geo = nullptr;        // geometry kept across frames (null: draw everything)
 };
-
-// Width of the label column of the time-based views, so their time axes line up.
-inline constexpr float kLabelWidth = 150.0f;
 
 void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size);
 void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size);

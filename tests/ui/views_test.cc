@@ -12,7 +12,8 @@
 #include "tests/unit/test_util.h"
 #include "ui/analysis_view.h"
 #include "ui/dashboard.h"
-#include "ui/draw_util.h"
+#include "ui/row_draw.h"
+#include "ui/time_axis.h"
 
 namespace stallscope {
 namespace {
