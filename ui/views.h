@@ -78,6 +78,8 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size);
 void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size);
 void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size);
 void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size);
+// The workers panel's height: its strips (at least two) and the colour scale, 80 to 240 px.
+float workers_height(const Frame& f);
 void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size);
 void draw_batch(Frame& f, const ImVec2& pos, const ImVec2& size);
 // The session picker (`stallscope ui` with no file); sets st->open_request on a click.
