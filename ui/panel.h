@@ -2,11 +2,6 @@
 // layout dump under the panel's name, which the tests and --layout-dump read), and the panel
 // table's row: a name, a draw function and where the panel sits. The dashboard walks its table
 // to lay out, draw and time the panels (dashboard.cc); lay_out() turns the places into pixels.
-//
-// The window, top down: the bars (the whole width, edge to edge), the wide panels (the whole
-// width inside the margins), then two columns side by side: the main column (the time-based
-// views on their shared axis) and the side column. In its part of the window a panel goes below
-// the ones before it in the table.
 #pragma once
 
 #include <imgui.h>
@@ -25,6 +20,8 @@ void begin_panel(Frame& f, const char* name, const ImVec2& pos, const ImVec2& si
                  ImGuiWindowFlags flags = 0);
 void end_panel();
 
+// The window, top down: the bars, the wide panels, then two columns side by side. In its area a
+// panel goes below the ones before it in the table.
 enum class Area : uint8_t {
   kBar,   // the whole width, edge to edge (the header)
   kWide,  // the whole width inside the margins, below the bars

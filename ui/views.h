@@ -1,7 +1,8 @@
 // The dashboard's views: one function per view, one view per file (header_view.cc,
 // headline_view.cc, timeline_view.cc, queue_view.cc, workers_view.cc, recommendations_view.cc,
 // batch_view.cc, session_list_view.cc, message_view.cc). Each draws one panel in immediate mode
-// from the current snapshot; the only state they edit is ViewState, which the caller owns.
+// from the current snapshot; the only state they edit is ViewState, which the caller owns. The
+// dashboard lays out and draws the panels from its panel table (dashboard.cc).
 #pragma once
 
 #include <imgui.h>
