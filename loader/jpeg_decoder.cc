@@ -1,6 +1,7 @@
 // libjpeg-turbo behind the loader's JpegDecoder (see jpeg_decoder.h). The error manager longjmps
-// out of libjpeg on an error and on every warning about corrupt data; the decoder then aborts the
-// image (jpeg_abort_decompress frees its memory) and stays usable for the next one.
+// out of libjpeg on an error and on a truncated file; the decoder then aborts the image
+// (jpeg_abort_decompress frees its memory) and stays usable for the next one. Other warnings
+// about corrupt data are noted and the image decodes on, as in Pillow.
 #include "loader/jpeg_decoder.h"
 
 // jpeglib.h needs size_t and FILE declared before it.
@@ -19,6 +20,8 @@ struct ErrorManager {
   jpeg_error_mgr pub;  // first: libjpeg hands back a jpeg_error_mgr*
   jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
+  char warning[JMSG_LENGTH_MAX];  // the image's first warning; empty when none
+  bool truncated = false;         // the error is libjpeg's "Premature end of JPEG file"
 };
 
 [[noreturn]] void on_error(j_common_ptr cinfo) {
@@ -27,20 +30,21 @@ struct ErrorManager {
   std::longjmp(err->jump, 1);
 }
 
-// Warnings that mean the data is damaged: the image would come out partly grey or shifted, so the
-// sample fails instead (Pillow would hand such an image on; a loader that trains on it silently
-// is worse). libjpeg words all of them "Corrupt JPEG data: ..." but three; which codes exist
-// depends on how it was built, so the text decides. Level -1 is a warning; higher levels are
-// trace messages.
+// libjpeg's warnings (level -1; higher levels are trace messages). Pillow ignores every one of
+// them and decodes on, and so does the loader: torchvision would train on those images, and some
+// large datasets hold a few ("Corrupt JPEG data: 240 extraneous bytes before marker 0xd9", bytes
+// between the last scan and the EOI that cost nothing). All but one: "Premature end of JPEG file"
+// is a truncated file, which Pillow refuses too ("image file is truncated"); it fails the sample.
+// The first warning's text is kept for the caller (JpegDecoder::warning).
 void on_message(j_common_ptr cinfo, int level) {
   if (level != -1) return;
-  const int code = cinfo->err->msg_code;
   auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  if (code == JWRN_JPEG_EOF || code == JWRN_BOGUS_PROGRESSION || code == JWRN_NOT_SEQUENTIAL ||
-      std::strncmp(err->message, "Corrupt JPEG data", 17) == 0) {
+  if (cinfo->err->msg_code == JWRN_JPEG_EOF) {
+    (*cinfo->err->format_message)(cinfo, err->message);
+    err->truncated = true;
     std::longjmp(err->jump, 1);
   }
+  if (err->warning[0] == '\0') (*cinfo->err->format_message)(cinfo, err->warning);
 }
 
 // Pillow's CMYK -> RGB (Convert.c, cmyk2rgb) on Adobe's inverted CMYK, which Pillow assumes for
@@ -60,6 +64,53 @@ void cmyk_to_rgb(const uint8_t* in, uint8_t* out, int width) {
 }
 
 constexpr uint64_t kMaxPixels = 2 * 89478485ull;
+
+// What jpeg_finish_decompress reads after a sequential image's scan, without decoding it: the
+// entropy-coded data ends at the first marker other than RSTn (an FF in it is followed by 00);
+// then libjpeg's read_markers: RSTn and TEM are skipped, tables and APPn/COM segments skipped by
+// their length, bytes between markers are only a warning ("extraneous bytes"), EOI ends the
+// image, another SOS starts a scan libjpeg would read too; a second SOI or SOF, or a marker it
+// does not know, is an error (with libjpeg's message). No marker before the data ends: truncated.
+Status check_after_scan(std::span<const uint8_t> d, size_t at) {
+  const Status truncated = Status::Error("truncated JPEG: no end-of-image marker");
+  // The next marker code at or after `at` (FF fill bytes and FF 00 skipped), -1 at the end.
+  auto next_marker = [&](size_t* i) -> int {
+    for (;;) {
+      const void* ff = *i < d.size() ? std::memchr(d.data() + *i, 0xFF, d.size() - *i) : nullptr;
+      if (!ff) return -1;
+      size_t j = static_cast<size_t>(static_cast<const uint8_t*>(ff) - d.data()) + 1;
+      while (j < d.size() && d[j] == 0xFF) ++j;
+      if (j >= d.size()) return -1;
+      *i = j + 1;
+      if (d[j] != 0) return d[j];
+    }
+  };
+  size_t i = at;
+  for (;;) {
+    int m = next_marker(&i);
+    if (m < 0) return truncated;
+    if ((m >= 0xD0 && m <= 0xD7) || m == 0x01) continue;  // RSTn, TEM: no parameters
+    if (m == 0xD9 || m == 0xDA) return Status::Ok();       // EOI; SOS of a further scan
+    const bool segment = m == 0xC4 || m == 0xCC || m == 0xDB || m == 0xDC || m == 0xDD || (m >= 0xE0 && m <= 0xEF) ||
+                         m == 0xFE;  // DHT, DAC, DQT, DNL, DRI, APPn, COM
+    if (!segment) {
+      char buf[96];
+      if (m == 0xD8) {
+        std::snprintf(buf, sizeof buf, "corrupt JPEG: Invalid JPEG file structure: two SOI markers");
+      } else if (m >= 0xC0 && m <= 0xCF) {
+        std::snprintf(buf, sizeof buf, "corrupt JPEG: Invalid JPEG file structure: two SOF markers");
+      } else {
+        std::snprintf(buf, sizeof buf, "corrupt JPEG: Unsupported marker type 0x%02x", m);
+      }
+      return Status::Error(buf);
+    }
+    if (i + 2 > d.size()) return truncated;
+    const size_t length = (static_cast<size_t>(d[i]) << 8) | d[i + 1];
+    if (length < 2) return Status::Error("corrupt JPEG: Bogus marker length");
+    if (i + length > d.size()) return truncated;
+    i += length;
+  }
+}
 
 }  // namespace
 
@@ -83,7 +134,7 @@ struct JpegDecoder::State {
   Status fail() {
     jpeg_abort_decompress(&cinfo);
     opened = false;
-    return Status::Error(std::string("corrupt JPEG: ") + err.message);
+    return Status::Error(std::string(err.truncated ? "truncated JPEG: " : "corrupt JPEG: ") + err.message);
   }
 };
 
@@ -123,6 +174,8 @@ Result<JpegInfo> JpegDecoder::open(std::span<const uint8_t> data) {
   if (s.opened) jpeg_abort_decompress(&s.cinfo);
   s.opened = false;
   s.data = data;
+  s.err.warning[0] = '\0';
+  s.err.truncated = false;
   jpeg_decompress_struct& c = s.cinfo;
   if (setjmp(s.err.jump)) return s.fail();
   jpeg_mem_src(&c, data.data(), static_cast<unsigned long>(data.size()));
@@ -211,21 +264,19 @@ Status JpegDecoder::decode(const ScaledRegion& want, DecodedImage* out) {
     jpeg_finish_decompress(&c);  // reads up to EOI: a truncated tail is an error (JWRN_JPEG_EOF)
   } else {
     jpeg_abort_decompress(&c);
-    // The rows below the region were not read, so libjpeg cannot see a truncated file. The
-    // entropy-coded data never holds FF D9 (an FF in it is followed by 00), so a file that has
-    // all its data has an EOI marker after the first scan; a cut-off file does not.
-    bool eoi = false;
-    for (size_t i = s.data.size(); i >= s.scan_start + 2 && !eoi; --i) {
-      eoi = s.data[i - 2] == 0xFF && s.data[i - 1] == 0xD9;
-    }
-    if (!eoi) {
+    // The rows below the region were not read, so libjpeg did not see the end of the file: check
+    // it as jpeg_finish_decompress would have, so that a sample fails (or not) whatever its crop.
+    Status tail = check_after_scan(s.data, s.scan_start);
+    if (!tail.ok()) {
       s.opened = false;
-      return Status::Error("truncated JPEG: no end-of-image marker");
+      return tail;
     }
   }
   s.opened = false;
   return Status::Ok();
 }
+
+const char* JpegDecoder::warning() const { return s_->err.warning; }
 
 Status JpegDecoder::decode_full(DecodedImage* out) {
   ScaledRegion all;

@@ -5,8 +5,10 @@
 // only its columns (jpeg_crop_scanline). Every output is RGB: grayscale is widened by libjpeg,
 // CMYK and YCCK are converted as Pillow converts them (Adobe's inverted CMYK, then
 // R = (255-C)(255-K)/255). An image over Pillow's decompression-bomb limit (179 M pixels) is
-// refused. Errors never leave through exit() or an exception: libjpeg's error_exit
-// and its warnings about corrupt data longjmp back here and become a Status.
+// refused. Errors never leave through exit() or an exception: libjpeg's error_exit and its
+// warning of a truncated file longjmp back here and become a Status. Its other warnings about
+// corrupt data ("N extraneous bytes before marker", a bad Huffman code) do not fail the image:
+// Pillow, which torchvision reads with, ignores them too (docs/decisions.md).
 #pragma once
 
 #include <cstddef>
@@ -58,6 +60,10 @@ class JpegDecoder {
   Status decode(const ScaledRegion& region, DecodedImage* out);
   // Decodes the whole image at full size (for benchmarks and tests).
   Status decode_full(DecodedImage* out);
+
+  // The first warning libjpeg gave about the image opened last ("Corrupt JPEG data: 3 extraneous
+  // bytes before marker 0xd9"); empty when none.
+  const char* warning() const;
 
   // The size of the image at scale M/8, as libjpeg computes it.
   static int scaled_size(int size, int scale) { return (size * scale + 7) / 8; }

@@ -219,9 +219,7 @@ Result<std::unique_ptr<ImageFolderSource>> ImageFolderSource::open(const std::st
     }
     if (src->samples_.size() == before) empty.push_back(src->classes_[c]);
   }
-  for (size_t i = 0; i < src->samples_.size() && src->first_non_jpeg_ < 0; ++i) {
-    if (!has_extension(src->samples_[i].path, {".jpg", ".jpeg"})) src->first_non_jpeg_ = static_cast<int64_t>(i);
-  }
+  src->find_first_non_jpeg();
   if (!empty.empty()) {
     std::string names;
     for (const std::string& n : empty) names += (names.empty() ? "" : ", ") + n;
@@ -230,6 +228,28 @@ Result<std::unique_ptr<ImageFolderSource>> ImageFolderSource::open(const std::st
     return Status::Error(root + ": no image file for the classes " + names + " (extensions: " + exts + ")");
   }
   return src;
+}
+
+Result<std::unique_ptr<ImageFolderSource>> ImageFolderSource::from_samples(
+    const std::string& root, std::vector<std::string> classes, std::vector<std::pair<std::string, int64_t>> samples,
+    const ImageTransform& transform) {
+  Status valid = transform.validate();
+  if (!valid.ok()) return valid;
+  if (samples.empty()) return Status::Error(root + ": the image folder has no sample");
+  std::string top = root;
+  while (top.size() > 1 && top.back() == '/') top.pop_back();
+  std::unique_ptr<ImageFolderSource> src(new ImageFolderSource(top, transform));
+  src->classes_ = std::move(classes);
+  src->samples_.reserve(samples.size());
+  for (auto& [path, label] : samples) src->samples_.push_back({std::move(path), label});
+  src->find_first_non_jpeg();
+  return src;
+}
+
+void ImageFolderSource::find_first_non_jpeg() {
+  for (size_t i = 0; i < samples_.size() && first_non_jpeg_ < 0; ++i) {
+    if (!has_extension(samples_[i].path, {".jpg", ".jpeg"})) first_non_jpeg_ = static_cast<int64_t>(i);
+  }
 }
 
 Status ImageFolderSource::read(int64_t index, std::span<std::byte* const> dst, Rng& rng, StageTimes* times) const {
@@ -249,7 +269,11 @@ Status ImageFolderSource::read(int64_t index, std::span<std::byte* const> dst, R
 
 std::string ImageFolderSource::describe(int64_t index) const {
   if (index < 0 || index >= size()) return root_ + " sample " + std::to_string(index);
-  return samples_[static_cast<size_t>(index)].path.substr(root_.size() + 1);
+  const std::string& path = samples_[static_cast<size_t>(index)].path;
+  // Samples given by a caller may lie outside root: their whole path then.
+  if (path.size() > root_.size() + 1 && path.compare(0, root_.size(), root_) == 0 && path[root_.size()] == '/')
+    return path.substr(root_.size() + 1);
+  return path;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -35,6 +36,13 @@ class ImageFolderSource : public Source {
   // Lists the tree under `root`. Errors: no class folder, a class without an image, a bad
   // transform, an unreadable root.
   static Result<std::unique_ptr<ImageFolderSource>> open(const std::string& root, const ImageTransform& transform);
+  // The samples as given, (path, label) in that order: a torchvision ImageFolder's `samples` after
+  // its caller filtered or reordered them (an `is_valid_file`, a subset). `root` and `classes` are
+  // for messages and the caller; no file is opened. Errors: no sample, a bad transform.
+  static Result<std::unique_ptr<ImageFolderSource>> from_samples(const std::string& root,
+                                                                 std::vector<std::string> classes,
+                                                                 std::vector<std::pair<std::string, int64_t>> samples,
+                                                                 const ImageTransform& transform);
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
   const std::vector<Field>& fields() const override { return fields_; }
@@ -58,6 +66,7 @@ class ImageFolderSource : public Source {
     int64_t label;
   };
   ImageFolderSource(std::string root, const ImageTransform& transform);
+  void find_first_non_jpeg();
 
   std::string root_;
   ImageTransform transform_;

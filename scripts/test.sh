@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: C++ unit and end-to-end tests (CTest), the Python tests
-# (pytest, real PyTorch training under stallscope), then every C++ test again under
+# (pytest, real PyTorch training under stallscope; the reference loader against torchvision in the
+# environment scripts/venv_torchvision.sh makes), then every C++ test again under
 # AddressSanitizer+UndefinedBehaviorSanitizer, and the collector's rings, the drainer, the recorder,
 # the dashboard's reader/analysis threads and the reference loader (all its tests: its threads,
 # pool and copy watcher) under ThreadSanitizer. GPU tests are skipped here (CTest label `gpu`; see
@@ -27,6 +28,10 @@ echo "== C++ tests"
 (cd build && ctest --output-on-failure -j2 -LE gpu)
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
+  # torchvision's tests run in an environment of their own (torch 2.14.1 + torchvision 0.29.1, made
+  # once per machine; test_torchvision_parity.py starts them): the main one keeps torch 2.13.0 CPU.
+  echo "== torchvision environment"
+  scripts/venv_torchvision.sh >/dev/null
   echo "== Python tests"
   STALLSCOPE_BUILD="$ROOT/build" "$PY" -m pytest -q tests/python
 fi

@@ -1,5 +1,6 @@
 // _stallscope_loader: the Python binding of the reference loader (python/stallscope/
-// reference_loader.py is its only user; the API users see is there). Thin: sources, the Loader's
+// reference_loader.py is its only user; the API users see is there). Thin: sources (arrays, .npy
+// files, JPEGs in an ImageFolder tree or tar shards, with the native ImageTransform), the Loader's
 // calls, and batches as DLPack capsules (dlpack_export.h). The GIL is released for every call
 // that waits or does native work: opening files, starting and stopping threads, waiting for a
 // batch. A wait for a batch wakes every 100 ms to let Ctrl-C through (PyErr_CheckSignals).
@@ -16,6 +17,8 @@
 
 #include "common/cpus.h"
 #include "loader/array_source.h"
+#include "loader/image_ops.h"
+#include "loader/jpeg_source.h"
 #include "loader/loader.h"
 #include "loader/npy_source.h"
 #include "loader/python/dlpack_export.h"
@@ -75,6 +78,44 @@ DType dtype_from_name(const std::string& name) {
     if (name == dtype_name(t)) return t;
   }
   throw py::value_error("dtype " + name + " is not supported by the reference loader");
+}
+
+// ImageTransform's enums by the names reference_loader.py uses.
+const char* crop_name(ImageTransform::Crop c) {
+  return c == ImageTransform::Crop::kRandomResized ? "random_resized_crop" : "resize_center_crop";
+}
+ImageTransform::Crop crop_from(const std::string& name) {
+  if (name == "random_resized_crop") return ImageTransform::Crop::kRandomResized;
+  if (name == "resize_center_crop") return ImageTransform::Crop::kResizeCenter;
+  throw py::value_error("crop must be 'random_resized_crop' or 'resize_center_crop', not '" + name + "'");
+}
+const char* layout_name(ImageTransform::Layout l) {
+  switch (l) {
+    case ImageTransform::Layout::kUInt8HWC:
+      return "uint8_hwc";
+    case ImageTransform::Layout::kUInt8CHW:
+      return "uint8_chw";
+    case ImageTransform::Layout::kFloat32CHW:
+      break;
+  }
+  return "float32_chw";
+}
+ImageTransform::Layout layout_from(const std::string& name) {
+  if (name == "uint8_hwc") return ImageTransform::Layout::kUInt8HWC;
+  if (name == "uint8_chw") return ImageTransform::Layout::kUInt8CHW;
+  if (name == "float32_chw") return ImageTransform::Layout::kFloat32CHW;
+  throw py::value_error("layout must be 'uint8_hwc', 'uint8_chw' or 'float32_chw', not '" + name + "'");
+}
+
+// The JPEG sources' own settings, for ReferenceLoader (classes) and `stallscope run --loader`
+// (whether a tree holds files that are not JPEG by their name).
+const ImageFolderSource* image_folder(const PySource& s) {
+  return dynamic_cast<const ImageFolderSource*>(s.source.get());
+}
+const ImageTransform* transform_of(const PySource& s) {
+  if (const auto* f = image_folder(s)) return &f->transform();
+  if (const auto* t = dynamic_cast<const TarShardSource*>(s.source.get())) return &t->transform();
+  return nullptr;
 }
 
 py::list fields_of(const Source& s) {
@@ -212,9 +253,53 @@ PYBIND11_MODULE(_stallscope_loader, m) {
       .def_property_readonly("kind", [](const PySource& s) { return s.source->kind(); })
       .def_property_readonly("size", [](const PySource& s) { return s.source->size(); })
       .def_property_readonly("fields", [](const PySource& s) { return fields_of(*s.source); })
-      .def("describe", [](const PySource& s, int64_t i) { return s.source->describe(i); });
+      .def("describe", [](const PySource& s, int64_t i) { return s.source->describe(i); })
+      // ImageFolder: its class names (None for other sources), and the first sample whose name
+      // is not .jpg/.jpeg (-1: none).
+      .def_property_readonly("classes",
+                             [](const PySource& s) -> py::object {
+                               const ImageFolderSource* f = image_folder(s);
+                               return f ? py::cast(f->classes()) : py::none();
+                             })
+      .def_property_readonly("first_non_jpeg",
+                             [](const PySource& s) -> int64_t {
+                               const ImageFolderSource* f = image_folder(s);
+                               return f ? f->first_non_jpeg_name() : -1;
+                             })
+      .def_property_readonly("transform", [](const PySource& s) -> py::object {
+        const ImageTransform* t = transform_of(s);
+        return t ? py::cast(*t) : py::none();
+      });
 
   py::class_<PyLease>(m, "Lease");
+
+  py::class_<ImageTransform>(m, "ImageTransform")
+      .def(py::init<>())
+      .def_property(
+          "crop", [](const ImageTransform& t) { return crop_name(t.crop); },
+          [](ImageTransform& t, const std::string& v) { t.crop = crop_from(v); })
+      .def_readwrite("out_h", &ImageTransform::out_h)
+      .def_readwrite("out_w", &ImageTransform::out_w)
+      .def_readwrite("scale_min", &ImageTransform::scale_min)
+      .def_readwrite("scale_max", &ImageTransform::scale_max)
+      .def_readwrite("ratio_min", &ImageTransform::ratio_min)
+      .def_readwrite("ratio_max", &ImageTransform::ratio_max)
+      .def_readwrite("resize_short", &ImageTransform::resize_short)
+      .def_readwrite("resize_h", &ImageTransform::resize_h)
+      .def_readwrite("resize_w", &ImageTransform::resize_w)
+      .def_readwrite("flip_p", &ImageTransform::flip_p)
+      .def_property(
+          "layout", [](const ImageTransform& t) { return layout_name(t.layout); },
+          [](ImageTransform& t, const std::string& v) { t.layout = layout_from(v); })
+      .def_readwrite("norm_mean", &ImageTransform::norm_mean)
+      .def_readwrite("norm_std", &ImageTransform::norm_std)
+      .def_property_readonly("shape", &ImageTransform::shape)
+      .def_property_readonly("dtype", [](const ImageTransform& t) { return dtype_name(t.dtype()); })
+      .def("describe", &ImageTransform::describe)
+      .def("validate", [](const ImageTransform& t) {
+        Status st = t.validate();
+        if (!st.ok()) throw py::value_error(st.message());
+      });
 
   // arrays: [(name, dtype name, shape, data address)]; keepalive: what owns the memory.
   m.def(
@@ -243,6 +328,45 @@ PYBIND11_MODULE(_stallscope_loader, m) {
         return PySource{std::shared_ptr<Source>(std::move(r.value())), py::none()};
       },
       py::arg("paths"));
+
+  // JPEG sources: errors in listing or indexing (a malformed tar, a class without an image) are
+  // LoaderError naming the file; a bad transform is ValueError.
+  auto jpeg_source = [](auto open) {
+    Result<std::unique_ptr<Source>> r = [&]() -> Result<std::unique_ptr<Source>> {
+      py::gil_scoped_release nogil;
+      auto opened = open();
+      if (!opened.ok()) return opened.status();
+      return std::unique_ptr<Source>(std::move(opened.value()));
+    }();
+    if (!r.ok()) throw LoaderError(r.status().message());
+    return PySource{std::shared_ptr<Source>(std::move(r.value())), py::none()};
+  };
+  m.def(
+      "image_folder_source",
+      [jpeg_source](const std::string& root, const ImageTransform& t) {
+        Status valid = t.validate();
+        if (!valid.ok()) throw py::value_error(valid.message());
+        return jpeg_source([&] { return ImageFolderSource::open(root, t); });
+      },
+      py::arg("root"), py::arg("transform"));
+  m.def(
+      "image_samples_source",
+      [jpeg_source](const std::string& root, std::vector<std::string> classes,
+                    std::vector<std::pair<std::string, int64_t>> samples, const ImageTransform& t) {
+        Status valid = t.validate();
+        if (!valid.ok()) throw py::value_error(valid.message());
+        return jpeg_source(
+            [&] { return ImageFolderSource::from_samples(root, std::move(classes), std::move(samples), t); });
+      },
+      py::arg("root"), py::arg("classes"), py::arg("samples"), py::arg("transform"));
+  m.def(
+      "tar_shard_source",
+      [jpeg_source](const std::vector<std::string>& shards, const ImageTransform& t) {
+        Status valid = t.validate();
+        if (!valid.ok()) throw py::value_error(valid.message());
+        return jpeg_source([&] { return TarShardSource::open(shards, t); });
+      },
+      py::arg("shards"), py::arg("transform"));
 
   m.def(
       "synthetic_source",

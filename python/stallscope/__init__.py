@@ -16,20 +16,21 @@ The package also ships a prefetching loader with native threads, `stallscope.Ref
 (reference_loader.py), for A/B comparisons against torch's DataLoader.
 
 Importing this package is cheap: it loads neither torch nor the native library; those load on
-first use (ReferenceLoader and LoaderError are imported when first named).
+first use (ReferenceLoader, LoaderError and ImageTransform are imported when first named).
 """
 
 import os
 import sys
 
 __version__ = "0.1.0"
-__all__ = ["record", "start", "stop", "is_recording", "ReferenceLoader", "LoaderError", "__version__"]
+__all__ = ["record", "start", "stop", "is_recording", "ReferenceLoader", "LoaderError", "ImageTransform",
+           "__version__"]
 
 
 def __getattr__(name: str):
     # The loader's module imports nothing heavy at its own import either; torch comes with the
     # first ReferenceLoader made.
-    if name in ("ReferenceLoader", "LoaderError"):
+    if name in ("ReferenceLoader", "LoaderError", "ImageTransform"):
         from . import reference_loader
 
         return getattr(reference_loader, name)

@@ -3,6 +3,9 @@ torch.utils.data.DataLoader for the datasets it reads natively.
 
     loader = stallscope.ReferenceLoader.from_tensors(images, labels, batch_size=256, shuffle=True)
     loader = stallscope.ReferenceLoader.from_npy("x.npy", "y.npy", batch_size=256, shuffle=True)
+    loader = stallscope.ReferenceLoader.from_image_folder("train/", T.Compose([T.RandomResizedCrop(224),
+        T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(mean, std)]), batch_size=256, shuffle=True)
+    loader = stallscope.ReferenceLoader.from_tar_shards("shards/train-{000000..000146}.tar", transform, ...)
     for epoch in range(epochs):
         loader.set_epoch(epoch)        # optional, as with a DistributedSampler
         for images, labels in loader:  # each iter() is one epoch
@@ -14,7 +17,12 @@ What it does (the C++ core is loader/; docs/decisions.md says why each choice):
   out in order, at most `prefetch` ahead of the training loop; the GIL is released for all of it;
 - batches reach torch without a copy (DLPack) and look like torch's default collate over the same
   dataset: for a TensorDataset (or several arrays), a list of tensors with the arrays' dtypes and
-  shapes behind a leading batch dimension; with unwrap=True and one array, the tensor itself;
+  shapes behind a leading batch dimension; with unwrap=True and one array, the tensor itself; for
+  JPEGs (an ImageFolder tree, WebDataset tar shards), [images, labels] as over torchvision's
+  ImageFolder: images float32 [B, 3, H, W] (uint8 when the chain ends in PILToTensor), labels
+  int64 [B]. The transform is a torchvision chain mapped to the native one (native_transform says
+  which map, and why not) or an ImageTransform; decoding, crop, resize, flip and normalisation run
+  in the loader's threads (loader/image_ops.h);
 - the order of an epoch is a Fisher-Yates shuffle from (seed, epoch) (none without shuffle), cut
   into shards by rank (rank r takes positions r, r+W, ...: each index once per epoch across ranks;
   shards may differ by one sample) and into batches (drop_last drops a last, shorter one);
@@ -32,7 +40,8 @@ What it does (the C++ core is loader/; docs/decisions.md says why each choice):
   is used; the training loop's current stream waits on the copy's event (the host does not); a
   host buffer goes back to the pool only once its copy completed; the tensors handed over are
   record_stream'ed on the consumer's stream, so PyTorch's caching allocator cannot reuse their
-  memory while kernels queued there still read them.
+  memory while kernels queued there still read them. A float32 image chain then sends uint8 and
+  normalises on the device (4x fewer bytes over PCIe), with torch's own arithmetic.
 
 Recording: under `stallscope run` (or stallscope.record()) it writes the loader events of
 docs/events.md, "Reference loader": dl.config ("kind": "reference"), dl.epoch_begin, a dl.next
@@ -51,7 +60,9 @@ import sys
 import threading
 import weakref
 
-__all__ = ["ReferenceLoader", "LoaderError"]
+from ._image_transform import ImageTransform, native_transform
+
+__all__ = ["ReferenceLoader", "LoaderError", "ImageTransform", "native_transform"]
 
 _MODULE = "_stallscope_loader"
 _M = None  # the native module once loaded
@@ -282,7 +293,7 @@ class ReferenceLoader:
 
     def __init__(self, source, batch_size=1, *, shuffle=False, seed=0, drop_last=False, rank=None,
                  world_size=None, threads=None, prefetch=None, pin_memory=None, device=None, unwrap=False,
-                 _device_transforms=None, _dataset_class=None):
+                 _device_transforms=None, _dataset_class=None, _transform=None):
         import torch
 
         M = _native_module()
@@ -323,6 +334,7 @@ class ReferenceLoader:
         self._transforms = list(_device_transforms) if _device_transforms else None
         if self._transforms is not None and len(self._transforms) != nfields:
             raise ValueError(f"ReferenceLoader: {len(self._transforms)} device transforms for {nfields} fields")
+        self._image_transform = _transform  # the ImageTransform of a JPEG source, for dl.config
         self._rec = _Rec()
         self._events_bound = False
         self._iterator = None  # weak reference to the iterator of the epoch in progress
@@ -356,6 +368,72 @@ class ReferenceLoader:
         except M.LoaderError as e:
             raise LoaderError(str(e)) from None
         kwargs.setdefault("_dataset_class", "npy")
+        return cls(src, **kwargs)
+
+    @classmethod
+    def from_image_folder(cls, root, transform=None, **kwargs):
+        """Over JPEGs in a torchvision ImageFolder tree (root/class/.../image.jpg): batches are
+        [images, labels] as torch's DataLoader gives over torchvision.datasets.ImageFolder(root,
+        transform), with the same classes (root's folders, sorted) and samples (torchvision's
+        order and extensions).
+
+        root: the tree's folder, or a torchvision ImageFolder itself (its samples, classes and
+        transform are then used as they are, filtered or reordered ones included; it must keep
+        torchvision's PIL loader and have no target_transform). transform: a torchvision
+        transform or Compose (v1 or v2) that native_transform maps, or an ImageTransform.
+        ValueError, with the reason in one line, for a chain that does not map, a dataset that
+        does not read as an ImageFolder does, or a file whose name is not .jpg/.jpeg (only JPEG is
+        decoded natively: read such a tree with torch's DataLoader). A file that cannot be read or
+        decoded raises LoaderError in the training loop naming it and its index. Keyword
+        arguments as ReferenceLoader()."""
+        M = _native_module()
+        dataset = None if isinstance(root, (str, bytes, os.PathLike)) else root
+        if dataset is not None:
+            root, classes, samples, ds_transform = _image_folder_parts(dataset)
+            if transform is None:
+                transform = ds_transform
+        desc = _image_transform_of("from_image_folder", transform)
+        native, kwargs = _image_settings(M, desc, kwargs)
+        try:
+            if dataset is None:
+                src = M.image_folder_source(os.fspath(root), native)
+            else:
+                src = M.image_samples_source(root, classes, samples, native)
+        except M.LoaderError as e:
+            raise LoaderError(str(e)) from None
+        i = src.first_non_jpeg
+        if i >= 0:
+            raise ValueError(f"ReferenceLoader.from_image_folder: {src.describe(i)} (sample {i}) is not a JPEG by its "
+                             "name; the reference loader decodes JPEG only (read this tree with torch's DataLoader)")
+        kwargs.setdefault("_dataset_class", type(dataset).__name__ if dataset is not None else "ImageFolder")
+        return cls(src, **kwargs)
+
+    @classmethod
+    def from_tar_shards(cls, paths, transform, **kwargs):
+        """Over JPEGs in WebDataset-style tar shards: each sample is `key.jpg` (or .jpeg) and
+        `key.cls` (its class as decimal text) side by side in an uncompressed tar; batches are
+        [images, labels] as for from_image_folder. Samples are numbered shard by shard in the
+        order of `paths`, members in tar order; the loader shuffles them all (not a shuffle
+        buffer). paths: a path, a list of them, or WebDataset's brace notation
+        ("train-{000000..000146}.tar"). transform: as from_image_folder. A malformed or truncated
+        shard raises LoaderError naming it (and the member) when the loader is made, or in the
+        training loop at the sample it belongs to. Keyword arguments as ReferenceLoader()."""
+        M = _native_module()
+        if isinstance(paths, (str, bytes, os.PathLike)):
+            paths = [paths]
+        shards = []
+        for p in paths:
+            p = os.fsdecode(os.fspath(p))
+            shards.extend(_brace_expand(p))
+        if not shards:
+            raise ValueError("ReferenceLoader.from_tar_shards: no shard")
+        desc = _image_transform_of("from_tar_shards", transform)
+        native, kwargs = _image_settings(M, desc, kwargs)
+        try:
+            src = M.tar_shard_source(shards, native)
+        except M.LoaderError as e:
+            raise LoaderError(str(e)) from None
+        kwargs.setdefault("_dataset_class", "tar_shards")
         return cls(src, **kwargs)
 
     # -- torch DataLoader-like interface ------------------------------------------------------
@@ -413,6 +491,22 @@ class ReferenceLoader:
     @property
     def device(self):
         return self._device
+
+    @property
+    def classes(self):
+        """An ImageFolder's class names (label i is classes[i]), as torchvision's dataset has them;
+        None for other sources."""
+        return self._source.classes
+
+    @property
+    def class_to_idx(self):
+        classes = self.classes
+        return None if classes is None else {c: i for i, c in enumerate(classes)}
+
+    @property
+    def transform(self):
+        """The ImageTransform a JPEG source runs (None for other sources)."""
+        return self._image_transform
 
     def pool_stats(self) -> dict:
         """The batch buffers: slots, free, grown (slots added because the loop kept batches),
@@ -485,6 +579,7 @@ class ReferenceLoader:
             "start_method": None,
             "dataset_type": "map",
             "dataset_class": self._dataset_class,
+            "transform": self._image_transform.describe() if self._image_transform is not None else None,
             "dataset_len": n.dataset_len,
             "batches_per_epoch": n.batches_per_epoch,
             "in_order": True,
@@ -523,6 +618,97 @@ def _arrays_source(torch, M, source):
         return M.array_source(fields, tuple(keep)), cls_name
     except ValueError as e:
         raise ValueError(f"ReferenceLoader: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# JPEG sources
+
+
+def _image_transform_of(who: str, transform) -> ImageTransform:
+    desc, why = native_transform(transform)
+    if desc is None:
+        raise ValueError(f"ReferenceLoader.{who}: the transform does not run natively: {why}")
+    return desc
+
+
+def _image_settings(M, desc: ImageTransform, kwargs: dict):
+    """(native ImageTransform, ReferenceLoader keyword arguments) for a JPEG source: with a CUDA
+    device and a float32 chain, the batch is built as uint8 and normalised on the device."""
+    import torch
+
+    kwargs = dict(kwargs)
+    kwargs["_transform"] = desc
+    device = _device_of(torch, kwargs.get("device"))
+    if device is None or desc.output != "float32":
+        return desc._native(M), kwargs
+    if kwargs.get("_device_transforms") is None:
+        kwargs["_device_transforms"] = [_DeviceNormalize(torch, device, desc.mean, desc.std), None]
+    return desc._native(M, layout="uint8_chw"), kwargs
+
+
+class _DeviceNormalize:
+    """ToTensor then Normalize on a uint8 [B, 3, H, W] batch on the device, in torchvision's own
+    operations and order (to float32, / 255, - mean, / std): the values the CPU path gives."""
+
+    def __init__(self, torch, device, mean, std):
+        self._torch = torch
+        self._normalize = tuple(mean) != (0.0,) * 3 or tuple(std) != (1.0,) * 3
+        self._mean = torch.tensor(mean, dtype=torch.float32, device=device).view(1, 3, 1, 1)
+        self._std = torch.tensor(std, dtype=torch.float32, device=device).view(1, 3, 1, 1)
+
+    def __call__(self, x):
+        x = x.to(self._torch.float32).div_(255)
+        if self._normalize:
+            x.sub_(self._mean).div_(self._std)
+        return x
+
+
+def _brace_expand(pattern: str) -> list[str]:
+    """WebDataset's shard notation (braceexpand): {000..146} a zero-padded range, {a,b} a list;
+    several braces multiply. A name without braces is itself."""
+    import re
+
+    m = re.search(r"\{([^{}]*)\}", pattern)
+    if m is None:
+        return [pattern]
+    head, body, tail = pattern[:m.start()], m.group(1), pattern[m.end():]
+    r = re.fullmatch(r"(-?\d+)\.\.(-?\d+)", body)
+    if r:
+        a, b = r.group(1), r.group(2)
+        width = len(a) if a.startswith("0") else 0
+        lo, hi = int(a), int(b)
+        step = 1 if hi >= lo else -1
+        items = [str(i).zfill(width) for i in range(lo, hi + step, step)]
+    else:
+        items = body.split(",")
+    return [p for item in items for p in _brace_expand(head + item + tail)]
+
+
+def _image_folder_parts(dataset):
+    """(root, classes, samples, transform) of a torchvision ImageFolder that the loader reads as
+    torchvision would; ValueError naming what differs."""
+    cls = type(dataset)
+    who = f"ReferenceLoader.from_image_folder: {cls.__name__}"
+    getitem = getattr(cls, "__getitem__", None)
+    if getattr(getitem, "__qualname__", "") != "DatasetFolder.__getitem__" or \
+            getattr(getitem, "__module__", "") != "torchvision.datasets.folder":
+        raise ValueError(f"{who} is not a torchvision ImageFolder (or redefines __getitem__)")
+    if getattr(dataset, "target_transform", None) is not None:
+        raise ValueError(f"{who} has a target_transform, which the loader does not run")
+    loader = getattr(dataset, "loader", None)
+    if getattr(loader, "__module__", "") != "torchvision.datasets.folder" or \
+            getattr(loader, "__name__", "") not in ("default_loader", "pil_loader"):
+        raise ValueError(f"{who} reads its images with {getattr(loader, '__name__', loader)!r}, not torchvision's "
+                         "PIL loader")
+    if loader.__name__ == "default_loader":
+        import torchvision
+
+        if torchvision.get_image_backend() != "PIL":
+            raise ValueError(f"{who} reads with the {torchvision.get_image_backend()} backend, not PIL")
+    samples = [(os.fspath(p), int(c)) for p, c in dataset.samples]
+    if not samples:
+        raise ValueError(f"{who} has no sample")
+    return os.fspath(dataset.root), [str(c) for c in dataset.classes], samples, dataset.transform
 
 
 class _Iterator:

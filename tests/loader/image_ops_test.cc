@@ -268,14 +268,30 @@ TEST(JpegDecoder, CorruptAndTruncatedAreErrors) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("truncated"), std::string::npos) << st.message();
 
-  // Garbage in the entropy-coded data (a marker where Huffman codes should be).
-  std::string corrupt = good;
-  for (size_t i = corrupt.size() / 3; i < corrupt.size() / 3 + 64; ++i) corrupt[i] = static_cast<char>(i * 37);
-  corrupt[corrupt.size() / 3 + 10] = static_cast<char>(0xFF);
-  corrupt[corrupt.size() / 3 + 11] = static_cast<char>(0xD0 + 5);
-  st = run_on(corrupt);
+  // A real error in the data: the frame header names a quantisation table the file never
+  // defines (libjpeg's error_exit, as in Pillow).
+  std::string bad_table = good;
+  size_t sof0 = bad_table.find("\xFF\xC0");
+  ASSERT_NE(sof0, std::string::npos);
+  bad_table[sof0 + 10 + 2] = 3;  // the first component's Tq
+  st = run_on(bad_table);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("corrupt JPEG"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("Quantization table"), std::string::npos) << st.message();
+
+  // An unknown marker inside the entropy-coded data: libjpeg stops the scan there (a warning) and
+  // fails when it reads the markers after it. A crop that stops above it fails the same way, so a
+  // sample never succeeds in one epoch and fails in another.
+  std::string marker = good;
+  marker[marker.size() / 3] = static_cast<char>(0xFF);
+  marker[marker.size() / 3 + 1] = static_cast<char>(0x24);
+  st = run_on(marker);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("Unsupported marker type 0x24"), std::string::npos) << st.message();
+  ASSERT_TRUE(d.open(bytes_of(marker)).ok());
+  st = d.decode({8, 0, 0, 64, 16}, &img);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("Unsupported marker type 0x24"), std::string::npos) << st.message();
 
   // A header that claims 20000 x 20000 pixels: refused before any decoding, as Pillow refuses it.
   std::string bomb = good;
@@ -297,6 +313,43 @@ TEST(JpegDecoder, CorruptAndTruncatedAreErrors) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("PNG"), std::string::npos);
   EXPECT_TRUE(run_on(good).ok());  // still usable
+}
+
+// libjpeg's warnings about corrupt data do not fail an image (Pillow ignores them): extra bytes
+// between the last scan and the EOI, and garbage in the entropy-coded data, decode with the
+// warning noted. Truncation stays an error (above).
+TEST(JpegDecoder, CorruptDataWarningsAreNotErrors) {
+  std::string good = encode_jpeg(make_photo(320, 240, 4), 320, 240);
+  JpegDecoder d;
+  DecodedImage want, img;
+  ASSERT_TRUE(d.open(bytes_of(good)).ok());
+  ASSERT_TRUE(d.decode_full(&want).ok());
+  EXPECT_STREQ(d.warning(), "");
+
+  ASSERT_EQ(good.substr(good.size() - 2), "\xFF\xD9");
+  std::string extra = good.substr(0, good.size() - 2) + std::string(240, '\x5A') + "\xFF\xD9";
+  ASSERT_TRUE(d.open(bytes_of(extra)).ok());
+  Status st = d.decode_full(&img);
+  ASSERT_TRUE(st.ok()) << st.message();
+  // (libjpeg counts the bytes its entropy decoder had not read ahead: 239 or 240.)
+  EXPECT_NE(std::string(d.warning()).find("extraneous bytes before marker 0xd9"), std::string::npos) << d.warning();
+  EXPECT_EQ(img.rgb, want.rgb);
+  // A crop above the last row never reaches the EOI (no warning then), and the file is whole.
+  ASSERT_TRUE(d.open(bytes_of(extra)).ok());
+  ASSERT_TRUE(d.decode({8, 0, 0, 64, 16}, &img).ok());
+
+  std::string garbage = good;
+  for (size_t i = garbage.size() / 3; i < garbage.size() / 3 + 64; ++i) garbage[i] = static_cast<char>(i * 37);
+  garbage[garbage.size() / 3 + 10] = static_cast<char>(0xFF);
+  garbage[garbage.size() / 3 + 11] = static_cast<char>(0xD0 + 5);
+  ASSERT_TRUE(d.open(bytes_of(garbage)).ok());
+  st = d.decode_full(&img);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(std::string(d.warning()).rfind("Corrupt JPEG data", 0), 0u) << d.warning();
+
+  // The warning belongs to one image: the next one starts without it.
+  ASSERT_TRUE(d.open(bytes_of(good)).ok());
+  EXPECT_STREQ(d.warning(), "");
 }
 
 TEST(ImagePipeline, DeterministicPerSeed) {

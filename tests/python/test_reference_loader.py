@@ -4,8 +4,8 @@ drop_last, sharding, resume equal to an uninterrupted run, errors that name the 
 sample index without hanging, threads stopped by break and del, and its events under
 `stallscope run`.
 
-The order is recomputed here from its definition (splitmix64, Fisher-Yates from the end, rank r
-takes positions r, r+W, ...), independently of the C++ code. Tests that could hang if the loader
+The order is recomputed from its definition (loader_plain.py: splitmix64, Fisher-Yates from the
+end, rank r takes positions r, r+W, ...), independently of the C++ code. Tests that could hang if the loader
 misbehaved, or that count threads, run in a child process with a timeout.
 """
 
@@ -21,6 +21,7 @@ import textwrap
 import pytest
 
 from conftest import BUILD, HAVE_TORCH, PYTHON_DIR, base_env, run_recorded
+from loader_plain import FakeCuda, epoch_order, expected_batches
 
 pytestmark = pytest.mark.torch
 
@@ -53,40 +54,7 @@ ss = _load()
 RL = ss.ReferenceLoader
 
 # ---------------------------------------------------------------------------------------------
-# The order, from its definition
-
-M64 = (1 << 64) - 1
-
-
-def _mix(z):
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def sample_seed(seed, epoch, index):
-    h = _mix((seed + 0x9E3779B97F4A7C15) & M64)
-    h = _mix(h ^ ((epoch + 0x632BE59BD9B4E019) & M64))
-    return _mix(h ^ ((index + 0x8CB92BA72F3D8DD7) & M64))
-
-
-def epoch_order(n, *, shuffle, seed, epoch, rank=0, world=1):
-    order = list(range(n))
-    if shuffle:
-        state = sample_seed(seed, epoch, -1)
-        for i in range(n, 1, -1):
-            state = (state + 0x9E3779B97F4A7C15) & M64
-            j = (_mix(state) * i) >> 64
-            order[i - 1], order[j] = order[j], order[i - 1]
-    return order[rank::world]
-
-
-def expected_batches(n, batch, *, shuffle=False, seed=0, epoch=0, drop_last=False, rank=0, world=1):
-    idx = epoch_order(n, shuffle=shuffle, seed=seed, epoch=epoch, rank=rank, world=world)
-    out = [idx[i:i + batch] for i in range(0, len(idx), batch)]
-    if drop_last and out and len(out[-1]) < batch:
-        out.pop()
-    return out
+# Data
 
 
 def data(n=103):
@@ -338,55 +306,6 @@ def test_no_batch_buffer_is_allocated_after_warm_up():
 # ---------------------------------------------------------------------------------------------
 # The device path's logic, with a stand-in for torch.cuda (no GPU here; tests/gpu/loader_race.py
 # checks the real thing)
-
-
-class FakeCuda:
-    """Stands in for reference_loader._Cuda: 'device' tensors are host copies; records what the
-    loader asks of CUDA."""
-
-    index = 0
-
-    def __init__(self):
-        self.events = 0
-        self.waits = []  # (stream, event) in order
-        self.recorded = []  # (data_ptr, stream)
-        self.current = None  # the stream being used
-
-    def new_stream(self):
-        return "loader-stream"
-
-    def using(self, stream):
-        fake = self
-
-        class Using:
-            def __enter__(self):
-                fake.current = stream
-
-            def __exit__(self, *exc):
-                fake.current = None
-
-        return Using()
-
-    def empty_like(self, host):
-        assert self.current == "loader-stream", "device memory is allocated on the loader's stream"
-        return torch.empty_like(host)
-
-    def handle(self, stream):
-        return 1234
-
-    def event_after(self, stream):
-        assert stream == "loader-stream"
-        self.events += 1
-        return self.events
-
-    def current_stream(self):
-        return "consumer"
-
-    def wait(self, stream, event):
-        self.waits.append((stream, event))
-
-    def record_stream(self, tensor, stream):
-        self.recorded.append((tensor.data_ptr(), stream))
 
 
 class PinnedNative:
