@@ -23,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/ui/sim_recording.h"
@@ -208,7 +209,8 @@ int main(int argc, char** argv) {
     double vertices;
   };
   std::vector<Row> rows;
-  double view_ms[5] = {0, 0, 0, 0, 0};  // where a moving whole-run frame's time goes
+  // Where a moving whole-run frame's time goes: the sum per panel, by the panel table's names.
+  std::vector<std::pair<std::string, double>> panel_ms;
   int view_frames = 0;
   // Two kinds of frames per zoom level. "moving": the range changes every frame (a pan of 0.5 % of
   // the run per frame; for the whole run, a zoom breathing between 96 and 100 % of it), so nothing
@@ -245,12 +247,11 @@ int main(int argc, char** argv) {
           times.push_back(ms);
           vtx += ImGui::GetDrawData()->TotalVtxCount;
           if (!hover && lv.width_ns >= whole) {
-            const stallscope::ui::ViewTimes& vt = dash.last_times();
-            view_ms[0] += vt.headline + vt.header;
-            view_ms[1] += vt.timeline;
-            view_ms[2] += vt.queue;
-            view_ms[3] += vt.workers;
-            view_ms[4] += vt.side;
+            for (const stallscope::ui::PanelTime& pt : dash.last_times().panels) {
+              auto it = std::find_if(panel_ms.begin(), panel_ms.end(), [&](const auto& p) { return p.first == pt.name; });
+              if (it == panel_ms.end()) it = panel_ms.insert(panel_ms.end(), {pt.name, 0.0});
+              it->second += pt.ms;
+            }
             ++view_frames;
           }
         }
@@ -283,9 +284,8 @@ int main(int argc, char** argv) {
     std::printf("  %-44s %10.2f ms %9s ms  %s   (%.0f vertices)\n", name, r.p99, "< 8", r.p99 < 8 ? "ok" : "MISSED",
                 r.vertices);
   }
-  const char* const view_names[] = {"header+headline", "timeline", "queue", "workers", "recommendations+batch"};
-  std::printf("\n  moving whole-run frame by view (mean):");
-  for (int v = 0; v < 5; ++v) std::printf("  %s %.2f ms", view_names[v], view_ms[v] / std::max(1, view_frames));
+  std::printf("\n  moving whole-run frame by panel (mean):");
+  for (const auto& [name, ms] : panel_ms) std::printf("  %s %.2f ms", name.c_str(), ms / std::max(1, view_frames));
   std::printf("\n");
   return 0;
 }

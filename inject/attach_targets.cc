@@ -66,6 +66,15 @@ bool has_torch(pid_t pid, std::string* maps) {
   return maps->find("libtorch") != std::string::npos;
 }
 
+// Whether `pid`, a child of `ppid`, looks like one of its DataLoader workers: forked (the same
+// command line) or started by multiprocessing (spawn, forkserver).
+bool looks_like_worker(pid_t pid, pid_t ppid) {
+  const std::string cmd = procfs::read_file(procfs::path(pid, "cmdline"), 8192);
+  if (cmd == procfs::read_file(procfs::path(ppid, "cmdline"), 8192)) return true;
+  return cmd.find("multiprocessing.spawn") != std::string::npos ||
+         cmd.find("multiprocessing.forkserver") != std::string::npos;
+}
+
 std::string age_text(double age_s) {
   char age[32];
   if (age_s >= 3600) {
@@ -104,10 +113,13 @@ int attach_list() {
     if (!has_torch(pid, &maps)) continue;
     const std::vector<std::string> fields = procfs::stat_fields(pid);
     if (fields.size() < 20) continue;
-    // A DataLoader worker is a child of another process listed here: shown under it, not alone.
+    // A DataLoader worker is shown under its training process, not alone: a child of a process
+    // with torch loaded that runs the same command (forked) or multiprocessing's spawn entry.
+    // Other children of a torch process are training processes of their own (torchrun's ranks,
+    // a script started from a notebook or a test runner).
     const pid_t ppid = static_cast<pid_t>(std::atoi(fields[1].c_str()));
     std::string parent_maps;
-    if (has_torch(ppid, &parent_maps)) continue;
+    if (has_torch(ppid, &parent_maps) && looks_like_worker(pid, ppid)) continue;
     const double start_s =
         static_cast<double>(std::strtoull(fields[19].c_str(), nullptr, 10)) / static_cast<double>(ticks);
     rows.push_back(Row{pid, attach::descendants(pid).size(), uptime - start_s,

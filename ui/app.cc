@@ -1,4 +1,6 @@
-// The window loop; see app.h. The only file that talks to GLFW and OpenGL.
+// The window; see app.h. The only file that talks to GLFW and OpenGL: opening the window and
+// ImGui's backends on it, pacing frames (nothing is drawn while nothing changes), the frame loop
+// over the dashboard or the session picker, and reading the last frame back as a screenshot.
 #include "ui/app.h"
 
 #define GL_GLEXT_PROTOTYPES 1
@@ -7,6 +9,7 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <chrono>
 #include <cstdio>
@@ -74,24 +77,22 @@ bool write_text(const std::string& path, const std::string& text) {
   return static_cast<bool>(out);
 }
 
-}  // namespace
-
-int run_app(const AppOptions& opt) {
+// Opens the window with an OpenGL 3.3 core context; null after printing why not. With no display
+// at all, a file that cannot be read is still worth saying first.
+GLFWwindow* open_window(const AppOptions& opt, bool shot) {
   glfwSetErrorCallback(glfw_error);
   if (!glfwInit()) {
-    // No window: a file that cannot be read is still worth saying first.
     if (!opt.path.empty()) {
       auto tail = RecordingTail::open(opt.path);
       if (!tail.ok()) {
         std::fprintf(stderr, "stallscope: %s\n", tail.status().message().c_str());
-        return 1;
+        return nullptr;
       }
     }
     std::fprintf(stderr, "stallscope: cannot open a window: %s (is DISPLAY set? `stallscope report` works without one)\n",
                  g_glfw_error.empty() ? "no display" : g_glfw_error.c_str());
-    return 1;
+    return nullptr;
   }
-  const bool shot = !opt.screenshot.empty();
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
@@ -103,22 +104,28 @@ int run_app(const AppOptions& opt) {
   if (!window) {
     std::fprintf(stderr, "stallscope: cannot open a window: %s\n", g_glfw_error.empty() ? "no OpenGL 3.3" : g_glfw_error.c_str());
     glfwTerminate();
-    return 1;
+    return nullptr;
   }
   glfwMakeContextCurrent(window);
   glfwSwapInterval(shot ? 0 : 1);
+  return window;
+}
 
+// ImGui on the window: a context with the dashboard's style, its fonts, the input counting, then
+// the GLFW and OpenGL backends (which chain to the counting callbacks).
+void start_imgui(GLFWwindow* window, Dashboard& dash) {
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
-  ImGuiIO& io = ImGui::GetIO();
-  io.IniFilename = nullptr;  // the layout is fixed: nothing to remember
+  ImGui::GetIO().IniFilename = nullptr;  // the layout is fixed: nothing to remember
   apply_style();
-  Dashboard dash(load_fonts());
+  dash.set_fonts(load_fonts());
   count_events(window);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
+}
 
-  ViewState& st = dash.state();
+// --range and --at: the view and the playhead to start with.
+void apply_start_options(const AppOptions& opt, ViewState& st) {
   if (opt.range_s) {
     st.t0 = opt.range_s->first * 1e9;
     st.t1 = opt.range_s->second * 1e9;
@@ -126,13 +133,162 @@ int run_app(const AppOptions& opt) {
     st.follow = false;
   }
   if (opt.playhead_s) st.playhead = *opt.playhead_s * 1e9;
+}
+
+// When to draw. Idle: with no input, no new snapshot and nothing playing, no frame is drawn; the
+// loop sleeps in glfwWaitEventsTimeout and looks for a new snapshot 20 times a second. A change
+// draws a few frames (ImGui settles hover and layout over two). A dashboard left open beside a
+// training job so costs next to no CPU instead of a core drawing the same picture 60 times a
+// second.
+class FramePacer {
+ public:
+  explicit FramePacer(const SnapshotSource* source) : seen_source_(source) {}
+
+  // Waits for something to draw (or only polls, with a fixed number of frames to render); true
+  // when this frame is to be drawn.
+  bool next(bool fixed_frames, const SnapshotSource* source, bool playing) {
+    if (!fixed_frames && settle_ <= 0) {
+      glfwWaitEventsTimeout(kIdleWaitS);
+      if (!changed(source, playing)) return false;
+      settle_ = kSettleFrames;
+    } else {
+      glfwPollEvents();
+      settle_ = changed(source, playing) ? kSettleFrames : settle_ - 1;
+    }
+    return true;
+  }
+  void drawn() { last_drawn_ = std::chrono::steady_clock::now(); }
+
+ private:
+  static constexpr double kIdleWaitS = 0.05;
+  static constexpr int kSettleFrames = 3;
+
+  // Input, a new snapshot or another source, playback or a held button since the last call.
+  bool changed(const SnapshotSource* source, bool playing) {
+    const uint64_t gen = source ? source->current()->generation : 0;
+    // A frame a second all the same for the session picker (its list) and a live recording (the
+    // badge); a replay draws nothing until something changes.
+    const bool ticking = !source || source->current()->state == SourceState::kLive;
+    const bool stale = ticking && std::chrono::steady_clock::now() - last_drawn_ > std::chrono::seconds(1);
+    const bool c = g_events != seen_events_ || gen != seen_generation_ || source != seen_source_ || playing ||
+                   ImGui::IsAnyMouseDown() || stale;
+    seen_events_ = g_events;
+    seen_generation_ = gen;
+    seen_source_ = source;
+    return c;
+  }
+
+  int settle_ = kSettleFrames;
+  uint64_t seen_events_ = 0, seen_generation_ = 0;
+  const SnapshotSource* seen_source_;
+  std::chrono::steady_clock::time_point last_drawn_ = std::chrono::steady_clock::now();
+};
+
+// Starts an ImGui frame. Screenshots show what was asked for (--mouse), not what the pointer
+// happens to hover.
+void new_frame(const AppOptions& opt, bool shot) {
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui_ImplGlfw_NewFrame();
+  ImGuiIO& io = ImGui::GetIO();
+  if (opt.mouse) {
+    io.MousePos = ImVec2(opt.mouse->first, opt.mouse->second);
+  } else if (shot) {
+    io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+  }
+  ImGui::NewFrame();
+}
+
+// The dashboard on the source's current snapshot; a read error goes to stderr once (exit status 1).
+void draw_recording(Dashboard& dash, const SnapshotSource& source, LayoutDump* d, bool* reported_error, int* status) {
+  std::shared_ptr<const Snapshot> snap = source.current();
+  if (snap->state == SourceState::kError && !*reported_error) {
+    std::fprintf(stderr, "stallscope: %s\n", snap->error.c_str());
+    *reported_error = true;
+    *status = 1;
+  }
+  dash.draw(*snap, d);
+}
+
+// The session picker (no file given): live sessions and recent recordings, listed again every
+// second.
+struct Picker {
+  std::vector<SessionEntry> live, recent;
+  std::chrono::steady_clock::time_point last_list = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  std::string notice;
+};
+
+// Draws the picker over the whole window; a clicked entry is left in the state's open_request.
+void draw_picker(Picker& p, Dashboard& dash, LayoutDump* d) {
+  const ImGuiIO& io = ImGui::GetIO();
+  const auto now = std::chrono::steady_clock::now();
+  if (now - p.last_list > std::chrono::seconds(1)) {
+    p.live = list_live_sessions();
+    p.recent = list_recent_sessions();
+    p.last_list = now;
+  }
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(io.DisplaySize);
+  ImGui::Begin("stallscope", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoSavedSettings);
+  if (dash.fonts().regular) ImGui::PushFont(dash.fonts().regular);
+  if (d) d->state = "picker";
+  draw_session_list(dash.state(), p.live, p.recent, p.notice, d, dash.fonts(), ImVec2(10, 10),
+                    ImVec2(io.DisplaySize.x - 20, io.DisplaySize.y - 20));
+  if (dash.fonts().regular) ImGui::PopFont();
+  ImGui::End();
+}
+
+// Renders the frame into the back buffer; *fb_w x *fb_h: the framebuffer's size.
+void render(GLFWwindow* window, int* fb_w, int* fb_h) {
+  ImGui::Render();
+  glfwGetFramebufferSize(window, fb_w, fb_h);
+  glViewport(0, 0, *fb_w, *fb_h);
+  glClearColor(0.094f, 0.102f, 0.122f, 1.0f);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+}
+
+// Reads the back buffer and writes it as a PNG.
+Status save_screenshot(const std::string& path, int fb_w, int fb_h) {
+  std::vector<uint8_t> px(static_cast<size_t>(fb_w) * static_cast<size_t>(fb_h) * 4);
+  glFinish();
+  glReadBuffer(GL_BACK);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(0, 0, fb_w, fb_h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+  // OpenGL's rows go bottom up; PNG's top down.
+  std::vector<uint8_t> flipped(px.size());
+  const size_t row = static_cast<size_t>(fb_w) * 4;
+  for (int y = 0; y < fb_h; ++y) {
+    std::copy_n(px.data() + static_cast<size_t>(fb_h - 1 - y) * row, row, flipped.data() + static_cast<size_t>(y) * row);
+  }
+  for (size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;
+  return write_png(path, fb_w, fb_h, flipped);
+}
+
+// The window goes first: an analysis still running on a large recording finishes (and the
+// process exits) without keeping a dead window on screen.
+void shut_down(GLFWwindow* window, std::unique_ptr<SnapshotSource>& source) {
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  source.reset();
+}
+
+}  // namespace
+
+int run_app(const AppOptions& opt) {
+  const bool shot = !opt.screenshot.empty();
+  GLFWwindow* window = open_window(opt, shot);
+  if (!window) return 1;
+  Dashboard dash;
+  start_imgui(window, dash);
+  ViewState& st = dash.state();
+  apply_start_options(opt, st);
 
   std::unique_ptr<SnapshotSource> source;
   if (!opt.path.empty()) source = std::make_unique<SnapshotSource>(opt.path);
-  std::vector<SessionEntry> live, recent;
-  auto last_list = std::chrono::steady_clock::now() - std::chrono::hours(1);
-  std::string picker_notice;
-
+  Picker picker;
   int status = 0;
   bool reported_error = false;
   const int frames = shot ? (opt.frames > 0 ? opt.frames : 3) : opt.frames;
@@ -142,77 +298,22 @@ int run_app(const AppOptions& opt) {
   }
   LayoutDump dump;
   dump.record_items = false;
-  // Idle: with no input, no new snapshot and nothing playing, no frame is drawn; the loop sleeps in
-  // glfwWaitEventsTimeout and looks for a new snapshot 20 times a second. A change draws a few
-  // frames (ImGui settles hover and layout over two). A dashboard left open beside a training job
-  // so costs next to no CPU instead of a core drawing the same picture 60 times a second.
-  constexpr double kIdleWaitS = 0.05;
-  constexpr int kSettleFrames = 3;
-  int settle = kSettleFrames;
-  uint64_t seen_events = 0, seen_generation = 0;
-  const SnapshotSource* seen_source = source.get();
-  auto last_drawn = std::chrono::steady_clock::now();
-  auto changed = [&] {
-    const uint64_t gen = source ? source->current()->generation : 0;
-    // A frame a second all the same for the session picker (its list) and a live recording (the
-    // badge); a replay draws nothing until something changes.
-    const bool ticking = !source || source->current()->state == SourceState::kLive;
-    const bool stale = ticking && std::chrono::steady_clock::now() - last_drawn > std::chrono::seconds(1);
-    const bool c = g_events != seen_events || gen != seen_generation || source.get() != seen_source || st.playing ||
-                   ImGui::IsAnyMouseDown() || stale;
-    seen_events = g_events;
-    seen_generation = gen;
-    seen_source = source.get();
-    return c;
-  };
+  FramePacer pacer(source.get());
+  // The frame loop: wait for a change (or run the fixed frames of a screenshot), draw the
+  // recording or the picker, render; the last fixed frame is saved as a screenshot and a layout.
   for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
     if (frames > 0 && frame >= frames) break;
-    if (frames == 0 && settle <= 0) {
-      glfwWaitEventsTimeout(kIdleWaitS);
-      if (!changed()) continue;
-      settle = kSettleFrames;
-    } else {
-      glfwPollEvents();
-      settle = changed() ? kSettleFrames : settle - 1;
-    }
-    ImGui_ImplOpenGL3_NewFrame();
-    ImGui_ImplGlfw_NewFrame();
-    // Screenshots show what was asked for, not what the pointer happens to hover.
-    if (opt.mouse) {
-      io.MousePos = ImVec2(opt.mouse->first, opt.mouse->second);
-    } else if (shot) {
-      io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
-    }
-    ImGui::NewFrame();
-    last_drawn = std::chrono::steady_clock::now();
+    if (!pacer.next(frames > 0, source.get(), st.playing)) continue;
+    new_frame(opt, shot);
+    pacer.drawn();
     const bool last = frames > 0 && frame == frames - 1;
     LayoutDump* d = (last && !opt.layout_dump.empty()) ? &dump : nullptr;
     if (d) d->clear();
 
     if (source) {
-      std::shared_ptr<const Snapshot> snap = source->current();
-      if (snap->state == SourceState::kError && !reported_error) {
-        std::fprintf(stderr, "stallscope: %s\n", snap->error.c_str());
-        reported_error = true;
-        status = 1;
-      }
-      dash.draw(*snap, d);
+      draw_recording(dash, *source, d, &reported_error, &status);
     } else {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_list > std::chrono::seconds(1)) {
-        live = list_live_sessions();
-        recent = list_recent_sessions();
-        last_list = now;
-      }
-      ImGui::SetNextWindowPos(ImVec2(0, 0));
-      ImGui::SetNextWindowSize(io.DisplaySize);
-      ImGui::Begin("stallscope", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoSavedSettings);
-      if (dash.fonts().regular) ImGui::PushFont(dash.fonts().regular);
-      if (d) d->state = "picker";
-      draw_session_list(st, live, recent, picker_notice, d, dash.fonts(), ImVec2(10, 10),
-                        ImVec2(io.DisplaySize.x - 20, io.DisplaySize.y - 20));
-      if (dash.fonts().regular) ImGui::PopFont();
-      ImGui::End();
+      draw_picker(picker, dash, d);
       if (!st.open_request.empty()) {
         source = std::make_unique<SnapshotSource>(st.open_request);
         glfwSetWindowTitle(window, ("stallscope - " + st.open_request).c_str());
@@ -220,27 +321,10 @@ int run_app(const AppOptions& opt) {
       }
     }
 
-    ImGui::Render();
     int fb_w = 0, fb_h = 0;
-    glfwGetFramebufferSize(window, &fb_w, &fb_h);
-    glViewport(0, 0, fb_w, fb_h);
-    glClearColor(0.094f, 0.102f, 0.122f, 1.0f);
-    glClear(GL_COLOR_BUFFER_BIT);
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    render(window, &fb_w, &fb_h);
     if (last && shot) {
-      std::vector<uint8_t> px(static_cast<size_t>(fb_w) * static_cast<size_t>(fb_h) * 4);
-      glFinish();
-      glReadBuffer(GL_BACK);
-      glPixelStorei(GL_PACK_ALIGNMENT, 1);
-      glReadPixels(0, 0, fb_w, fb_h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
-      // OpenGL's rows go bottom up; PNG's top down.
-      std::vector<uint8_t> flipped(px.size());
-      const size_t row = static_cast<size_t>(fb_w) * 4;
-      for (int y = 0; y < fb_h; ++y) {
-        std::copy_n(px.data() + static_cast<size_t>(fb_h - 1 - y) * row, row, flipped.data() + static_cast<size_t>(y) * row);
-      }
-      for (size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;
-      if (Status s = write_png(opt.screenshot, fb_w, fb_h, flipped); !s.ok()) {
+      if (Status s = save_screenshot(opt.screenshot, fb_w, fb_h); !s.ok()) {
         std::fprintf(stderr, "stallscope: %s\n", s.message().c_str());
         status = 1;
       }
@@ -251,15 +335,7 @@ int run_app(const AppOptions& opt) {
     }
     glfwSwapBuffers(window);
   }
-
-  // The window goes first: an analysis still running on a large recording finishes (and the
-  // process exits) without keeping a dead window on screen.
-  ImGui_ImplOpenGL3_Shutdown();
-  ImGui_ImplGlfw_Shutdown();
-  ImGui::DestroyContext();
-  glfwDestroyWindow(window);
-  glfwTerminate();
-  source.reset();
+  shut_down(window, source);
   return status;
 }
 

@@ -2,8 +2,10 @@
 // with times, plus a small Gantt bar of those stages; and the stall breakdown of the run.
 #include <algorithm>
 
-#include "ui/draw_util.h"
+#include "ui/batch_life.h"
 #include "ui/format.h"
+#include "ui/palette.h"
+#include "ui/panel.h"
 #include "ui/views.h"
 
 namespace stallscope::ui {

@@ -1,23 +1,43 @@
-// Dashboard layout and per-frame logic; see dashboard.h.
+// Dashboard: the panel table, its layout and the per-frame logic; see dashboard.h.
 //
 //   +---------------------------------------------------------------------------+
-//   | header: file, LIVE/REPLAY, transport (play, speed, scrub), stats          |
-//   | headline: throughput | stalled on input | GPU busy / computing | ready    |
+//   | header: file, LIVE/REPLAY, transport (play, speed, scrub), stats          |  bar
+//   | headline: throughput | stalled on input | GPU busy / computing | ready    |  wide
 //   +-------------------------------------------------------+-------------------+
 //   | timeline (ruler, lanes: GPU, main, pin, workers, ...) | recommendations   |
 //   | queue depth (ready, in flight, none ready)            |                   |
 //   | workers heat strip (CPU, run queue, RSS, fetch time)  | batch life        |
 //   +-------------------------------------------------------+-------------------+
+//     main column                                             side column
 #include "ui/dashboard.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
+#include <iterator>
 
 #include "ui/analysis_view.h"
-#include "ui/draw_util.h"
+#include "ui/palette.h"
 
 namespace stallscope::ui {
+namespace {
+
+// The panel table. A panel is drawn, laid out and timed from its row here: adding one is its view
+// file, its declaration in views.h, a row here, its line in ui/CMakeLists.txt, its test and its
+// line in docs/dashboard.md. (A table, not panels registering themselves from static
+// constructors: the linker drops objects of a static library that nothing references.)
+constexpr Panel kPanels[] = {
+    {"header", draw_header, Place::fixed(Area::kBar, 40)},
+    {"headline", draw_headline, Place::fixed(Area::kWide, 96)},
+    {"timeline", draw_timeline, Place::rest(Area::kMain, 120)},
+    {"queue", draw_queue, Place::fixed(Area::kMain, 124)},
+    {"workers", draw_workers, Place::fitted(Area::kMain, workers_height)},
+    {"recommendations", draw_recommendations, Place::share_of(Area::kSide, 0.56f)},
+    {"batch", draw_batch, Place::rest(Area::kSide)},
+};
+
+}  // namespace
+
+std::span<const Panel> dashboard_panels() { return kPanels; }
 
 void Dashboard::update_clock(Frame& f) {
   ViewState& st = st_;
@@ -79,6 +99,7 @@ void Dashboard::draw(const Snapshot& snap, LayoutDump* dump) {
   ImGui::PopStyleVar(2);
   if (fonts_.regular) ImGui::PushFont(fonts_.regular);
   if (dump) dump->state = state_name(snap.state);
+  times_.panels.clear();
 
   if (!snap.timeline && snap.state == SourceState::kError) {
     draw_message("Cannot open this recording", snap.error, dump, fonts_, ImVec2(0, 0), display);
@@ -104,43 +125,14 @@ void Dashboard::draw(const Snapshot& snap, LayoutDump* dump) {
       if (snap.state == SourceState::kError) dump->message = snap.error;
     }
 
-    const float pad = 6;
-    const float W = display.x, H = display.y;
-    const float header_h = 40, headline_h = 96;
-    const float right_w = std::clamp(W * 0.25f, 300.0f, 440.0f);
-    const float left_w = W - right_w - 3 * pad;
-    int strips = 0;
-    if (f.tl) {
-      for (const Lane& l : f.tl->lanes) strips += l.role == LaneRole::kWorker || l.role == LaneRole::kMain;
-    }
-    const float workers_h = std::clamp(24.0f + 16.0f * static_cast<float>(std::max(strips, 2)) + 22.0f, 80.0f, 240.0f);
-    const float queue_h = 124;
-    const float top = header_h + headline_h + 2 * pad;
-    const float timeline_h = std::max(120.0f, H - top - queue_h - workers_h - 3 * pad);
-
     using Clock = std::chrono::steady_clock;
-    auto t = Clock::now();
-    auto lap = [&t](double* into) {
-      const auto now = Clock::now();
-      *into = std::chrono::duration<double, std::milli>(now - t).count();
-      t = now;
-    };
-    draw_header(f, ImVec2(0, 0), ImVec2(W, header_h));
-    lap(&times_.header);
-    draw_headline(f, ImVec2(pad, header_h + pad), ImVec2(W - 2 * pad, headline_h));
-    lap(&times_.headline);
-    draw_timeline(f, ImVec2(pad, top), ImVec2(left_w, timeline_h));
-    lap(&times_.timeline);
-    draw_queue(f, ImVec2(pad, top + timeline_h + pad), ImVec2(left_w, queue_h));
-    lap(&times_.queue);
-    draw_workers(f, ImVec2(pad, top + timeline_h + queue_h + 2 * pad), ImVec2(left_w, workers_h));
-    lap(&times_.workers);
-    const float right_x = pad * 2 + left_w;
-    const float right_h = H - top - pad;
-    const float rec_h = std::floor(right_h * 0.56f);
-    draw_recommendations(f, ImVec2(right_x, top), ImVec2(right_w, rec_h));
-    draw_batch(f, ImVec2(right_x, top + rec_h + pad), ImVec2(right_w, right_h - rec_h - pad));
-    lap(&times_.side);
+    const std::vector<PanelBox> boxes = lay_out(kPanels, f, display);
+    for (size_t i = 0; i < std::size(kPanels); ++i) {
+      const auto t = Clock::now();
+      kPanels[i].draw(f, boxes[i].pos, boxes[i].size);
+      times_.panels.push_back({kPanels[i].name, std::chrono::duration<double, std::milli>(Clock::now() - t).count()});
+    }
+    const float W = display.x, H = display.y;
     if (snap.state == SourceState::kError) {
       // Read before, failed since: keep what was read, say why.
       ImGui::GetForegroundDrawList()->AddRectFilled(ImVec2(W * 0.25f, H - 34), ImVec2(W * 0.75f, H - 8), kBad, 4.0f);

@@ -1,20 +1,33 @@
-// Dashboard: lays out the views in the window and runs the per-frame logic that is not a view's:
-// the replay clock, following the live edge or the playhead, and the visible range's defaults.
-// Draws into the current ImGui frame; owns nothing but the ViewState, so a test can drive it
-// headlessly with any snapshot.
+// Dashboard: lays out the panels in the window from its panel table (name, draw function, place;
+// dashboard.cc), draws and times them, and runs the per-frame logic that is not a view's: the
+// replay clock, following the live edge or the playhead, and the visible range's defaults. Draws
+// into the current ImGui frame; owns nothing but the ViewState, so a test can drive it headlessly
+// with any snapshot.
 #pragma once
 
 #include <imgui.h>
 
+#include <span>
+#include <vector>
+
+#include "ui/panel.h"
 #include "ui/snapshot.h"
 #include "ui/views.h"
 
 namespace stallscope::ui {
 
-// Where the last frame's build time went, per view (ms, CPU side).
-struct ViewTimes {
-  double header = 0, headline = 0, timeline = 0, queue = 0, workers = 0, side = 0;  // side: recommendations + batch
+// Where the last frame's build time went, per panel (CPU side), in the panel table's order; empty
+// when the frame showed a message instead of the panels.
+struct PanelTime {
+  const char* name;  // the panel table's name
+  double ms;
 };
+struct ViewTimes {
+  std::vector<PanelTime> panels;
+};
+
+// The panel table: every panel of the dashboard, in drawing order.
+std::span<const Panel> dashboard_panels();
 
 class Dashboard {
  public:

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ui/draw_util.h"
 #include "ui/format.h"
+#include "ui/palette.h"
+#include "ui/panel.h"
+#include "ui/time_axis.h"
 #include "ui/views.h"
 
 namespace stallscope::ui {

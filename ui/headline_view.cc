@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ui/draw_util.h"
 #include "ui/format.h"
+#include "ui/palette.h"
 #include "ui/views.h"
 
 namespace stallscope::ui {
@@ -15,6 +15,25 @@ namespace {
 constexpr int64_t kNowNs = 2'000'000'000;       // "now" = the last 2 s
 constexpr int64_t kSparkNs = 120'000'000'000;   // sparklines: the last 2 minutes
 constexpr int kSparkPoints = 120;
+
+// A small line chart of `values` (already one per pixel-ish bucket), scaled to [0, vmax], filled
+// below.
+void draw_sparkline(ImDrawList* dl, const std::vector<float>& values, float vmax, ImVec2 p0, ImVec2 p1, ImU32 col) {
+  if (values.size() < 2) return;
+  if (vmax <= 0) vmax = 1;
+  const float w = p1.x - p0.x, h = p1.y - p0.y;
+  std::vector<ImVec2> pts;
+  pts.reserve(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float x = p0.x + w * static_cast<float>(i) / static_cast<float>(values.size() - 1);
+    const float y = p1.y - h * std::clamp(values[i] / vmax, 0.0f, 1.0f);
+    pts.push_back(ImVec2(x, y));
+  }
+  for (size_t i = 1; i < pts.size(); ++i) {
+    dl->AddQuadFilled(ImVec2(pts[i - 1].x, p1.y), pts[i - 1], pts[i], ImVec2(pts[i].x, p1.y), with_alpha(col, 0.18f));
+  }
+  dl->AddPolyline(pts.data(), static_cast<int>(pts.size()), col, 0, 1.5f);
+}
 
 struct Card {
   std::string label, now, whole, unit;

@@ -1,6 +1,6 @@
 // A full-window message: why a recording could not be opened (corrupt, truncated, foreign,
 // newer schema), or that it is still being read.
-#include "ui/draw_util.h"
+#include "ui/palette.h"
 #include "ui/views.h"
 
 namespace stallscope::ui {

@@ -7,8 +7,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "ui/draw_util.h"
 #include "ui/format.h"
+#include "ui/palette.h"
+#include "ui/panel.h"
+#include "ui/row_draw.h"
+#include "ui/time_axis.h"
 #include "ui/views.h"
 
 namespace stallscope::ui {

@@ -2,8 +2,8 @@
 // still runs) and recent recordings, newest first. A click opens one.
 #include <ctime>
 
-#include "ui/draw_util.h"
 #include "ui/format.h"
+#include "ui/palette.h"
 #include "ui/views.h"
 
 namespace stallscope::ui {

@@ -5,12 +5,16 @@
 // life (sent -> fetch -> put -> pin -> recv -> handed) drawn across the lanes; a click pins it.
 //
 // Cost per frame: for each visible row, a lower_bound to the first visible item, then one
-// rectangle per item wider than kMinPx or per run of narrower ones (draw_util.cc).
+// rectangle per item wider than kMinPx or per run of narrower ones (row_draw.cc).
 #include <algorithm>
 #include <cmath>
 
-#include "ui/draw_util.h"
+#include "ui/batch_life.h"
 #include "ui/format.h"
+#include "ui/palette.h"
+#include "ui/panel.h"
+#include "ui/row_draw.h"
+#include "ui/time_axis.h"
 #include "ui/views.h"
 
 namespace stallscope::ui {
@@ -175,155 +179,162 @@ void draw_batch_path(const Frame& f, const analysis::BatchInfo& b, const std::ve
   for (const ImVec2& p : pts) dl->AddCircleFilled(p, 3.5f, col);
 }
 
-}  // namespace
+// The lanes' scrolled child window as this frame draws it.
+struct LanesArea {
+  ImDrawList* dl = nullptr;
+  TimeAxis ax;
+  ImVec2 cp, cs;           // the child window's screen position and size
+  float top = 0;           // screen y of content y = 0 (scrolled)
+  float vis0 = 0, vis1 = 0;  // the visible screen rows
+  float content_h = 0;     // all lanes, before scrolling
+  std::vector<LaneLayout> lay;  // one per lane
+};
 
-void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size) {
-  begin_panel(f, "timeline", pos, size, kBackground, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 wp = ImGui::GetWindowPos();
-  const ImVec2 ws = ImGui::GetWindowSize();
-  const float sb = ImGui::GetStyle().ScrollbarSize;
-
-  const TimeAxis ax = view_time_axis(f);
-
-  if (!f.tl) {
-    dl->AddText(ImVec2(wp.x + 12, wp.y + 30), kTextDim, "reading the recording...");
-    end_panel();
-    return;
-  }
-
-  // Ruler (not scrolled).
-  draw_ruler(dl, ax, wp.y + 1, wp.y + kRulerH, wp.y + kRulerH);
-  dl->AddText(ImVec2(wp.x + 8, wp.y + 3), kTextDim, "timeline");
-  handle_time_navigation(f, ax, ImVec2(ax.x0, wp.y), ImVec2(ax.x1, wp.y + kRulerH));
-
-  // Lanes (scrolled vertically; the wheel zooms, so scrolling is by the scrollbar or dragging).
-  const std::vector<Lane>& lanes = f.tl->lanes;
-  std::vector<LaneLayout> lay(lanes.size());
+// The lanes stacked top down, each as tall as its rows; returns the height of them all.
+float stack_lanes(const std::vector<Lane>& lanes, std::vector<LaneLayout>& lay) {
+  lay.assign(lanes.size(), {});
   float y = 0;
   for (size_t i = 0; i < lanes.size(); ++i) {
     lay[i].y0 = y + 2;
     y += lane_height(lanes[i]);
     lay[i].y1 = y;
   }
-  const float content_h = y + 4;
-  ImGui::SetCursorScreenPos(ImVec2(wp.x, wp.y + kRulerH));
-  ImGui::BeginChild("lanes", ImVec2(ws.x, ws.y - kRulerH), false, ImGuiWindowFlags_NoScrollWithMouse);
-  if (f.st->scroll_to_pid) {
-    for (size_t i = 0; i < lanes.size(); ++i) {
-      if (std::find(lanes[i].pids.begin(), lanes[i].pids.end(), f.st->scroll_to_pid) != lanes[i].pids.end()) {
-        ImGui::SetScrollY(std::max(0.0f, lay[i].y0 - 30));
-        break;
-      }
-    }
-    f.st->scroll_to_pid = 0;
-  }
-  ImGui::Dummy(ImVec2(ws.x - sb, content_h));
-  const ImVec2 cp = ImGui::GetWindowPos();
-  const ImVec2 cs = ImGui::GetWindowSize();
-  const float scroll = ImGui::GetScrollY();
-  const float top = cp.y - scroll;  // screen y of content y = 0
-  ImDrawList* ldl = ImGui::GetWindowDrawList();
-  const float vis0 = cp.y, vis1 = cp.y + cs.y;
+  return y + 4;
+}
 
-  // Lane backgrounds and label column.
+// The ruler along the top (not scrolled), the panel's title, and zoom and pan over the ruler.
+void draw_ruler_bar(Frame& f, const TimeAxis& ax, ImDrawList* dl, const ImVec2& wp) {
+  draw_ruler(dl, ax, wp.y + 1, wp.y + kRulerH, wp.y + kRulerH);
+  dl->AddText(ImVec2(wp.x + 8, wp.y + 3), kTextDim, "timeline");
+  handle_time_navigation(f, ax, ImVec2(ax.x0, wp.y), ImVec2(ax.x1, wp.y + kRulerH));
+}
+
+// Scrolls the lane a recommendation pointed at (f.st->scroll_to_pid) into view, once.
+void scroll_to_requested_lane(Frame& f, const std::vector<Lane>& lanes, const std::vector<LaneLayout>& lay) {
+  if (!f.st->scroll_to_pid) return;
   for (size_t i = 0; i < lanes.size(); ++i) {
-    const float y0 = top + lay[i].y0 - 2, y1 = top + lay[i].y1;
-    if (y1 < vis0 || y0 > vis1) continue;
-    if (i % 2 == 1) ldl->AddRectFilled(ImVec2(cp.x, y0), ImVec2(cp.x + cs.x, y1), IM_COL32(255, 255, 255, 6));
-    ldl->AddLine(ImVec2(cp.x, y1), ImVec2(cp.x + cs.x, y1), kGrid);
+    if (std::find(lanes[i].pids.begin(), lanes[i].pids.end(), f.st->scroll_to_pid) != lanes[i].pids.end()) {
+      ImGui::SetScrollY(std::max(0.0f, lay[i].y0 - 30));
+      break;
+    }
   }
+  f.st->scroll_to_pid = 0;
+}
 
-  // Stall shading behind the items, full height.
-  if (f.an && f.an->stalls.size() > 0) {
-    RowDraw d;
-    d.dl = ldl;
-    d.axis = &ax;
-    d.y0 = std::max(vis0, top);
-    d.y1 = std::min(vis1, top + content_h);
-    d.labels = false;
-    d.alpha = 0.16f;
-    d.cache = f.geo;
-    const int64_t n = draw_row(f.an->stalls, d);
-    if (f.dump) f.dump->stall_rects += static_cast<int>(n);
+// Every other lane lightly banded, a grid line under each.
+void draw_lane_backgrounds(const LanesArea& a) {
+  for (size_t i = 0; i < a.lay.size(); ++i) {
+    const float y0 = a.top + a.lay[i].y0 - 2, y1 = a.top + a.lay[i].y1;
+    if (y1 < a.vis0 || y0 > a.vis1) continue;
+    if (i % 2 == 1) a.dl->AddRectFilled(ImVec2(a.cp.x, y0), ImVec2(a.cp.x + a.cs.x, y1), IM_COL32(255, 255, 255, 6));
+    a.dl->AddLine(ImVec2(a.cp.x, y1), ImVec2(a.cp.x + a.cs.x, y1), kGrid);
   }
+}
 
+// The analysis's stall intervals, shaded by cause behind the items, the full height of the lanes.
+void draw_stall_shading(Frame& f, const LanesArea& a) {
+  if (!f.an || f.an->stalls.size() == 0) return;
+  RowDraw d;
+  d.dl = a.dl;
+  d.axis = &a.ax;
+  d.y0 = std::max(a.vis0, a.top);
+  d.y1 = std::min(a.vis1, a.top + a.content_h);
+  d.labels = false;
+  d.alpha = 0.16f;
+  d.cache = f.geo;
+  const int64_t n = draw_row(f.an->stalls, d);
+  if (f.dump) f.dump->stall_rects += static_cast<int>(n);
+}
+
+// One lane's rows: the derived steps, the span rows (one per depth), the markers' row.
+void draw_lane_rows(const Lane& l, float ly0, RowDraw& d) {
+  for (const Track& tr : l.tracks) {
+    if (tr.steps.size() > 0) {
+      d.y0 = ly0 + static_cast<float>(tr.steps_visual) * kRowH + 1;
+      d.y1 = d.y0 + kRowH - 2;
+      d.dump_row = tr.steps_visual;
+      draw_row(tr.steps, d);
+    }
+    for (size_t r = 0; r < tr.rows.size(); ++r) {
+      d.y0 = ly0 + static_cast<float>(tr.visual[r]) * kRowH + 1;
+      d.y1 = d.y0 + kRowH - 2;
+      d.dump_row = tr.visual[r];
+      draw_row(tr.rows[r], d);
+    }
+    if (tr.markers.size() > 0) {
+      d.y0 = ly0 + static_cast<float>(tr.marker_visual) * kRowH;
+      d.y1 = d.y0 + kRowH;
+      draw_markers(tr.markers, d);
+    }
+  }
+}
+
+// The lanes' items (dimmed after a replay's playhead), each lane recorded in the layout dump
+// (scrolled out or not), and the outline of the lane a recommendation points at.
+void draw_lanes(Frame& f, const LanesArea& a) {
+  const std::vector<Lane>& lanes = f.tl->lanes;
   const double dim_after = f.replay && f.now_ns < f.data_t1 ? f.now_ns : -1;
   const bool highlight = f.st->highlight_pid != 0 && f.st->wall_s < f.st->highlight_until;
-  ldl->PushClipRect(ImVec2(ax.x0, vis0), ImVec2(ax.x1, vis1), true);
   for (size_t i = 0; i < lanes.size(); ++i) {
     const Lane& l = lanes[i];
-    const float ly0 = top + lay[i].y0;
+    const float ly0 = a.top + a.lay[i].y0;
     DumpLane* dstat = nullptr;
     if (f.dump) {
       DumpLane dlane;
       dlane.name = l.name;
       dlane.role = role_name(l.role);
-      dlane.rect = {cp.x, ly0, ax.x1, top + lay[i].y1};
+      dlane.rect = {a.cp.x, ly0, a.ax.x1, a.top + a.lay[i].y1};
       dlane.rows = l.row_count;
       dlane.pid = l.pid;
       dlane.worker = l.worker;
       f.dump->lanes.push_back(dlane);
       dstat = &f.dump->lanes.back();
     }
-    if (top + lay[i].y1 < vis0 || ly0 > vis1) continue;  // scrolled out: nothing submitted
+    if (a.top + a.lay[i].y1 < a.vis0 || ly0 > a.vis1) continue;  // scrolled out: nothing submitted
     RowDraw d;
-    d.dl = ldl;
-    d.axis = &ax;
+    d.dl = a.dl;
+    d.axis = &a.ax;
     d.tl = f.tl;
     d.dim_after_ns = dim_after;
     d.dump = f.dump;
     d.dump_lane = static_cast<int>(i);
     d.dump_stats = dstat;
     d.cache = f.geo;
-    for (const Track& tr : l.tracks) {
-      if (tr.steps.size() > 0) {
-        d.y0 = ly0 + static_cast<float>(tr.steps_visual) * kRowH + 1;
-        d.y1 = d.y0 + kRowH - 2;
-        d.dump_row = tr.steps_visual;
-        draw_row(tr.steps, d);
-      }
-      for (size_t r = 0; r < tr.rows.size(); ++r) {
-        d.y0 = ly0 + static_cast<float>(tr.visual[r]) * kRowH + 1;
-        d.y1 = d.y0 + kRowH - 2;
-        d.dump_row = tr.visual[r];
-        draw_row(tr.rows[r], d);
-      }
-      if (tr.markers.size() > 0) {
-        d.y0 = ly0 + static_cast<float>(tr.marker_visual) * kRowH;
-        d.y1 = d.y0 + kRowH;
-        draw_markers(tr.markers, d);
-      }
-    }
+    draw_lane_rows(l, ly0, d);
     if (highlight && std::find(l.pids.begin(), l.pids.end(), f.st->highlight_pid) != l.pids.end()) {
-      ldl->AddRect(ImVec2(ax.x0 + 1, ly0 - 2), ImVec2(ax.x1 - 1, top + lay[i].y1 - 1), kAccent, 0, 0, 2.0f);
+      a.dl->AddRect(ImVec2(a.ax.x0 + 1, ly0 - 2), ImVec2(a.ax.x1 - 1, a.top + a.lay[i].y1 - 1), kAccent, 0, 0, 2.0f);
     }
   }
-  // Playhead (replay) or the newest data (live).
-  if (f.now_ns >= ax.t0 && f.now_ns <= ax.t1) {
-    const float x = ax.x(f.now_ns);
-    ldl->AddLine(ImVec2(x, vis0), ImVec2(x, vis1), f.replay ? IM_COL32(255, 255, 255, 200) : kGood, 1.5f);
-  }
-  ldl->PopClipRect();
+}
 
-  // Label column, drawn over anything that spilled left.
-  ldl->AddRectFilled(ImVec2(cp.x, vis0), ImVec2(ax.x0 - 1, vis1), kPanelBg);
+// The playhead (replay) or the newest data (live), across the lanes.
+void draw_playhead(const Frame& f, const LanesArea& a) {
+  if (f.now_ns < a.ax.t0 || f.now_ns > a.ax.t1) return;
+  const float x = a.ax.x(f.now_ns);
+  a.dl->AddLine(ImVec2(x, a.vis0), ImVec2(x, a.vis1), f.replay ? IM_COL32(255, 255, 255, 200) : kGood, 1.5f);
+}
+
+// The label column, drawn over anything that spilled left: each lane's role colour, name and a
+// second line where there is room; hovering a name shows its pids and command line.
+void draw_label_column(const Frame& f, const LanesArea& a) {
+  const std::vector<Lane>& lanes = f.tl->lanes;
+  a.dl->AddRectFilled(ImVec2(a.cp.x, a.vis0), ImVec2(a.ax.x0 - 1, a.vis1), kPanelBg);
   for (size_t i = 0; i < lanes.size(); ++i) {
     const Lane& l = lanes[i];
-    const float y0 = top + lay[i].y0, y1 = top + lay[i].y1;
-    if (y1 < vis0 || y0 > vis1) continue;
-    ldl->AddRectFilled(ImVec2(cp.x + 2, y0), ImVec2(cp.x + 6, y1 - 3), role_color(l.role));
-    const ImVec4 clip(cp.x, y0, ax.x0 - 4, y1);
-    ldl->AddText(nullptr, 0.0f, ImVec2(cp.x + 12, y0 + 1), kText, l.name.c_str(), nullptr, 0.0f, &clip);
+    const float y0 = a.top + a.lay[i].y0, y1 = a.top + a.lay[i].y1;
+    if (y1 < a.vis0 || y0 > a.vis1) continue;
+    a.dl->AddRectFilled(ImVec2(a.cp.x + 2, y0), ImVec2(a.cp.x + 6, y1 - 3), role_color(l.role));
+    const ImVec4 clip(a.cp.x, y0, a.ax.x0 - 4, y1);
+    a.dl->AddText(nullptr, 0.0f, ImVec2(a.cp.x + 12, y0 + 1), kText, l.name.c_str(), nullptr, 0.0f, &clip);
     // A second line where the lane has room: a worker's (latest) pid, or how much the lane holds.
     if (y1 - y0 > kRowH * 1.5f) {
       std::string sub = std::to_string(l.items) + " items";
       if (l.role == LaneRole::kWorker && !l.pids.empty()) {
         sub = "pid " + std::to_string(l.pids.back()) + (l.pids.size() > 1 ? " +" + std::to_string(l.pids.size() - 1) : "");
       }
-      ldl->AddText(nullptr, 0.0f, ImVec2(cp.x + 12, y0 + kRowH), kTextDim, sub.c_str(), nullptr, 0.0f, &clip);
+      a.dl->AddText(nullptr, 0.0f, ImVec2(a.cp.x + 12, y0 + kRowH), kTextDim, sub.c_str(), nullptr, 0.0f, &clip);
     }
-    if (ImGui::IsMouseHoveringRect(ImVec2(cp.x, std::max(y0, vis0)), ImVec2(ax.x0, std::min(y1, vis1))) &&
+    if (ImGui::IsMouseHoveringRect(ImVec2(a.cp.x, std::max(y0, a.vis0)), ImVec2(a.ax.x0, std::min(y1, a.vis1))) &&
         ImGui::IsWindowHovered()) {
       ImGui::BeginTooltip();
       ImGui::TextUnformatted(l.name.c_str());
@@ -332,74 +343,130 @@ void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size) {
       ImGui::EndTooltip();
     }
   }
-  ldl->AddLine(ImVec2(ax.x0 - 1, vis0), ImVec2(ax.x0 - 1, vis1), kGrid);
+  a.dl->AddLine(ImVec2(a.ax.x0 - 1, a.vis0), ImVec2(a.ax.x0 - 1, a.vis1), kGrid);
+}
 
-  // Hover and click.
-  handle_time_navigation(f, ax, ImVec2(ax.x0, vis0), ImVec2(ax.x1, vis1));
-  const ImVec2 mouse = ImGui::GetIO().MousePos;
-  f.st->hovered.reset();
-  const analysis::BatchInfo* shown = nullptr;
-  if (ImGui::IsWindowHovered() && mouse.x >= ax.x0 && mouse.x <= ax.x1 && mouse.y >= vis0 && mouse.y <= vis1) {
-    const float cy = mouse.y - top;
-    for (size_t i = 0; i < lanes.size(); ++i) {
-      if (cy < lay[i].y0 || cy >= lay[i].y1) continue;
-      const int vrow = std::clamp(static_cast<int>((cy - lay[i].y0) / kRowH), 0, lanes[i].row_count - 1);
-      const double t = ax.t(mouse.x);
-      const Hit h = hit_test(lanes[i], static_cast<int>(i), vrow, t, 3 * ax.ns_per_px());
-      if (!h.item && !h.marker) break;
-      std::vector<std::string> lines;
-      const analysis::BatchInfo* b = nullptr;
-      if (h.item) {
-        lines = describe(f, lanes[i], *h.track, *h.item);
-        if (f.an && !h.step) b = f.an->batch_of(lanes[i], *h.track, *h.item);
-      } else {
-        lines.push_back(marker_text(*f.tl, *h.marker));
-        if (f.an) b = f.an->batch_of(lanes[i], *h.track, *h.marker);
-      }
-      DumpHover dh;
-      dh.lane = lanes[i].name;
-      dh.item = lines.front();
-      ImGui::BeginTooltip();
-      for (size_t k = 0; k < lines.size(); ++k) {
-        if (k == 0) {
-          ImGui::TextUnformatted(lines[k].c_str());
-        } else {
-          ImGui::TextDisabled("%s", lines[k].c_str());
-        }
-      }
-      if (b) {
-        shown = b;
-        f.st->hovered = BatchKey{b->loader, b->epoch, b->batch};
-        dh.batch = true;
-        dh.loader = b->loader;
-        dh.epoch = b->epoch;
-        dh.index = b->batch;
-        dh.worker = b->worker;
-        dh.worker_pid = b->worker_pid;
-        dh.life = batch_life(f, *b);
-        ImGui::Separator();
-        ImGui::TextColored(ImColor(kAccent), "%s", batch_title(*b).c_str());
-        if (f.fonts && f.fonts->mono) ImGui::PushFont(f.fonts->mono);
-        for (const std::string& s : dh.life) ImGui::TextUnformatted(s.c_str());
-        if (f.fonts && f.fonts->mono) ImGui::PopFont();
-        ImGui::TextDisabled("click to pin this batch");
-      } else if (!f.an && (h.item && (h.item->style == Style::kNext || h.item->style == Style::kFetch))) {
-        ImGui::TextDisabled("batch life: analysis still running");
-      }
-      ImGui::EndTooltip();
-      if (f.dump) f.dump->hover = dh;
-      if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && ImGui::GetMouseDragDelta(ImGuiMouseButton_Left).x == 0 && b) {
-        f.st->pinned = BatchKey{b->loader, b->epoch, b->batch};
-      }
-      break;
+// The tooltip of a hovered item or marker: what it is (`lines`), then the life of its batch `b`
+// when it has one, or a note that the analysis, which finds batches, has not run yet.
+void show_hover_tooltip(const Frame& f, const std::vector<std::string>& lines, const analysis::BatchInfo* b,
+                        const std::vector<std::string>& life, bool life_pending) {
+  ImGui::BeginTooltip();
+  for (size_t k = 0; k < lines.size(); ++k) {
+    if (k == 0) {
+      ImGui::TextUnformatted(lines[k].c_str());
+    } else {
+      ImGui::TextDisabled("%s", lines[k].c_str());
     }
   }
-  // The pinned batch (or the hovered one) drawn across lanes.
+  if (b) {
+    ImGui::Separator();
+    ImGui::TextColored(ImColor(kAccent), "%s", batch_title(*b).c_str());
+    if (f.fonts && f.fonts->mono) ImGui::PushFont(f.fonts->mono);
+    for (const std::string& s : life) ImGui::TextUnformatted(s.c_str());
+    if (f.fonts && f.fonts->mono) ImGui::PopFont();
+    ImGui::TextDisabled("click to pin this batch");
+  } else if (life_pending) {
+    ImGui::TextDisabled("batch life: analysis still running");
+  }
+  ImGui::EndTooltip();
+}
+
+// Hover and click over the lanes: the item under the mouse gets a tooltip (recorded in the layout
+// dump) and sets this frame's hovered batch; a click, not a drag, pins that batch. Returns the
+// hovered batch, if any.
+const analysis::BatchInfo* hover_and_click(Frame& f, const LanesArea& a) {
+  const std::vector<Lane>& lanes = f.tl->lanes;
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  f.st->hovered.reset();
+  if (!ImGui::IsWindowHovered() || mouse.x < a.ax.x0 || mouse.x > a.ax.x1 || mouse.y < a.vis0 || mouse.y > a.vis1) {
+    return nullptr;
+  }
+  const float cy = mouse.y - a.top;
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    if (cy < a.lay[i].y0 || cy >= a.lay[i].y1) continue;
+    const int vrow = std::clamp(static_cast<int>((cy - a.lay[i].y0) / kRowH), 0, lanes[i].row_count - 1);
+    const double t = a.ax.t(mouse.x);
+    const Hit h = hit_test(lanes[i], static_cast<int>(i), vrow, t, 3 * a.ax.ns_per_px());
+    if (!h.item && !h.marker) return nullptr;
+    std::vector<std::string> lines;
+    const analysis::BatchInfo* b = nullptr;
+    if (h.item) {
+      lines = describe(f, lanes[i], *h.track, *h.item);
+      if (f.an && !h.step) b = f.an->batch_of(lanes[i], *h.track, *h.item);
+    } else {
+      lines.push_back(marker_text(*f.tl, *h.marker));
+      if (f.an) b = f.an->batch_of(lanes[i], *h.track, *h.marker);
+    }
+    DumpHover dh;
+    dh.lane = lanes[i].name;
+    dh.item = lines.front();
+    if (b) {
+      f.st->hovered = BatchKey{b->loader, b->epoch, b->batch};
+      dh.batch = true;
+      dh.loader = b->loader;
+      dh.epoch = b->epoch;
+      dh.index = b->batch;
+      dh.worker = b->worker;
+      dh.worker_pid = b->worker_pid;
+      dh.life = batch_life(f, *b);
+    }
+    const bool life_pending = !f.an && h.item && (h.item->style == Style::kNext || h.item->style == Style::kFetch);
+    show_hover_tooltip(f, lines, b, dh.life, life_pending);
+    if (f.dump) f.dump->hover = dh;
+    if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && ImGui::GetMouseDragDelta(ImGuiMouseButton_Left).x == 0 && b) {
+      f.st->pinned = BatchKey{b->loader, b->epoch, b->batch};
+    }
+    return b;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size) {
+  begin_panel(f, "timeline", pos, size, kBackground, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 wp = ImGui::GetWindowPos();
+  const ImVec2 ws = ImGui::GetWindowSize();
+  const float sb = ImGui::GetStyle().ScrollbarSize;
+  LanesArea a;
+  a.ax = view_time_axis(f);
+  if (!f.tl) {
+    dl->AddText(ImVec2(wp.x + 12, wp.y + 30), kTextDim, "reading the recording...");
+    end_panel();
+    return;
+  }
+  draw_ruler_bar(f, a.ax, dl, wp);
+
+  // Lanes (scrolled vertically; the wheel zooms, so scrolling is by the scrollbar or dragging).
+  a.content_h = stack_lanes(f.tl->lanes, a.lay);
+  ImGui::SetCursorScreenPos(ImVec2(wp.x, wp.y + kRulerH));
+  ImGui::BeginChild("lanes", ImVec2(ws.x, ws.y - kRulerH), false, ImGuiWindowFlags_NoScrollWithMouse);
+  scroll_to_requested_lane(f, f.tl->lanes, a.lay);
+  ImGui::Dummy(ImVec2(ws.x - sb, a.content_h));
+  a.dl = ImGui::GetWindowDrawList();
+  a.cp = ImGui::GetWindowPos();
+  a.cs = ImGui::GetWindowSize();
+  a.top = a.cp.y - ImGui::GetScrollY();
+  a.vis0 = a.cp.y;
+  a.vis1 = a.cp.y + a.cs.y;
+
+  draw_lane_backgrounds(a);
+  draw_stall_shading(f, a);
+  a.dl->PushClipRect(ImVec2(a.ax.x0, a.vis0), ImVec2(a.ax.x1, a.vis1), true);
+  draw_lanes(f, a);
+  draw_playhead(f, a);
+  a.dl->PopClipRect();
+  draw_label_column(f, a);
+
+  handle_time_navigation(f, a.ax, ImVec2(a.ax.x0, a.vis0), ImVec2(a.ax.x1, a.vis1));
+  // The hovered batch, else the pinned one, followed across the lanes.
+  const analysis::BatchInfo* shown = hover_and_click(f, a);
   if (!shown && f.st->pinned) shown = find_batch(f, *f.st->pinned);
   if (shown && f.an) {
-    ldl->PushClipRect(ImVec2(ax.x0, vis0), ImVec2(ax.x1, vis1), true);
-    draw_batch_path(f, *shown, lay, top, ax, ldl);
-    ldl->PopClipRect();
+    a.dl->PushClipRect(ImVec2(a.ax.x0, a.vis0), ImVec2(a.ax.x1, a.vis1), true);
+    draw_batch_path(f, *shown, a.lay, a.top, a.ax, a.dl);
+    a.dl->PopClipRect();
   }
 
   ImGui::EndChild();

@@ -1,7 +1,8 @@
 // The dashboard's views: one function per view, one view per file (header_view.cc,
 // headline_view.cc, timeline_view.cc, queue_view.cc, workers_view.cc, recommendations_view.cc,
 // batch_view.cc, session_list_view.cc, message_view.cc). Each draws one panel in immediate mode
-// from the current snapshot; the only state they edit is ViewState, which the caller owns.
+// from the current snapshot; the only state they edit is ViewState, which the caller owns. The
+// dashboard lays out and draws the panels from its panel table (dashboard.cc).
 #pragma once
 
 #include <imgui.h>
@@ -25,15 +26,6 @@ struct UiFonts {
   ImFont* mono = nullptr;     // ~13 px
   ImFont* big = nullptr;      // ~26 px, headline figures
   bool unicode = false;       // the fonts have the symbols (triangles, micro sign)
-};
-
-// Visible time range and pixels: a small POD passed to everything that draws against time.
-struct TimeAxis {
-  double t0 = 0, t1 = 1;  // ns since the session start
-  float x0 = 0, x1 = 1;   // pixels
-  double ns_per_px() const { return (t1 - t0) / static_cast<double>(x1 - x0 > 1 ? x1 - x0 : 1); }
-  float x(double t) const { return x0 + static_cast<float>((t - t0) / ns_per_px()); }
-  double t(float px) const { return t0 + static_cast<double>(px - x0) * ns_per_px(); }
 };
 
 struct BatchKey {
@@ -82,14 +74,13 @@ struct Frame {
   GeometryCache* geo = nullptr;        // geometry kept across frames (null: draw everything)
 };
 
-// Width of the label column of the time-based views, so their time axes line up.
-inline constexpr float kLabelWidth = 150.0f;
-
 void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size);
 void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size);
 void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size);
 void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size);
 void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size);
+// The workers panel's height: its strips (at least two) and the colour scale, 80 to 240 px.
+float workers_height(const Frame& f);
 void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size);
 void draw_batch(Frame& f, const ImVec2& pos, const ImVec2& size);
 // The session picker (`stallscope ui` with no file); sets st->open_request on a click.

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ui/draw_util.h"
 #include "ui/format.h"
+#include "ui/palette.h"
+#include "ui/panel.h"
+#include "ui/time_axis.h"
 #include "ui/views.h"
 
 namespace stallscope::ui {
@@ -16,6 +18,7 @@ namespace {
 constexpr float kCellPx = 4.0f;
 constexpr float kStripH = 14.0f;
 constexpr float kTopBar = 24.0f;
+constexpr float kScaleRoom = 22.0f;  // below the strips: the colour scale
 const char* const kMetricNames[] = {"CPU", "run queue", "RSS", "fetch time"};
 
 // Dark blue -> purple -> orange -> yellow (inferno-like), t in [0, 1].
@@ -128,6 +131,14 @@ std::string value_text(int metric, double v) {
 }
 
 }  // namespace
+
+float workers_height(const Frame& f) {
+  int strips = 0;  // the training process's and the workers' (draw_workers)
+  if (f.tl) {
+    for (const Lane& l : f.tl->lanes) strips += l.role == LaneRole::kWorker || l.role == LaneRole::kMain;
+  }
+  return std::clamp(kTopBar + (kStripH + 2) * static_cast<float>(std::max(strips, 2)) + kScaleRoom, 80.0f, 240.0f);
+}
 
 void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
   begin_panel(f, "workers", pos, size, kBackground, true, ImGuiWindowFlags_NoScrollWithMouse);

@@ -452,3 +452,31 @@ def test_list_shows_the_training_processes_to_attach_to(tmp_path):
         t.kill()
         sleeper.kill()
         sleeper.wait()
+
+
+def test_list_shows_a_training_process_whose_parent_has_torch_loaded(tmp_path):
+    """torchrun's agent, a notebook or a test runner imports torch and starts the training process:
+    that child is a training process of its own, listed; its DataLoader workers are still not."""
+    go, stop = tmp_path / "t.go", tmp_path / "t.stop"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import sys, subprocess, torch; sys.exit(subprocess.run(sys.argv[1:]).returncode)",
+         sys.executable, str(TARGET), "--go", str(go), "--stop", str(stop), "--workers", "2", "--epochs", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env(), start_new_session=True)
+    try:
+        assert parent.stdout.readline().strip() == "READY", parent.stderr.read()
+        children = _children(parent.pid)
+        assert len(children) == 1, children
+        target = children[0]
+        rc, out, err = _attach_rc("--list")
+        assert rc == 0, err
+        rows = {int(line.split()[0]): line for line in out.splitlines()[1:]}
+        assert target in rows and "attach_target.py" in rows[target], out
+        assert parent.pid in rows, out  # it has torch loaded too: a candidate of its own
+        for worker in _children(target):
+            assert worker not in rows, out
+        go.touch()
+        assert parent.wait(timeout=120) == 0, parent.stderr.read()
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)  # the target and its workers too: they hold the pipes
+        parent.communicate(timeout=60)

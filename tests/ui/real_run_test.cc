@@ -6,6 +6,7 @@
 #include "tests/unit/test_util.h"
 #include "ui/analysis_view.h"
 #include "ui/dashboard.h"
+#include "ui/time_axis.h"
 
 namespace stallscope {
 namespace {

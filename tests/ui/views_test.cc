@@ -12,7 +12,8 @@
 #include "tests/unit/test_util.h"
 #include "ui/analysis_view.h"
 #include "ui/dashboard.h"
-#include "ui/draw_util.h"
+#include "ui/row_draw.h"
+#include "ui/time_axis.h"
 
 namespace stallscope {
 namespace {
@@ -88,6 +89,53 @@ TEST_F(ViewsTest, PanelsAndLanesAreLaidOut) {
   EXPECT_EQ(d.heat_rows, 5);
   EXPECT_GE(d.heat_cells, opt_.epochs * opt_.batches);  // fetch time: a cell wherever a fetch starts
   EXPECT_GT(d.stall_rects, 0);
+}
+
+TEST_F(ViewsTest, ThePanelTableLaysOutDrawsAndTimesEveryPanel) {
+  // Each panel of the table, in its order, is in the layout dump and the frame times by its name.
+  std::vector<std::string> table;
+  for (const Panel& p : dashboard_panels()) table.push_back(p.name);
+  EXPECT_EQ(table, (std::vector<std::string>{"header", "headline", "timeline", "queue", "workers", "recommendations", "batch"}));
+  struct Box {
+    const char* name;
+    DumpRect r;
+  };
+  auto check = [&](float w, float h, const std::vector<Box>& want) {
+    testing::Headless hl(w, h);
+    Dashboard dash;
+    const LayoutDump d = hl.dashboard(dash, *snap_);
+    std::vector<std::string> dumped, timed;
+    for (const DumpPanel& p : d.panels) {
+      if (p.name != "scrub") dumped.push_back(p.name);  // the header's scrub bar
+    }
+    for (const PanelTime& t : dash.last_times().panels) timed.push_back(t.name);
+    EXPECT_EQ(dumped, table);
+    EXPECT_EQ(timed, table);
+    // Where they sit (the trainer and 4 workers: five worker strips).
+    for (const Box& b : want) {
+      const DumpPanel* p = d.panel(b.name);
+      ASSERT_NE(p, nullptr) << b.name;
+      EXPECT_EQ(p->rect.x0, b.r.x0) << b.name << " in " << w << "x" << h;
+      EXPECT_EQ(p->rect.y0, b.r.y0) << b.name << " in " << w << "x" << h;
+      EXPECT_EQ(p->rect.x1, b.r.x1) << b.name << " in " << w << "x" << h;
+      EXPECT_EQ(p->rect.y1, b.r.y1) << b.name << " in " << w << "x" << h;
+    }
+  };
+  check(1600, 1000, {{"header", {0, 0, 1600, 40}},
+                     {"headline", {6, 46, 1594, 142}},
+                     {"timeline", {6, 148, 1188, 732}},
+                     {"queue", {6, 738, 1188, 862}},
+                     {"workers", {6, 868, 1188, 994}},
+                     {"recommendations", {1194, 148, 1594, 621}},
+                     {"batch", {1194, 627, 1594, 994}}});
+  // A small window: the side column at its narrowest, the timeline gets what is left.
+  check(1000, 700, {{"header", {0, 0, 1000, 40}},
+                    {"headline", {6, 46, 994, 142}},
+                    {"timeline", {6, 148, 688, 432}},
+                    {"queue", {6, 438, 688, 562}},
+                    {"workers", {6, 568, 688, 694}},
+                    {"recommendations", {694, 148, 994, 453}},
+                    {"batch", {694, 459, 994, 694}}});
 }
 
 TEST_F(ViewsTest, ZoomingOutMergesAndZoomingInDrawsEveryItemWithLabels) {
