@@ -54,6 +54,7 @@ void Events::intern() {
   sent_.store(id(vocab::Event::kDlSent), std::memory_order_release);
   fetch_.store(id(vocab::Event::kDlFetch), std::memory_order_release);
   stages_.store(id(vocab::Event::kDlStages), std::memory_order_release);
+  collate_.store(id(vocab::Event::kDlCollate), std::memory_order_release);
   put_.store(id(vocab::Event::kDlPut), std::memory_order_release);
   copy_.store(id(vocab::Event::kDlCopy), std::memory_order_release);
 }
@@ -77,6 +78,13 @@ void Events::fetch_end() const {
 void Events::stages(int64_t read_us, int64_t decode_us, int64_t augment_us) const {
   if (const uint32_t id = stages_.load(std::memory_order_acquire)) {
     instant_(id, read_us, clamp32(decode_us), clamp32(augment_us));
+  }
+}
+
+void Events::collate(int64_t loader, int64_t batch, int64_t samples) const {
+  if (const uint32_t id = collate_.load(std::memory_order_acquire)) {
+    span_begin_args_(id, loader, clamp32(batch), clamp32(samples));
+    span_end_();
   }
 }
 

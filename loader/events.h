@@ -32,6 +32,9 @@ class Events {
   void fetch_end() const;
   // dl.stages: where the fetch of B went, in microseconds: reading, decoding, augmenting.
   void stages(int64_t read_us, int64_t decode_us, int64_t augment_us) const;
+  // dl.collate, empty (begun and ended at once), inside the dl.fetch span: how many samples B holds (the last batch of
+  // an epoch may be short). The samples were written in place: there is no collate step.
+  void collate(int64_t loader, int64_t batch, int64_t samples) const;
   void put(int64_t loader, int64_t batch, int32_t worker) const;        // dl.put: B assembled
   bool copy_begin(int64_t loader, int64_t batch, int64_t bytes) const;  // dl.copy span (H2D), as fetch
   void copy_end() const;
@@ -53,7 +56,7 @@ class Events {
   ThreadName thread_name_ = nullptr;
   IsRecording is_recording_ = nullptr;
   // Interned ids (0: not recording; the C API ignores events named 0).
-  std::atomic<uint32_t> sent_{0}, fetch_{0}, stages_{0}, put_{0}, copy_{0};
+  std::atomic<uint32_t> sent_{0}, fetch_{0}, stages_{0}, collate_{0}, put_{0}, copy_{0};
   std::atomic<bool> bound_{false};  // set last by bind(): the pointers above are then all set
 };
 

@@ -195,6 +195,7 @@ Status Pipeline::assemble(int worker, int64_t b, Batch* out, std::vector<std::by
     }
     ev->stages(static_cast<int64_t>(sum.read_ns / 1000), static_cast<int64_t>(sum.decode_ns / 1000),
                static_cast<int64_t>(sum.augment_ns / 1000));
+    if (status.ok()) ev->collate(L, b, static_cast<int64_t>(indices.size()));
     ev->fetch_end();
   }
   if (!status.ok()) return status;

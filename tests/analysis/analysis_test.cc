@@ -213,7 +213,8 @@ TEST_F(AnalysisTest, QueueDepthByHand) {
 }
 
 // The reference loader: its workers are two threads of the training process (docs/events.md,
-// "Reference loader"). Each assembles whole batches; dl.stages says where the time went.
+// "Reference loader"). Each assembles whole batches; dl.stages says where the time went and a
+// zero-length dl.collate how many samples a batch holds.
 TEST_F(AnalysisTest, ReferenceLoaderThreadsAreWorkers) {
   const int64_t o = 1000 * kMs;
   {
@@ -234,6 +235,7 @@ TEST_F(AnalysisTest, ReferenceLoaderThreadsAreWorkers) {
       b.instant(t[w], "dl.sent", start, 0, i, w);
       b.span(t[w], "dl.fetch", start, 40 * kMs, 0, i, w);
       b.instant(t[w], "dl.stages", end, 4000, 30000, 6000);
+      b.span(t[w], "dl.collate", end, 0, 0, i, i == 7 ? 3 : 8, 1);  // the sample count; the last batch is short
       b.instant(t[w], "dl.put", end, 0, i, w);
       const int64_t handed = std::max(loop, end);
       b.span(m, "dl.next", loop, handed - loop, 0, i, 0);
@@ -268,7 +270,7 @@ TEST_F(AnalysisTest, ReferenceLoaderThreadsAreWorkers) {
   EXPECT_NEAR(r.loader()->stages.read_s, 8 * 0.004, kTight);
   EXPECT_NEAR(r.loader()->stages.decode_s, 8 * 0.030, kTight);
   EXPECT_NEAR(r.loader()->stages.augment_s, 8 * 0.006, kTight);
-  EXPECT_EQ(r.samples, 64);  // batch_size from the config
+  EXPECT_EQ(r.samples, 7 * 8 + 3);  // from the zero-length dl.collate spans, not batch_size
   ASSERT_TRUE(r.loader()->workers_busy_fraction.has_value());
   EXPECT_GT(*r.loader()->workers_busy_fraction, 0.8);
   ASSERT_TRUE(r.queue.available) << r.queue.note;

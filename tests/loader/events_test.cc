@@ -1,7 +1,7 @@
 // The loader's events through a stand-in for libstallscope's C API: this test program defines the
 // ss_* functions itself (exported, so Events::bind finds them in the global scope, as it finds a
 // preloaded libstallscope.so) and records every call. Per batch: dl.sent, a dl.fetch span on the
-// worker thread holding dl.stages, then dl.put; threads named ss-loader-W.
+// worker thread holding dl.stages and a zero-length dl.collate, then dl.put; threads named ss-loader-W.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -95,9 +95,11 @@ TEST(EventsTest, EachBatchIsSentFetchedWithItsStagesAndPut) {
       if (c.what == "instant" && c.name == "dl.sent") {
         EXPECT_EQ(c.a0, 7);
         ++sent[c.a1];
-        // Then on this thread: the fetch span of that batch, its stages inside, its end, the put.
-        ASSERT_LT(i + 4, calls.size());
-        const Call &begin = *calls[i + 1], &stages = *calls[i + 2], &end = *calls[i + 3], &p = *calls[i + 4];
+        // Then on this thread: the fetch span of that batch, its stages and its sample count (a
+        // zero-length collate span) inside, its end, the put.
+        ASSERT_LT(i + 6, calls.size());
+        const Call &begin = *calls[i + 1], &stages = *calls[i + 2], &collate = *calls[i + 3],
+                   &collate_end = *calls[i + 4], &end = *calls[i + 5], &p = *calls[i + 6];
         EXPECT_EQ(begin.what, "begin");
         EXPECT_EQ(begin.name, "dl.fetch");
         EXPECT_EQ(begin.a0, 7);
@@ -107,12 +109,18 @@ TEST(EventsTest, EachBatchIsSentFetchedWithItsStagesAndPut) {
         EXPECT_EQ(stages.name, "dl.stages");
         EXPECT_EQ(stages.a1, c.a1 == 9 ? 5 : 10) << "1 us of decoding per sample of the batch";
         EXPECT_GE(stages.a0, 0);
+        EXPECT_EQ(collate.what, "begin");
+        EXPECT_EQ(collate.name, "dl.collate");
+        EXPECT_EQ(collate.a0, 7);
+        EXPECT_EQ(collate.a1, c.a1);
+        EXPECT_EQ(collate.a2, c.a1 == 9 ? 5 : 10) << "the samples of the batch (the last one is short)";
+        EXPECT_EQ(collate_end.what, "end");
         EXPECT_EQ(end.what, "end");
         EXPECT_EQ(p.name, "dl.put");
         EXPECT_EQ(p.a1, c.a1);
         ++fetched[begin.a1];
         ++put[p.a1];
-        i += 4;
+        i += 6;
       } else {
         ADD_FAILURE() << "unexpected " << c.what << " " << c.name << " on " << name;
       }

@@ -142,7 +142,13 @@ def test_ab_tensor_dataset_reference_is_faster_and_stalls_less(tmp_path):
         assert fetch_threads and all(n.startswith("ss-loader-") for n in fetch_threads), fetch_threads
         for ev in ("dl.sent", "dl.put", "dl.stages", "dl.recv"):
             assert rb.instants(ev), ev
-        assert not rb.spans("dl.collate")  # the reference loader has no separate collate
+        # No separate collate: a zero-length dl.collate inside each fetch says how many samples B holds.
+        collates = rb.spans("dl.collate")
+        assert collates and all(c["depth"] == 1 and c["dur_ns"] < 100_000 for c in collates), max(
+            (c["dur_ns"], c["depth"]) for c in collates
+        )
+        assert {names.get((c["pid"], c["tid"])) for c in collates} <= fetch_threads
+        assert sum(c["arg2"] for c in collates) == 24 * 100000  # every epoch's short last batch counted as short
         steps = rep_t["steps"]
         assert rep_r["steps"] == steps == 24 * 196
     torch_sps = statistics.median(s for s, _ in figures["torch"])
