@@ -235,4 +235,6 @@ Comparison compare(const Report& a, const Report& b, const CompareOptions& optio
   return c;
 }
 
+CompareSide compare_side(const Report& r) { return side(r); }
+
 }  // namespace stallscope::analysis

@@ -136,6 +136,9 @@ struct Comparison {
 };
 
 Comparison compare(const Report& a, const Report& b, const CompareOptions& options = {});
+// One run's figures as compare() puts them side by side (the dashboard's compare view shows a run's
+// before the other's analysis is ready).
+CompareSide compare_side(const Report& r);
 
 // The command line of a recording with the loader flag taken out (`--loader X`, `--loader=X`),
 // which is what two commands must share to be the same script.

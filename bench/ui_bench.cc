@@ -5,15 +5,21 @@
 //          the whole recording read (the goal), twice, and to the analysis being ready;
 //   frames the time to build a whole dashboard frame (NewFrame .. Render, CPU side: what the
 //          render thread does before OpenGL) at several zoom levels while panning, mouse over the
-//          timeline; median and p99 over the frames.
+//          timeline; median and p99 over the frames, and the median of the render thread's CPU
+//          time per frame (the same work without the time other jobs took the core).
 // Prints a table with the goals beside (open < 2 s, frame < 8 ms).
 //
 //   ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] [--regen]
+//            [--compare B.db]
 // --part-rows N reads the recording in parts of N rows at open (0: one read; default: the UI's).
 // --open-only N opens the recording N times (timeline alone, no analysis) and prints each time.
+// --compare B.db measures the compare view instead: the recording as A and B.db (say a copy of it)
+// opened at once, then the compare view's frames (both sides and the strip) at the same zoom
+// levels on the shared axis, the mouse over A's timeline.
 // The recording is generated once and kept (default $TMPDIR/stallscope-ui-bench-<N>.db).
 #include <imgui.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,12 +28,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "tests/ui/sim_recording.h"
 #include "ui/analysis_view.h"
+#include "ui/compare_dashboard.h"
 #include "ui/dashboard.h"
 #include "ui/snapshot_source.h"
 
@@ -70,6 +79,177 @@ double jitter(int e, int b) {
   return static_cast<double>(x % 1000000) / 1e6;
 }
 
+// A headless ImGui context the size of the default window (no renderer: a built font atlas).
+void start_imgui() {
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;
+  io.DisplaySize = ImVec2(1600, 1000);
+  unsigned char* px = nullptr;
+  int pw = 0, ph = 0;
+  io.Fonts->GetTexDataAsRGBA32(&px, &pw, &ph);
+  io.Fonts->SetTexID(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(1)));
+}
+
+struct FrameRow {
+  std::string name;
+  double median, p99, max;
+  double vertices;
+  double cpu_median;  // the frame's thread CPU time: what it costs without the other jobs' preemption
+};
+
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+// Frame build times at four zoom levels over a run of `whole` ns from `first` (in the axis's own
+// terms), two kinds of frames per level. "moving": the range changes every frame (a pan of 0.5 % of
+// the run per frame; for the whole run, a zoom breathing between 96 and 100 % of it), so nothing
+// drawn before can be reused: the goal's case. "hover": the range stays and the mouse moves over
+// the timeline at `mouse_y` (tooltips, the batch under the pointer), the frames kept geometry
+// serves. `set_range` puts the visible range, `draw` draws one frame; `whole_moving` is called after
+// each measured moving whole-run frame (where its time went).
+std::vector<FrameRow> measure_frames(double first, double whole, int frames, float mouse_y,
+                                     const std::function<void(double, double)>& set_range,
+                                     const std::function<void()>& draw, const std::function<void()>& whole_moving) {
+  struct Level {
+    const char* name;
+    double width_ns;
+  };
+  const Level levels[] = {{"whole run", whole}, {"1 minute", 60e9}, {"1 second", 1e9}, {"one batch (20 ms)", 20e6}};
+  std::vector<FrameRow> rows;
+  ImGuiIO& io = ImGui::GetIO();
+  for (const Level& lv : levels) {
+    for (int hover = 0; hover < 2; ++hover) {
+      std::vector<double> times, cpu;
+      double vtx = 0;
+      constexpr int kWarmUp = 10;
+      for (int f = 0; f < frames + kWarmUp; ++f) {
+        const int g = hover ? 0 : f;
+        if (lv.width_ns >= whole) {
+          const double w = whole * (0.98 + 0.02 * std::sin(static_cast<double>(g) * 0.7));
+          set_range(first + (whole - w) * 0.5, first + (whole - w) * 0.5 + w);
+        } else {
+          const double t0 = first + std::fmod(static_cast<double>(g) * whole * 0.005 + whole * 0.3,
+                                              std::max(1.0, whole - lv.width_ns));
+          set_range(t0, t0 + lv.width_ns);
+        }
+        io.DeltaTime = 1.0f / 60.0f;
+        // Over the timeline: hit testing and a tooltip every frame; moving along it when hovering.
+        io.MousePos = ImVec2(hover ? 200.0f + static_cast<float>((f * 7) % 900) : 600.0f, mouse_y);
+        const auto t0 = Clock::now();
+        const double c0 = thread_cpu_ms();
+        ImGui::NewFrame();
+        draw();
+        ImGui::Render();
+        const double ms = ms_since(t0);
+        const double cpu_ms = thread_cpu_ms() - c0;
+        if (f >= kWarmUp) {  // warm-up frames excluded
+          times.push_back(ms);
+          cpu.push_back(cpu_ms);
+          vtx += ImGui::GetDrawData()->TotalVtxCount;
+          if (!hover && lv.width_ns >= whole) whole_moving();
+        }
+      }
+      rows.push_back({lv.name + std::string(hover ? ", hover" : ", moving"), percentile(times, 50),
+                      percentile(times, 99), *std::max_element(times.begin(), times.end()),
+                      vtx / static_cast<double>(times.size()), percentile(cpu, 50)});
+    }
+  }
+  return rows;
+}
+
+void print_frames(const std::vector<FrameRow>& rows) {
+  for (const FrameRow& r : rows) {
+    char name[64];
+    std::snprintf(name, sizeof name, "frame, %s: median", r.name.c_str());
+    std::printf("  %-44s %10.2f ms %9s ms  %s   (thread CPU %.2f ms)\n", name, r.median, "< 8",
+                r.median < 8 ? "ok" : "MISSED", r.cpu_median);
+    std::snprintf(name, sizeof name, "frame, %s: p99 (max %.1f)", r.name.c_str(), r.max);
+    std::printf("  %-44s %10.2f ms %9s ms  %s   (%.0f vertices)\n", name, r.p99, "< 8", r.p99 < 8 ? "ok" : "MISSED",
+                r.vertices);
+  }
+}
+
+// Adds a frame's per-panel times to `sum` (by name, in first-seen order).
+void add_times(std::vector<std::pair<std::string, double>>& sum, const std::string& prefix,
+               const stallscope::ui::ViewTimes& t) {
+  for (const stallscope::ui::PanelTime& pt : t.panels) {
+    const std::string name = prefix + pt.name;
+    auto it = std::find_if(sum.begin(), sum.end(), [&](const auto& p) { return p.first == name; });
+    if (it == sum.end()) it = sum.insert(sum.end(), {name, 0.0});
+    it->second += pt.ms;
+  }
+}
+
+// The compare view on `a` and `b`, both opened at once as the app does: the open, then frames.
+int compare_bench(const std::string& a, const std::string& b, int frames, int64_t part_rows) {
+  using namespace stallscope::ui;
+  SourceOptions so;
+  so.load_part_rows = part_rows;
+  const auto t_open = Clock::now();
+  SnapshotSource sa(a, so), sb(b, so);
+  auto read = [](const Snapshot& s) { return s.state != SourceState::kLoading; };
+  sa.wait_until(read, 600000);
+  sb.wait_until(read, 600000);
+  const double open_ms = ms_since(t_open);
+  sa.wait_until(SnapshotSource::settled, 600000);
+  sb.wait_until(SnapshotSource::settled, 600000);
+  const double settled_ms = ms_since(t_open);
+  const long rss = rss_mib();
+  const auto snap_a = sa.current(), snap_b = sb.current();
+  for (const auto& s : {snap_a, snap_b}) {
+    if (s->state == SourceState::kError || !s->timeline) {
+      std::fprintf(stderr, "ui_bench: %s\n", s->error.c_str());
+      return 1;
+    }
+  }
+
+  start_imgui();
+  CompareDashboard cmp;
+  ImGui::NewFrame();  // one frame to find the origins
+  cmp.draw(*snap_a, *snap_b);
+  ImGui::Render();
+  double first = 0, last = 0;
+  for (int i = 0; i < 2; ++i) {
+    const Timeline& tl = *(i ? snap_b : snap_a)->timeline;
+    first = std::min(first, static_cast<double>(tl.first_ns) - cmp.origin(i));
+    last = std::max(last, static_cast<double>(tl.end_ns) - cmp.origin(i));
+  }
+  std::vector<std::pair<std::string, double>> panel_ms;
+  int view_frames = 0;
+  // The mouse over A's timeline (below the strip, A's header and headline).
+  const auto rows = measure_frames(
+      first, last - first, frames, 240, [&](double t0, double t1) { cmp.set_range(t0, t1); },
+      [&] { cmp.draw(*snap_a, *snap_b); },
+      [&] {
+        auto it = std::find_if(panel_ms.begin(), panel_ms.end(), [](const auto& p) { return p.first == "strip"; });
+        if (it == panel_ms.end()) it = panel_ms.insert(panel_ms.end(), {"strip", 0.0});
+        it->second += cmp.strip_ms();
+        add_times(panel_ms, "A ", cmp.side(0).last_times());
+        add_times(panel_ms, "B ", cmp.side(1).last_times());
+        ++view_frames;
+      });
+  ImGui::DestroyContext();
+
+  std::printf("\nstallscope ui_bench, compare view: A %s, B %s\n", a.c_str(), b.c_str());
+  for (const auto& s : {snap_a, snap_b}) {
+    std::printf("  %s: %.2f M rows, %.0f s, %zu lanes\n", s->path.c_str(),
+                static_cast<double>(s->timeline->rows_read) / 1e6,
+                static_cast<double>(s->timeline->end_ns - s->timeline->first_ns) / 1e9, s->timeline->lanes.size());
+  }
+  std::printf("  memory with both loaded and analysed: %ld MiB resident\n\n", rss);
+  std::printf("  %-44s %12s %12s  %s\n", "measure", "result", "goal", "");
+  std::printf("  %-44s %10.0f ms %12s  %s\n", "open: both recordings read (at once)", open_ms, "-", "");
+  std::printf("  %-44s %10.0f ms %12s  %s\n", "both analyses ready", settled_ms, "-", "");
+  print_frames(rows);
+  std::printf("\n  moving whole-run frame by panel (mean):");
+  for (const auto& [name, ms] : panel_ms) std::printf("  %s %.2f ms", name.c_str(), ms / std::max(1, view_frames));
+  std::printf("\n");
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,7 +258,7 @@ int main(int argc, char** argv) {
   int open_only = 0;  // --open-only N: only the open (timeline alone), N times
   int64_t part_rows = stallscope::ui::SourceOptions{}.load_part_rows;
   bool regen = false;
-  std::string db;
+  std::string db, compare_db;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--db" && i + 1 < argc) {
@@ -93,8 +273,12 @@ int main(int argc, char** argv) {
       part_rows = std::atoll(argv[++i]);
     } else if (a == "--regen") {
       regen = true;
+    } else if (a == "--compare" && i + 1 < argc) {
+      compare_db = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] [--regen]\n");
+      std::fprintf(stderr,
+                   "usage: ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] [--regen] "
+                   "[--compare B.db]\n");
       return 2;
     }
   }
@@ -154,6 +338,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (!compare_db.empty()) return compare_bench(db, compare_db, frames, part_rows);
   const auto t_open = Clock::now();
   stallscope::ui::SourceOptions main_opts;
   main_opts.load_part_rows = part_rows;
@@ -188,78 +373,25 @@ int main(int argc, char** argv) {
   }
 
   // --- frames --------------------------------------------------------------------------------
-  ImGui::CreateContext();
-  ImGuiIO& io = ImGui::GetIO();
-  io.IniFilename = nullptr;
-  io.DisplaySize = ImVec2(1600, 1000);
-  unsigned char* px = nullptr;
-  int pw = 0, ph = 0;
-  io.Fonts->GetTexDataAsRGBA32(&px, &pw, &ph);
-  io.Fonts->SetTexID(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(1)));
+  start_imgui();
   stallscope::ui::Dashboard dash;
-  struct Level {
-    const char* name;
-    double width_ns;
-  };
-  const double whole = static_cast<double>(tl.end_ns - tl.first_ns);
-  const Level levels[] = {{"whole run", whole}, {"1 minute", 60e9}, {"1 second", 1e9}, {"one batch (20 ms)", 20e6}};
-  struct Row {
-    std::string name;
-    double median, p99, max;
-    double vertices;
-  };
-  std::vector<Row> rows;
+  stallscope::ui::ViewState& st = dash.state();
   // Where a moving whole-run frame's time goes: the sum per panel, by the panel table's names.
   std::vector<std::pair<std::string, double>> panel_ms;
   int view_frames = 0;
-  // Two kinds of frames per zoom level. "moving": the range changes every frame (a pan of 0.5 % of
-  // the run per frame; for the whole run, a zoom breathing between 96 and 100 % of it), so nothing
-  // drawn before can be reused: the goal's case. "hover": the range stays and the mouse moves
-  // over the timeline (tooltips, the batch under the pointer), the frames kept geometry serves.
-  for (const Level& lv : levels) {
-    for (int hover = 0; hover < 2; ++hover) {
-      std::vector<double> times;
-      double vtx = 0;
-      stallscope::ui::ViewState& st = dash.state();
-      constexpr int kWarmUp = 10;
-      for (int f = 0; f < frames + kWarmUp; ++f) {
-        const int g = hover ? 0 : f;
-        if (lv.width_ns >= whole) {
-          const double w = whole * (0.98 + 0.02 * std::sin(static_cast<double>(g) * 0.7));
-          st.t0 = static_cast<double>(tl.first_ns) + (whole - w) * 0.5;
-          st.t1 = st.t0 + w;
-        } else {
-          st.t0 = static_cast<double>(tl.first_ns) +
-                  std::fmod(static_cast<double>(g) * whole * 0.005 + whole * 0.3, std::max(1.0, whole - lv.width_ns));
-          st.t1 = st.t0 + lv.width_ns;
-        }
+  const auto rows = measure_frames(
+      static_cast<double>(tl.first_ns), static_cast<double>(tl.end_ns - tl.first_ns), frames, 330,
+      [&](double t0, double t1) {
+        st.t0 = t0;
+        st.t1 = t1;
         st.range_set = true;
         st.follow = false;
-        io.DeltaTime = 1.0f / 60.0f;
-        // Over the timeline: hit testing and a tooltip every frame; moving along it when hovering.
-        io.MousePos = ImVec2(hover ? 200.0f + static_cast<float>((f * 7) % 900) : 600.0f, 330);
-        const auto t0 = Clock::now();
-        ImGui::NewFrame();
-        dash.draw(*snap);
-        ImGui::Render();
-        const double ms = ms_since(t0);
-        if (f >= kWarmUp) {  // warm-up frames excluded
-          times.push_back(ms);
-          vtx += ImGui::GetDrawData()->TotalVtxCount;
-          if (!hover && lv.width_ns >= whole) {
-            for (const stallscope::ui::PanelTime& pt : dash.last_times().panels) {
-              auto it = std::find_if(panel_ms.begin(), panel_ms.end(), [&](const auto& p) { return p.first == pt.name; });
-              if (it == panel_ms.end()) it = panel_ms.insert(panel_ms.end(), {pt.name, 0.0});
-              it->second += pt.ms;
-            }
-            ++view_frames;
-          }
-        }
-      }
-      rows.push_back({lv.name + std::string(hover ? ", hover" : ", moving"), percentile(times, 50), percentile(times, 99),
-                      *std::max_element(times.begin(), times.end()), vtx / static_cast<double>(times.size())});
-    }
-  }
+      },
+      [&] { dash.draw(*snap); },
+      [&] {
+        add_times(panel_ms, "", dash.last_times());
+        ++view_frames;
+      });
   ImGui::DestroyContext();
 
   std::printf("\nstallscope ui_bench: %s\n", db.c_str());
@@ -276,14 +408,7 @@ int main(int argc, char** argv) {
               open_alone_ms < 2000 ? "ok" : "MISSED");
   std::printf("  %-44s %10.0f ms %12s  %s\n", "analysis ready (starts once read)", settled_ms, "-",
               "shown when done");
-  for (const Row& r : rows) {
-    char name[64];
-    std::snprintf(name, sizeof name, "frame, %s: median", r.name.c_str());
-    std::printf("  %-44s %10.2f ms %9s ms  %s\n", name, r.median, "< 8", r.median < 8 ? "ok" : "MISSED");
-    std::snprintf(name, sizeof name, "frame, %s: p99 (max %.1f)", r.name.c_str(), r.max);
-    std::printf("  %-44s %10.2f ms %9s ms  %s   (%.0f vertices)\n", name, r.p99, "< 8", r.p99 < 8 ? "ok" : "MISSED",
-                r.vertices);
-  }
+  print_frames(rows);
   std::printf("\n  moving whole-run frame by panel (mean):");
   for (const auto& [name, ms] : panel_ms) std::printf("  %s %.2f ms", name.c_str(), ms / std::max(1, view_frames));
   std::printf("\n");

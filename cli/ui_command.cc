@@ -1,5 +1,6 @@
-// `stallscope ui [OPTIONS] [FILE.db]`: the dashboard (ui/app.h): a recording, live or replayed, or
-// the list of sessions to pick one from.
+// `stallscope ui [OPTIONS] [A.db [B.db]]`: the dashboard (ui/app.h): a recording, live or replayed;
+// two recordings side by side on one time axis (the compare view); or the list of sessions to pick
+// one from.
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,7 +15,7 @@ namespace {
 
 struct UiArgs {
   ui::AppOptions opt;
-  std::vector<std::string> files;  // more than one is a usage error, said in the command's words
+  std::vector<std::string> files;  // more than two is a usage error, said in the command's words
 };
 
 // "AxB" with `sep` between two numbers.
@@ -63,14 +64,16 @@ Body define(CLI::App& app) {
                return "";
              });
   parse_with(app.add_option("--range")->type_name("T0:T1")->description(
-                 "visible time range at start, seconds since the session start"),
+                 "visible time range at start, seconds since the session start (two recordings: since "
+                 "each run's training start)"),
              [&o](const std::string& v) {
                double t0 = 0, t1 = 0;
                if (!parse_pair(v, ':', &t0, &t1) || t1 <= t0) return "needs T0:T1 in seconds, T0 < T1";
                o.range_s = std::make_pair(t0, t1);
                return "";
              });
-  parse_with(app.add_option("--at")->type_name("T")->description("replay: put the playhead at T seconds"),
+  parse_with(app.add_option("--at")->type_name("T")->description(
+                 "replay: put the playhead at T seconds (two recordings: from the training start)"),
              [&o](const std::string& v) {
                double t = 0;
                if (!parse_number(v, &t) || t < 0) return "needs a time in seconds";
@@ -85,12 +88,16 @@ Body define(CLI::App& app) {
         o.mouse = std::make_pair(static_cast<float>(x), static_cast<float>(y));
         return "";
       });
-  app.add_option("FILE.db", a->files, "the recording to show (default: pick a session)")->type_name("");
+  app.add_option("A.db B.db", a->files,
+                 "the recording to show (default: pick a session); with a second one, the two compared")
+      ->type_name("");
   return [&app, a] {
-    if (a->files.size() > 1) {
-      return usage_error(app, "one recording at a time: '" + a->files[0] + "' and '" + a->files[1] + "'");
+    if (a->files.size() > 2) {
+      return usage_error(
+          app, "at most two recordings (one to show, or two to compare); got " + std::to_string(a->files.size()));
     }
     if (!a->files.empty()) a->opt.path = a->files[0];
+    if (a->files.size() == 2) a->opt.path_b = a->files[1];
     return ui::run_app(a->opt);
   };
 }
@@ -99,17 +106,22 @@ Body define(CLI::App& app) {
 
 const Command kUiCommand = {
     "ui",
-    "open the dashboard: live sessions, or a recording (FILE.db) to replay",
-    "stallscope ui [OPTIONS] [FILE.db]",
-    "Opens the dashboard. With FILE.db it shows that recording: followed live while `stallscope run`\n"
+    "open the dashboard: live sessions, a recording to replay, or two to compare",
+    "stallscope ui [OPTIONS] [A.db [B.db]]",
+    "Opens the dashboard. With one recording it shows it: followed live while `stallscope run`\n"
     "still writes it (new data within a quarter of a second), replayed with a playhead once it is\n"
-    "finished. Without FILE.db it lists the live sessions on this machine and recent recordings.",
+    "finished. With two, A above B: the same panels for each, on one time axis measured from each\n"
+    "run's training start (its first next()), so that the faster run pulls ahead; zooming, panning\n"
+    "and the playhead move both, and a strip on top gives both runs' samples/s, stall, step time\n"
+    "and loader with the verdict of `stallscope compare A.db B.db`. Without a file it lists the live\n"
+    "sessions on this machine and recent recordings.",
     "In the window: the mouse wheel zooms the time axis around the pointer, dragging pans,\n"
     "double-click fits the whole run; hover a span to see its batch's life, click to pin it;\n"
     "click a recommendation to jump to its evidence. See docs/dashboard.md.\n"
     "\n"
     "Examples:\n"
     "  stallscope ui run.db\n"
+    "  stallscope ui torch.db reference.db\n"
     "  stallscope ui --screenshot shot.png run.db",
     define,
 };

@@ -22,7 +22,7 @@ Body define(CLI::App& app) {
 const Command kUiCommand = {
     "ui",
     "open the dashboard (not in this build: ImGui, GLFW or OpenGL were missing)",
-    "stallscope ui [OPTIONS] [FILE.db]",
+    "stallscope ui [OPTIONS] [A.db [B.db]]",
     "Opens the dashboard, which is not in this build: ImGui, GLFW or OpenGL were missing at\n"
     "configure time. Install them (scripts/setup.sh), configure and build again, or read a\n"
     "recording with `stallscope report FILE.db`.",

@@ -21,6 +21,7 @@ StepSeries::StepSeries(const analysis::StepFunction& f) {
     ts_.push_back(p.ts_ns);
     v_.push_back(static_cast<int32_t>(std::clamp<int64_t>(p.value, INT32_MIN, INT32_MAX)));
     max_ = std::max(max_, v_.back());
+    if (ts_.size() % kBlock == 0) blocks_.push_back(ts_.back());
   }
   integral_.resize(ts_.size());
   for (size_t i = 1; i < ts_.size(); ++i) {
@@ -47,16 +48,26 @@ StepSeries::StepSeries(const analysis::StepFunction& f) {
 size_t StepSeries::lower_bound(int64_t t, size_t lo) const {
   const size_t n = ts_.size();
   if (lo >= n || ts_[lo] >= t) return std::min(lo, n);
-  // Gallop from the hint, then search the last step.
-  size_t prev = lo, step = 1, cur = lo + 1;
-  while (cur < n && ts_[cur] < t) {
-    prev = cur;
-    step *= 2;
-    cur = prev + step;
+  // Gallop over the block index from the hint's block to the first block whose last point is at
+  // or after t (the index is 1/64 of the points: it stays in cache where a gallop over the points
+  // themselves touches ~log2(distance) far-apart lines), then search that block.
+  const size_t nb = blocks_.size();
+  size_t b = lo / kBlock;
+  if (b < nb && blocks_[b] < t) {
+    size_t prev = b, step = 1, cur = b + 1;
+    while (cur < nb && blocks_[cur] < t) {
+      prev = cur;
+      step *= 2;
+      cur = prev + step;
+    }
+    b = static_cast<size_t>(std::lower_bound(blocks_.begin() + static_cast<ptrdiff_t>(prev + 1),
+                                             blocks_.begin() + static_cast<ptrdiff_t>(std::min(cur, nb)), t) -
+                            blocks_.begin());
   }
-  return static_cast<size_t>(std::lower_bound(ts_.begin() + static_cast<ptrdiff_t>(prev + 1),
-                                              ts_.begin() + static_cast<ptrdiff_t>(std::min(cur, n)), t) -
-                             ts_.begin());
+  const size_t from = std::max(lo, b * kBlock), to = b < nb ? (b + 1) * kBlock : n;
+  return static_cast<size_t>(
+      std::lower_bound(ts_.begin() + static_cast<ptrdiff_t>(from), ts_.begin() + static_cast<ptrdiff_t>(to), t) -
+      ts_.begin());
 }
 
 int32_t StepSeries::at(int64_t t) const {
@@ -66,27 +77,32 @@ int32_t StepSeries::at(int64_t t) const {
 
 std::pair<int32_t, int32_t> StepSeries::minmax(size_t i0, size_t i1) const {
   std::pair<int32_t, int32_t> mm{INT32_MAX, INT32_MIN};
-  size_t i = i0;
-  while (i < i1) {
-    int k = -1;
-    size_t block = kFan;
-    while (k + 1 < static_cast<int>(levels_.size()) && i % block == 0 && i + block <= i1) {
-      ++k;
-      block *= kFan;
+  auto take = [&mm](const std::pair<int32_t, int32_t>& b) {
+    mm.first = std::min(mm.first, b.first);
+    mm.second = std::max(mm.second, b.second);
+  };
+  // Bottom up: at each level take the unaligned ends of [lo, hi), then go up one level with what
+  // is left (whole blocks of the level above); at most 2 x (kFan - 1) values per level.
+  size_t lo = i0, hi = i1;
+  for (; lo < hi && lo % kFan != 0; ++lo) take({v_[lo], v_[lo]});
+  for (; hi > lo && hi % kFan != 0; --hi) take({v_[hi - 1], v_[hi - 1]});
+  if (lo >= hi) return mm;
+  lo /= kFan;
+  hi /= kFan;
+  for (size_t k = 0; k < levels_.size(); ++k) {
+    const auto& level = levels_[k];
+    hi = std::min(hi, level.size());  // blocks past the last whole one were taken as points
+    if (k + 1 == levels_.size() || hi - lo < kFan) {
+      for (size_t j = lo; j < hi; ++j) take(level[j]);
+      return mm;
     }
-    if (k < 0) {
-      mm.first = std::min(mm.first, v_[i]);
-      mm.second = std::max(mm.second, v_[i]);
-      ++i;
-    } else {
-      const size_t bk = block / kFan;  // kFan^(k+1)
-      const auto& b = levels_[static_cast<size_t>(k)][i / bk];
-      mm.first = std::min(mm.first, b.first);
-      mm.second = std::max(mm.second, b.second);
-      i += bk;
-    }
+    for (; lo < hi && lo % kFan != 0; ++lo) take(level[lo]);
+    for (; hi > lo && hi % kFan != 0; --hi) take(level[hi - 1]);
+    if (lo >= hi) return mm;
+    lo /= kFan;
+    hi /= kFan;
   }
-  return mm;
+  return mm;  // not reached: the last level takes what is left
 }
 
 double StepSeries::integral_to(int64_t t) const {

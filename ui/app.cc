@@ -1,23 +1,26 @@
 // The window; see app.h. The only file that talks to GLFW and OpenGL: opening the window and
 // ImGui's backends on it, pacing frames (nothing is drawn while nothing changes), the frame loop
-// over the dashboard or the session picker, and reading the last frame back as a screenshot.
+// over the dashboard, the compare view or the session picker, and reading the last frame back as a
+// screenshot.
 #include "ui/app.h"
 
 #define GL_GLEXT_PROTOTYPES 1
 #include <GLFW/glfw3.h>
-#include <imgui.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
 
 #include <algorithm>
 #include <cfloat>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "storage/session_registry.h"
+#include "ui/compare_dashboard.h"
 #include "ui/dashboard.h"
 #include "ui/fonts.h"
 #include "ui/png_writer.h"
@@ -82,8 +85,9 @@ bool write_text(const std::string& path, const std::string& text) {
 GLFWwindow* open_window(const AppOptions& opt, bool shot) {
   glfwSetErrorCallback(glfw_error);
   if (!glfwInit()) {
-    if (!opt.path.empty()) {
-      auto tail = RecordingTail::open(opt.path);
+    for (const std::string& path : {opt.path, opt.path_b}) {
+      if (path.empty()) continue;
+      auto tail = RecordingTail::open(path);
       if (!tail.ok()) {
         std::fprintf(stderr, "stallscope: %s\n", tail.status().message().c_str());
         return nullptr;
@@ -100,6 +104,7 @@ GLFWwindow* open_window(const AppOptions& opt, bool shot) {
   if (shot) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
   std::string title = "stallscope";
   if (!opt.path.empty()) title += " - " + opt.path;
+  if (!opt.path_b.empty()) title += " vs " + opt.path_b;
   GLFWwindow* window = glfwCreateWindow(opt.width, opt.height, title.c_str(), nullptr, nullptr);
   if (!window) {
     std::fprintf(stderr, "stallscope: cannot open a window: %s\n", g_glfw_error.empty() ? "no OpenGL 3.3" : g_glfw_error.c_str());
@@ -111,17 +116,18 @@ GLFWwindow* open_window(const AppOptions& opt, bool shot) {
   return window;
 }
 
-// ImGui on the window: a context with the dashboard's style, its fonts, the input counting, then
-// the GLFW and OpenGL backends (which chain to the counting callbacks).
-void start_imgui(GLFWwindow* window, Dashboard& dash) {
+// ImGui on the window: a context with the dashboard's style, its fonts (returned), the input
+// counting, then the GLFW and OpenGL backends (which chain to the counting callbacks).
+UiFonts start_imgui(GLFWwindow* window) {
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   ImGui::GetIO().IniFilename = nullptr;  // the layout is fixed: nothing to remember
   apply_style();
-  dash.set_fonts(load_fonts());
+  const UiFonts fonts = load_fonts();
   count_events(window);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
+  return fonts;
 }
 
 // --range and --at: the view and the playhead to start with.
@@ -135,6 +141,14 @@ void apply_start_options(const AppOptions& opt, ViewState& st) {
   if (opt.playhead_s) st.playhead = *opt.playhead_s * 1e9;
 }
 
+// What the frame pacer watches: the snapshots on screen.
+struct Watched {
+  uint64_t generation = 0;     // their generations, summed: a new snapshot of any changes it
+  const void* what = nullptr;  // which source (another one opened: draw)
+  bool ticking = true;         // a frame a second all the same: the session picker (its list), a
+                               // live recording (the badge)
+};
+
 // When to draw. Idle: with no input, no new snapshot and nothing playing, no frame is drawn; the
 // loop sleeps in glfwWaitEventsTimeout and looks for a new snapshot 20 times a second. A change
 // draws a few frames (ImGui settles hover and layout over two). A dashboard left open beside a
@@ -142,18 +156,16 @@ void apply_start_options(const AppOptions& opt, ViewState& st) {
 // second.
 class FramePacer {
  public:
-  explicit FramePacer(const SnapshotSource* source) : seen_source_(source) {}
-
   // Waits for something to draw (or only polls, with a fixed number of frames to render); true
   // when this frame is to be drawn.
-  bool next(bool fixed_frames, const SnapshotSource* source, bool playing) {
+  bool next(bool fixed_frames, const Watched& w, bool playing) {
     if (!fixed_frames && settle_ <= 0) {
       glfwWaitEventsTimeout(kIdleWaitS);
-      if (!changed(source, playing)) return false;
+      if (!changed(w, playing)) return false;
       settle_ = kSettleFrames;
     } else {
       glfwPollEvents();
-      settle_ = changed(source, playing) ? kSettleFrames : settle_ - 1;
+      settle_ = changed(w, playing) ? kSettleFrames : settle_ - 1;
     }
     return true;
   }
@@ -164,23 +176,19 @@ class FramePacer {
   static constexpr int kSettleFrames = 3;
 
   // Input, a new snapshot or another source, playback or a held button since the last call.
-  bool changed(const SnapshotSource* source, bool playing) {
-    const uint64_t gen = source ? source->current()->generation : 0;
-    // A frame a second all the same for the session picker (its list) and a live recording (the
-    // badge); a replay draws nothing until something changes.
-    const bool ticking = !source || source->current()->state == SourceState::kLive;
-    const bool stale = ticking && std::chrono::steady_clock::now() - last_drawn_ > std::chrono::seconds(1);
-    const bool c = g_events != seen_events_ || gen != seen_generation_ || source != seen_source_ || playing ||
+  bool changed(const Watched& w, bool playing) {
+    const bool stale = w.ticking && std::chrono::steady_clock::now() - last_drawn_ > std::chrono::seconds(1);
+    const bool c = g_events != seen_events_ || w.generation != seen_generation_ || w.what != seen_what_ || playing ||
                    ImGui::IsAnyMouseDown() || stale;
     seen_events_ = g_events;
-    seen_generation_ = gen;
-    seen_source_ = source;
+    seen_generation_ = w.generation;
+    seen_what_ = w.what;
     return c;
   }
 
   int settle_ = kSettleFrames;
   uint64_t seen_events_ = 0, seen_generation_ = 0;
-  const SnapshotSource* seen_source_;
+  const void* seen_what_ = nullptr;
   std::chrono::steady_clock::time_point last_drawn_ = std::chrono::steady_clock::now();
 };
 
@@ -198,15 +206,15 @@ void new_frame(const AppOptions& opt, bool shot) {
   ImGui::NewFrame();
 }
 
-// The dashboard on the source's current snapshot; a read error goes to stderr once (exit status 1).
-void draw_recording(Dashboard& dash, const SnapshotSource& source, LayoutDump* d, bool* reported_error, int* status) {
+// The source's current snapshot; a read error goes to stderr once (exit status 1).
+std::shared_ptr<const Snapshot> current(const SnapshotSource& source, bool* reported_error, int* status) {
   std::shared_ptr<const Snapshot> snap = source.current();
   if (snap->state == SourceState::kError && !*reported_error) {
     std::fprintf(stderr, "stallscope: %s\n", snap->error.c_str());
     *reported_error = true;
     *status = 1;
   }
-  dash.draw(*snap, d);
+  return snap;
 }
 
 // The session picker (no file given): live sessions and recent recordings, listed again every
@@ -266,77 +274,131 @@ Status save_screenshot(const std::string& path, int fb_w, int fb_h) {
 
 // The window goes first: an analysis still running on a large recording finishes (and the
 // process exits) without keeping a dead window on screen.
-void shut_down(GLFWwindow* window, std::unique_ptr<SnapshotSource>& source) {
+void shut_down(GLFWwindow* window) {
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
   ImGui::DestroyContext();
   glfwDestroyWindow(window);
   glfwTerminate();
-  source.reset();
 }
 
-}  // namespace
+// What the frame loop runs: the watched snapshots, whether a replay plays, one frame's drawing.
+struct Screen {
+  std::function<Watched()> watched;
+  std::function<bool()> playing;
+  std::function<void(LayoutDump*)> draw;
+};
 
-int run_app(const AppOptions& opt) {
+// The frame loop: wait for a change (or run the fixed frames of a screenshot), draw, render; the
+// last fixed frame is saved as a screenshot and a layout; a failure to write them sets *status to 1.
+void run_frames(GLFWwindow* window, const AppOptions& opt, const Screen& screen, int* status) {
   const bool shot = !opt.screenshot.empty();
-  GLFWwindow* window = open_window(opt, shot);
-  if (!window) return 1;
-  Dashboard dash;
-  start_imgui(window, dash);
-  ViewState& st = dash.state();
-  apply_start_options(opt, st);
-
-  std::unique_ptr<SnapshotSource> source;
-  if (!opt.path.empty()) source = std::make_unique<SnapshotSource>(opt.path);
-  Picker picker;
-  int status = 0;
-  bool reported_error = false;
   const int frames = shot ? (opt.frames > 0 ? opt.frames : 3) : opt.frames;
-  if (shot && source) {
-    // Render once the data is read and analysed, so that the picture shows them.
-    source->wait_until(SnapshotSource::settled, opt.settle_timeout_s * 1000);
-  }
   LayoutDump dump;
   dump.record_items = false;
-  FramePacer pacer(source.get());
-  // The frame loop: wait for a change (or run the fixed frames of a screenshot), draw the
-  // recording or the picker, render; the last fixed frame is saved as a screenshot and a layout.
+  FramePacer pacer;
   for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
     if (frames > 0 && frame >= frames) break;
-    if (!pacer.next(frames > 0, source.get(), st.playing)) continue;
+    if (!pacer.next(frames > 0, screen.watched(), screen.playing())) continue;
     new_frame(opt, shot);
     pacer.drawn();
     const bool last = frames > 0 && frame == frames - 1;
     LayoutDump* d = (last && !opt.layout_dump.empty()) ? &dump : nullptr;
     if (d) d->clear();
-
-    if (source) {
-      draw_recording(dash, *source, d, &reported_error, &status);
-    } else {
-      draw_picker(picker, dash, d);
-      if (!st.open_request.empty()) {
-        source = std::make_unique<SnapshotSource>(st.open_request);
-        glfwSetWindowTitle(window, ("stallscope - " + st.open_request).c_str());
-        st.open_request.clear();
-      }
-    }
+    screen.draw(d);
 
     int fb_w = 0, fb_h = 0;
     render(window, &fb_w, &fb_h);
     if (last && shot) {
       if (Status s = save_screenshot(opt.screenshot, fb_w, fb_h); !s.ok()) {
         std::fprintf(stderr, "stallscope: %s\n", s.message().c_str());
-        status = 1;
+        *status = 1;
       }
     }
     if (d && !write_text(opt.layout_dump, d->to_json())) {
       std::fprintf(stderr, "stallscope: cannot write %s\n", opt.layout_dump.c_str());
-      status = 1;
+      *status = 1;
     }
     glfwSwapBuffers(window);
   }
-  shut_down(window, source);
+}
+
+// One recording, or the session picker until one is picked.
+int run_single(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts) {
+  Dashboard dash(fonts);
+  ViewState& st = dash.state();
+  apply_start_options(opt, st);
+  std::unique_ptr<SnapshotSource> source;
+  if (!opt.path.empty()) source = std::make_unique<SnapshotSource>(opt.path);
+  if (!opt.screenshot.empty() && source) {
+    // Render once the data is read and analysed, so that the picture shows them.
+    source->wait_until(SnapshotSource::settled, opt.settle_timeout_s * 1000);
+  }
+  Picker picker;
+  int status = 0;
+  bool reported_error = false;
+  Screen screen;
+  screen.watched = [&] {
+    if (!source) return Watched{0, nullptr, true};
+    const std::shared_ptr<const Snapshot> s = source->current();
+    return Watched{s->generation, source.get(), s->state == SourceState::kLive};
+  };
+  screen.playing = [&] { return st.playing; };
+  screen.draw = [&](LayoutDump* d) {
+    if (source) {
+      dash.draw(*current(*source, &reported_error, &status), d);
+      return;
+    }
+    draw_picker(picker, dash, d);
+    if (!st.open_request.empty()) {
+      source = std::make_unique<SnapshotSource>(st.open_request);
+      glfwSetWindowTitle(window, ("stallscope - " + st.open_request).c_str());
+      st.open_request.clear();
+    }
+  };
+  run_frames(window, opt, screen, &status);
+  shut_down(window);
+  source.reset();
   return status;
+}
+
+// Two recordings in the compare view, each followed by its own source.
+int run_compare(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts) {
+  CompareDashboard cmp(fonts);
+  if (opt.range_s) cmp.set_range(opt.range_s->first * 1e9, opt.range_s->second * 1e9);
+  if (opt.playhead_s) cmp.set_playhead(*opt.playhead_s * 1e9);
+  std::unique_ptr<SnapshotSource> sources[2] = {std::make_unique<SnapshotSource>(opt.path),
+                                                std::make_unique<SnapshotSource>(opt.path_b)};
+  if (!opt.screenshot.empty()) {
+    for (auto& s : sources) s->wait_until(SnapshotSource::settled, opt.settle_timeout_s * 1000);
+  }
+  int status = 0;
+  bool reported_error[2] = {false, false};
+  Screen screen;
+  screen.watched = [&] {
+    const std::shared_ptr<const Snapshot> a = sources[0]->current(), b = sources[1]->current();
+    return Watched{a->generation + b->generation, sources[0].get(),
+                   a->state == SourceState::kLive || b->state == SourceState::kLive};
+  };
+  screen.playing = [&] { return cmp.axis().playing; };
+  screen.draw = [&](LayoutDump* d) {
+    const std::shared_ptr<const Snapshot> a = current(*sources[0], &reported_error[0], &status);
+    const std::shared_ptr<const Snapshot> b = current(*sources[1], &reported_error[1], &status);
+    cmp.draw(*a, *b, d);
+  };
+  run_frames(window, opt, screen, &status);
+  shut_down(window);
+  for (auto& s : sources) s.reset();
+  return status;
+}
+
+}  // namespace
+
+int run_app(const AppOptions& opt) {
+  GLFWwindow* window = open_window(opt, !opt.screenshot.empty());
+  if (!window) return 1;
+  const UiFonts fonts = start_imgui(window);
+  return opt.path_b.empty() ? run_single(window, opt, fonts) : run_compare(window, opt, fonts);
 }
 
 }  // namespace stallscope::ui

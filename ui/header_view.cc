@@ -1,6 +1,6 @@
-// Header: the recording, its state (live, replay, cut off), the transport (play/pause, speed,
-// scrub bar) for a finished recording, "follow" and the window width while live, and what was
-// read (rows, open time, analysis time).
+// Header: the recording (in the compare view with its A or B badge), its state (live, replay, cut
+// off), the transport (play/pause, speed, scrub bar) for a finished recording, "follow" and the
+// window width while live, and what was read (rows, open time, analysis time).
 #include <algorithm>
 #include <cmath>
 
@@ -39,8 +39,14 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
   const UiFonts& fonts = *f.fonts;
   const bool uni = fonts.unicode;
 
-  dl->AddText(ImVec2(pos.x + 10, cy + 3), kAccent, "stallscope");
-  float x = pos.x + 10 + ImGui::CalcTextSize("stallscope").x + 12;
+  float x = pos.x + 10;
+  if (f.side) {  // the compare view: which of the two recordings this is
+    badge(dl, ImVec2(x, cy), f.side, f.side[0] == 'B' ? kSideB : kSideA);
+    x += ImGui::CalcTextSize(f.side).x + 14 + 10;
+  } else {
+    dl->AddText(ImVec2(x, cy + 3), kAccent, "stallscope");
+    x += ImGui::CalcTextSize("stallscope").x + 12;
+  }
   const std::string name = base_name(f.snap->path);
   dl->AddText(ImVec2(x, cy + 3), kText, name.c_str());
   x += ImGui::CalcTextSize(name.c_str()).x + 12;
@@ -89,7 +95,8 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
     // Scrub bar over the whole recording.
     double ph = (f.st->playhead < 0 ? f.data_t1 : f.st->playhead) / 1e9;
     const double lo = f.data_t0 / 1e9, hi = f.data_t1 / 1e9;
-    const std::string fmt = fmt_time(ph * 1e9, 3) + " / " + fmt_time(hi * 1e9, 1);
+    // As the rulers count: from the session start, or in the compare view from the training start.
+    const std::string fmt = fmt_offset(ph * 1e9 - f.origin_ns, 3) + " / " + fmt_offset(hi * 1e9 - f.origin_ns, 1);
     ImGui::SetNextItemWidth(std::max(200.0f, size.x * 0.34f));
     if (ImGui::SliderScalar("##scrub", ImGuiDataType_Double, &ph, &lo, &hi, fmt.c_str())) {
       f.st->playhead = ph * 1e9;
@@ -120,7 +127,7 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
   }
   ImGui::SameLine();
   if (ImGui::SmallButton("fit")) {
-    set_range(f, f.data_t0, f.data_t1);
+    set_range(f, f.fit_t0, f.fit_t1);
     f.st->follow = false;
   }
 

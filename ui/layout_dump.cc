@@ -11,6 +11,76 @@ Json rect(const DumpRect& r) {
                       static_cast<double>(r.y1)});
 }
 
+// The dump as a JSON object; the compare view's sides nest as whole dumps.
+Json dump_json(const LayoutDump& d) {
+  Json root = Json::object();
+  root["state"] = d.state;
+  root["message"] = d.message;
+  root["view_ns"] = Json::array({d.view_t0, d.view_t1});
+  Json ps = Json::array();
+  for (const DumpPanel& p : d.panels) {
+    Json o = Json::object();
+    o["name"] = p.name;
+    o["rect"] = rect(p.rect);
+    ps.push_back(o);
+  }
+  root["panels"] = ps;
+  Json ls = Json::array();
+  for (const DumpLane& l : d.lanes) {
+    Json o = Json::object();
+    o["name"] = l.name;
+    o["role"] = l.role;
+    o["rect"] = rect(l.rect);
+    o["rows"] = l.rows;
+    o["pid"] = l.pid;
+    o["worker"] = l.worker;
+    o["drawn"] = l.drawn;
+    o["merged_groups"] = l.merged_groups;
+    o["merged_items"] = l.merged_items;
+    o["markers"] = l.markers;
+    ls.push_back(o);
+  }
+  root["lanes"] = ls;
+  root["items_recorded"] = static_cast<int64_t>(d.items.size());
+  root["headline"] = d.headline;
+  root["recommendations"] = d.recommendations;
+  root["sessions"] = d.sessions;
+  if (d.hover) {
+    Json h = Json::object();
+    h["lane"] = d.hover->lane;
+    h["item"] = d.hover->item;
+    h["batch"] = d.hover->batch;
+    h["loader"] = d.hover->loader;
+    h["epoch"] = d.hover->epoch;
+    h["index"] = d.hover->index;
+    h["worker"] = d.hover->worker;
+    h["worker_pid"] = d.hover->worker_pid;
+    h["life"] = d.hover->life;
+    root["hover"] = h;
+  }
+  root["queue_columns"] = d.queue_columns;
+  root["queue_empty_drawn"] = d.queue_empty_drawn;
+  root["heat_rows"] = d.heat_rows;
+  root["heat_cells"] = d.heat_cells;
+  root["heat_metric"] = d.heat_metric;
+  root["stall_rects"] = d.stall_rects;
+  if (!d.side.empty()) {
+    root["side"] = d.side;
+    root["origin_ns"] = d.origin_ns;
+  }
+  if (!d.sides.empty()) {
+    Json sides = Json::array();
+    for (const LayoutDump& s : d.sides) sides.push_back(dump_json(s));
+    root["sides"] = sides;
+    Json c = Json::object();
+    c["verdict"] = d.verdict;
+    c["verdict_text"] = d.verdict_text;
+    c["figures"] = d.compare_figures;
+    root["compare"] = c;
+  }
+  return root;
+}
+
 }  // namespace
 
 void LayoutDump::clear() {
@@ -26,59 +96,6 @@ const DumpPanel* LayoutDump::panel(const std::string& name) const {
   return nullptr;
 }
 
-std::string LayoutDump::to_json() const {
-  Json root = Json::object();
-  root["state"] = state;
-  root["message"] = message;
-  root["view_ns"] = Json::array({view_t0, view_t1});
-  Json ps = Json::array();
-  for (const DumpPanel& p : panels) {
-    Json o = Json::object();
-    o["name"] = p.name;
-    o["rect"] = rect(p.rect);
-    ps.push_back(o);
-  }
-  root["panels"] = ps;
-  Json ls = Json::array();
-  for (const DumpLane& l : lanes) {
-    Json o = Json::object();
-    o["name"] = l.name;
-    o["role"] = l.role;
-    o["rect"] = rect(l.rect);
-    o["rows"] = l.rows;
-    o["pid"] = l.pid;
-    o["worker"] = l.worker;
-    o["drawn"] = l.drawn;
-    o["merged_groups"] = l.merged_groups;
-    o["merged_items"] = l.merged_items;
-    o["markers"] = l.markers;
-    ls.push_back(o);
-  }
-  root["lanes"] = ls;
-  root["items_recorded"] = static_cast<int64_t>(items.size());
-  root["headline"] = headline;
-  root["recommendations"] = recommendations;
-  root["sessions"] = sessions;
-  if (hover) {
-    Json h = Json::object();
-    h["lane"] = hover->lane;
-    h["item"] = hover->item;
-    h["batch"] = hover->batch;
-    h["loader"] = hover->loader;
-    h["epoch"] = hover->epoch;
-    h["index"] = hover->index;
-    h["worker"] = hover->worker;
-    h["worker_pid"] = hover->worker_pid;
-    h["life"] = hover->life;
-    root["hover"] = h;
-  }
-  root["queue_columns"] = queue_columns;
-  root["queue_empty_drawn"] = queue_empty_drawn;
-  root["heat_rows"] = heat_rows;
-  root["heat_cells"] = heat_cells;
-  root["heat_metric"] = heat_metric;
-  root["stall_rects"] = stall_rects;
-  return json::write(root) + "\n";
-}
+std::string LayoutDump::to_json() const { return json::write(dump_json(*this)) + "\n"; }
 
 }  // namespace stallscope::ui

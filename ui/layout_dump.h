@@ -1,5 +1,6 @@
 // LayoutDump: what the views laid out in one frame (panels, lanes, drawn rectangles, labels, the
-// hovered batch, recommendations), filled while drawing when asked for. Tests assert on it, and
+// hovered batch, recommendations; in the compare view one such dump per recording and the
+// comparison strip), filled while drawing when asked for. Tests assert on it, and
 // `stallscope ui --layout-dump FILE` writes it as JSON beside a screenshot.
 #pragma once
 
@@ -53,9 +54,18 @@ struct DumpHover {
 
 struct LayoutDump {
   bool record_items = true;  // also record every rectangle (tests); lanes and panels always
-  std::string state;         // snapshot state name
+  std::string state;         // snapshot state name; "compare" for the compare view's window
   std::string message;       // error or notice shown in the window
   double view_t0 = 0, view_t1 = 0;
+  // The compare view: each recording's own dump (A, B; their panels, lanes and range), and in
+  // each the side's name and the time its axis counts from (its training-window start), so that
+  // view_t0 - origin_ns is the same for both when the axes are aligned.
+  std::vector<LayoutDump> sides;
+  std::string side;
+  double origin_ns = 0;
+  // The comparison strip: compare()'s verdict (id and line) and each run's figures, one line each.
+  std::string verdict, verdict_text;
+  std::vector<std::string> compare_figures;
   std::vector<DumpPanel> panels;
   std::vector<DumpLane> lanes;
   std::vector<DumpItem> items;

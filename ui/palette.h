@@ -22,6 +22,9 @@ inline constexpr ImU32 kAccent = IM_COL32(95, 175, 255, 255);
 inline constexpr ImU32 kGood = IM_COL32(90, 200, 120, 255);
 inline constexpr ImU32 kWarn = IM_COL32(240, 170, 60, 255);
 inline constexpr ImU32 kBad = IM_COL32(235, 85, 80, 255);
+// The compare view's two recordings: their badges in the headers and rows in the comparison strip.
+inline constexpr ImU32 kSideA = kAccent;
+inline constexpr ImU32 kSideB = IM_COL32(190, 150, 255, 255);
 
 inline ImU32 style_color(Style s) {
   switch (s) {

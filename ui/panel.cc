@@ -12,11 +12,16 @@ constexpr float kMargin = 6;  // around and between panels
 constexpr float kSideShare = 0.25f, kSideMin = 300, kSideMax = 440;
 
 // A panel's height when it does not depend on its neighbours (kRest is worked out by the column).
-float own_height(const Place& p, const Frame& f, float column_h) {
+float own_height(const Place& p, const Frame& f, float column_h, bool compact) {
+  const bool small = compact && p.compact_px > 0;
   switch (p.height) {
-    case Place::kFixed: return p.px;
+    case Place::kFixed:
+      return small ? p.compact_px : p.px;
     case Place::kShare: return std::floor(column_h * p.share);
-    case Place::kFit: return p.fit ? p.fit(f) : 0;
+    case Place::kFit: {
+      const float h = p.fit ? p.fit(f) : 0;
+      return small ? std::min(h, p.compact_px) : h;
+    }
     case Place::kRest: return p.px;  // outside a column: its minimum
   }
   return 0;
@@ -24,7 +29,7 @@ float own_height(const Place& p, const Frame& f, float column_h) {
 
 // Stacks the panels of `area` in a column from y = top to the bottom margin.
 void lay_out_column(std::span<const Panel> panels, Area area, const Frame& f, float x, float w, float top, float H,
-                    std::vector<PanelBox>& out) {
+                    bool compact, std::vector<PanelBox>& out) {
   const float column_h = H - top - kMargin;
   // What the kRest panels share: the height below `top`, less the other panels and a margin below each.
   float left = H - top;
@@ -35,7 +40,7 @@ void lay_out_column(std::span<const Panel> panels, Area area, const Frame& f, fl
     if (p.place.height == Place::kRest) {
       ++rests;
     } else {
-      left -= own_height(p.place, f, column_h);
+      left -= own_height(p.place, f, column_h, compact);
     }
   }
   left -= static_cast<float>(n) * kMargin;
@@ -43,7 +48,8 @@ void lay_out_column(std::span<const Panel> panels, Area area, const Frame& f, fl
   for (size_t i = 0; i < panels.size(); ++i) {
     const Place& pl = panels[i].place;
     if (pl.area != area) continue;
-    const float h = pl.height == Place::kRest ? std::max(pl.px, left / static_cast<float>(rests)) : own_height(pl, f, column_h);
+    const float h = pl.height == Place::kRest ? std::max(pl.px, left / static_cast<float>(rests))
+                                              : own_height(pl, f, column_h, compact);
     out[i] = {ImVec2(x, y), ImVec2(w, h)};
     y += h;
     y += kMargin;
@@ -65,21 +71,22 @@ void end_panel() {
   ImGui::PopStyleColor();
 }
 
-std::vector<PanelBox> lay_out(std::span<const Panel> panels, const Frame& f, const ImVec2& display) {
-  const float W = display.x, H = display.y;
+std::vector<PanelBox> lay_out(std::span<const Panel> panels, const Frame& f, const ImVec2& pos, const ImVec2& size,
+                              bool compact) {
+  const float X = pos.x, W = size.x, H = pos.y + size.y;  // H: the bottom edge
   std::vector<PanelBox> out(panels.size());
   // Bars and wide panels, top down.
-  float y = 0;
+  float y = pos.y;
   for (size_t i = 0; i < panels.size(); ++i) {
     const Place& pl = panels[i].place;
     if (pl.area == Area::kBar) {
-      const float h = own_height(pl, f, H);
-      out[i] = {ImVec2(0, y), ImVec2(W, h)};
+      const float h = own_height(pl, f, size.y, compact);
+      out[i] = {ImVec2(X, y), ImVec2(W, h)};
       y += h;
     } else if (pl.area == Area::kWide) {
-      const float h = own_height(pl, f, H);
+      const float h = own_height(pl, f, size.y, compact);
       y += kMargin;
-      out[i] = {ImVec2(kMargin, y), ImVec2(W - 2 * kMargin, h)};
+      out[i] = {ImVec2(X + kMargin, y), ImVec2(W - 2 * kMargin, h)};
       y += h;
     }
   }
@@ -87,8 +94,8 @@ std::vector<PanelBox> lay_out(std::span<const Panel> panels, const Frame& f, con
   const float top = y + kMargin;
   const float side_w = std::clamp(W * kSideShare, kSideMin, kSideMax);
   const float main_w = W - side_w - 3 * kMargin;
-  lay_out_column(panels, Area::kMain, f, kMargin, main_w, top, H, out);
-  lay_out_column(panels, Area::kSide, f, kMargin * 2 + main_w, side_w, top, H, out);
+  lay_out_column(panels, Area::kMain, f, X + kMargin, main_w, top, H, compact, out);
+  lay_out_column(panels, Area::kSide, f, X + kMargin * 2 + main_w, side_w, top, H, compact, out);
   return out;
 }
 

@@ -20,8 +20,10 @@ namespace {
 constexpr ImU32 kReady = IM_COL32(104, 200, 120, 255);
 constexpr ImU32 kFlight = IM_COL32(90, 150, 235, 255);
 
-// Draws one series as a min/max band per pixel column; returns the columns drawn.
-int draw_series(ImDrawList* dl, const StepSeries& s, const TimeAxis& ax, float ytop, float ybot, float vmax, ImU32 col) {
+// Draws one series as a min/max band per pixel column up to t_end (the end of the recording: the
+// last value is not known to hold past it); returns the columns drawn.
+int draw_series(ImDrawList* dl, const StepSeries& s, const TimeAxis& ax, double t_end, float ytop, float ybot,
+                float vmax, ImU32 col) {
   if (s.empty()) return 0;
   int cols = 0;
   const float h = ybot - ytop;
@@ -33,6 +35,7 @@ int draw_series(ImDrawList* dl, const StepSeries& s, const TimeAxis& ax, float y
   for (float x = std::floor(ax.x0); x < ax.x1; x += 1.0f) {
     const double ta = ax.t(x), tb = ax.t(x + 1.0f);
     if (tb < static_cast<double>(s.ts(0))) continue;
+    if (ta > t_end) break;
     const int64_t ia = static_cast<int64_t>(ta), ib = static_cast<int64_t>(tb);
     // Columns go left to right: every search starts from the previous one, and a column that
     // starts where the previous one ended starts at the point found for that end.
@@ -106,9 +109,11 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
   d.cache = f.dump ? nullptr : f.geo;
   const int64_t empty = draw_row(an->queue_empty, d);
   auto series = [&](const StepSeries& s, ImU32 col) {
-    if (!d.cache) return draw_series(dl, s, ax, ytop, ybot, vmax, col);
+    // (The end of the data is not in the key: new data forget the cache.)
+    if (!d.cache) return draw_series(dl, s, ax, f.data_t1, ytop, ybot, vmax, col);
     const GeometryCache::Key k{&s, ax.t0, ax.t1, ax.x0, ax.x1, ytop, ybot, vmax, static_cast<double>(col)};
-    return static_cast<int>(d.cache->draw(dl, k, [&] { return draw_series(dl, s, ax, ytop, ybot, vmax, col); }));
+    return static_cast<int>(
+        d.cache->draw(dl, k, [&] { return draw_series(dl, s, ax, f.data_t1, ytop, ybot, vmax, col); }));
   };
   const int cols = series(an->in_flight, kFlight) + series(an->ready, kReady);
   if (f.now_ns >= ax.t0 && f.now_ns <= ax.t1) {

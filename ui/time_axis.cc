@@ -17,6 +17,7 @@ TimeAxis view_time_axis(const Frame& f) {
   ax.t1 = f.st->t1;
   ax.x0 = wp.x + kLabelWidth;
   ax.x1 = wp.x + ws.x - ImGui::GetStyle().ScrollbarSize - 2;
+  ax.origin = f.origin_ns;
   return ax;
 }
 
@@ -37,12 +38,12 @@ void draw_ruler(ImDrawList* dl, const TimeAxis& axis, float y0, float y1, float 
   }
   const int decimals = std::clamp(static_cast<int>(std::ceil(-std::log10(step / 1e9) - 1e-9)), 0, 9);
   dl->AddRectFilled(ImVec2(axis.x0, y0), ImVec2(axis.x1, y1), kPanelBg);
-  const double first = std::ceil(axis.t0 / step) * step;
+  const double first = std::ceil((axis.t0 - axis.origin) / step) * step + axis.origin;
   for (double t = first; t <= axis.t1; t += step) {
     const float x = axis.x(t);
     dl->AddLine(ImVec2(x, y1 - 6), ImVec2(x, y1), kTextDim);
     if (grid_y1 > y1) dl->AddLine(ImVec2(x, y1), ImVec2(x, grid_y1), kGrid);
-    const std::string s = fmt_time(t, decimals);
+    const std::string s = fmt_offset(t - axis.origin, decimals);  // negative before a run's start
     dl->AddText(ImVec2(x + 3, y0 + 2), kTextDim, s.c_str());
     // Minor ticks.
     for (int k = 1; k < 5; ++k) {
@@ -55,19 +56,19 @@ void draw_ruler(ImDrawList* dl, const TimeAxis& axis, float y0, float y1, float 
 
 void set_range(Frame& f, double t0, double t1) {
   const double min_w = 1000;  // 1 us
-  const double span = std::max(1.0, f.data_t1 - f.data_t0);
+  const double span = std::max(1.0, f.fit_t1 - f.fit_t0);
   double w = std::clamp(t1 - t0, min_w, span * 1.5);
   const double mid = (t0 + t1) / 2;
   t0 = mid - w / 2;
   t1 = mid + w / 2;
   // Keep some of the recording in view.
   const double margin = w * 0.25;
-  if (t1 < f.data_t0 + margin) {
-    t0 = f.data_t0 + margin - w;
+  if (t1 < f.fit_t0 + margin) {
+    t0 = f.fit_t0 + margin - w;
     t1 = t0 + w;
   }
-  if (t0 > f.data_t1 - margin) {
-    t0 = f.data_t1 - margin;
+  if (t0 > f.fit_t1 - margin) {
+    t0 = f.fit_t1 - margin;
     t1 = t0 + w;
   }
   f.st->t0 = t0;
@@ -91,7 +92,7 @@ void handle_time_navigation(Frame& f, const TimeAxis& axis, const ImVec2& a0, co
     f.st->follow = false;
   }
   if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) {
-    set_range(f, f.data_t0, f.data_t1);
+    set_range(f, f.fit_t0, f.fit_t1);
     f.st->follow = !f.replay;
   }
 }

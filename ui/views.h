@@ -1,8 +1,8 @@
 // The dashboard's views: one function per view, one view per file (header_view.cc,
 // headline_view.cc, timeline_view.cc, queue_view.cc, workers_view.cc, recommendations_view.cc,
-// batch_view.cc, session_list_view.cc, message_view.cc). Each draws one panel in immediate mode
-// from the current snapshot; the only state they edit is ViewState, which the caller owns. The
-// dashboard lays out and draws the panels from its panel table (dashboard.cc).
+// batch_view.cc, session_list_view.cc, message_view.cc, compare_view.cc). Each draws one panel in
+// immediate mode from the current snapshot; the only state they edit is ViewState, which the
+// caller owns. The dashboard lays out and draws the panels from its panel table (dashboard.cc).
 #pragma once
 
 #include <imgui.h>
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/compare.h"
 #include "storage/session_registry.h"
 #include "ui/analysis_view.h"
 #include "ui/geometry_cache.h"
@@ -70,6 +71,13 @@ struct Frame {
   const UiFonts* fonts = nullptr;
   double now_ns = 0;                   // live: the newest data; replay: the playhead
   double data_t0 = 0, data_t1 = 1;     // the whole recording
+  // What "fit" and double-click show, and what a zoom or pan keeps in view: the whole recording,
+  // or in the compare view the same span of both runs (measured from each one's origin).
+  double fit_t0 = 0, fit_t1 = 1;
+  // Where the rulers count from: 0 (the session start), or in the compare view this run's
+  // training-window start (its first dl.next), so that both runs' axes read the same times.
+  double origin_ns = 0;
+  const char* side = nullptr;  // the compare view: "A" or "B" (the header shows it)
   bool replay = false;
   GeometryCache* geo = nullptr;        // geometry kept across frames (null: draw everything)
 };
@@ -87,6 +95,16 @@ void draw_batch(Frame& f, const ImVec2& pos, const ImVec2& size);
 void draw_session_list(ViewState& st, const std::vector<SessionEntry>& live, const std::vector<SessionEntry>& recent,
                        const std::string& notice, LayoutDump* dump, const UiFonts& fonts, const ImVec2& pos,
                        const ImVec2& size);
+// What the compare view's comparison strip shows.
+struct CompareStrip {
+  std::string name[2];                               // the recordings' file names, A and B
+  const analysis::CompareSide* side[2] = {};         // each run's figures (null until its analysis ran)
+  const analysis::Comparison* comparison = nullptr;  // once both analyses ran
+  std::string waiting;                               // why there is no verdict yet
+};
+// The comparison strip on top of the compare view: both runs' key figures, one row each (samples/s,
+// stall, step p50, loader), and compare()'s verdict line.
+void draw_compare_strip(const CompareStrip& c, LayoutDump* dump, const ImVec2& pos, const ImVec2& size);
 // A full-window message (a file that could not be opened, or loading).
 void draw_message(const std::string& title, const std::string& message, LayoutDump* dump, const UiFonts& fonts,
                   const ImVec2& pos, const ImVec2& size);

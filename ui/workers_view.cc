@@ -177,29 +177,38 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
     dl->AddText(ImVec2(ax.x0 + 10, wp.y + kTopBar + kStripH + 6), kTextDim, "no DataLoader workers (num_workers=0?)");
   }
 
-  // Cell values, then colours (fetch time and RSS scale to the largest visible value).
+  // Cell values of the strips in view (the panel scrolls when it is lower than they need: a compare
+  // half), then colours (fetch time and RSS scale to the largest visible value).
   const int ncells = std::max(0, static_cast<int>((ax.x1 - ax.x0) / kCellPx));
   const size_t nvalues = strips.size() * static_cast<size_t>(ncells);
+  const float y_start = wp.y + kTopBar - ImGui::GetScrollY();
+  const auto first_in_view =
+      static_cast<size_t>(std::max(0.0f, std::floor((wp.y + kTopBar - y_start) / (kStripH + 2))));
+  const auto end_in_view =
+      std::min(strips.size(), static_cast<size_t>(std::max(0.0f, std::ceil((wp.y + ws.y - y_start) / (kStripH + 2)))));
   std::vector<double> local;
   bool fresh = true;
-  // The cell values depend on the snapshot, the range, the metric and the strips, not on where the
-  // panel is scrolled: kept across frames while those stay (hover frames).
-  std::vector<double>& values =
-      f.geo ? f.geo->values({&f.tl->lanes, ax.t0, ax.t1, ax.x0, ax.x1, 0, 0, static_cast<double>(metric),
-                             static_cast<double>(strips.size())},
-                            &fresh)
-            : local;
+  // The cell values depend on the snapshot, the range, the metric, the strips and which are in
+  // view: kept across frames while those stay (hover frames).
+  std::vector<double>& values = f.geo
+                                    ? f.geo->values({&f.tl->lanes, ax.t0, ax.t1, ax.x0, ax.x1,
+                                                     static_cast<float>(first_in_view), static_cast<float>(end_in_view),
+                                                     static_cast<double>(metric), static_cast<double>(strips.size())},
+                                                    &fresh)
+                                    : local;
   if (fresh) {
     values.assign(nvalues, -1);
-    for (size_t s = 0; s < strips.size(); ++s) {
+    for (size_t s = first_in_view; s < end_in_view; ++s) {
       strip_values(f, strips[s], metric, ax, ncells, values.data() + s * static_cast<size_t>(ncells));
     }
   }
   double vmax = metric == 0 ? 1.0 : metric == 1 ? 0.5 : 0.0;
   for (double v : values) vmax = std::max(vmax, v);
   int cells = 0;
-  const float y_start = wp.y + kTopBar - ImGui::GetScrollY();
-  dl->PushClipRect(ImVec2(wp.x, wp.y + kTopBar), ImVec2(wp.x + ws.x, wp.y + ws.y), true);
+  // Strips that do not all fit (a compare half) scroll above the colour scale, not under it.
+  const bool overflow = kTopBar + static_cast<float>(strips.size()) * (kStripH + 2) + kScaleRoom > ws.y;
+  const float strips_y1 = wp.y + ws.y - (overflow ? kScaleRoom - 2 : 0);
+  dl->PushClipRect(ImVec2(wp.x, wp.y + kTopBar), ImVec2(wp.x + ws.x, strips_y1), true);
   for (size_t s = 0; s < strips.size(); ++s) {
     const float y0 = y_start + static_cast<float>(s) * (kStripH + 2), y1 = y0 + kStripH;
     const bool hl = f.st->highlight_pid != 0 && f.st->wall_s < f.st->highlight_until &&
@@ -232,7 +241,7 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
   }
   dl->PopClipRect();
   ImGui::SetCursorScreenPos(ImVec2(wp.x, y_start + static_cast<float>(strips.size()) * (kStripH + 2)));
-  ImGui::Dummy(ImVec2(1, 4));
+  ImGui::Dummy(ImVec2(1, overflow ? kScaleRoom : 4));
   // Scale: the ramp with its end values.
   const float sx = wp.x + 8, sy = wp.y + ws.y - 14;
   if (ws.y > kTopBar + 40) {

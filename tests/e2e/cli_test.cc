@@ -279,7 +279,7 @@ TEST(CliTest, UsageErrorsNameTheCommand) {
              {"ui", "--at", "-1"},
              {"ui", "--mouse", "1"},
              {"ui", "--screenshot"},
-             {"ui", "a.db", "b.db"},
+             {"ui", "a.db", "b.db", "c.db"},  // two are the compare view
          }) {
       std::vector<std::string> argv = {bin};
       argv.insert(argv.end(), bad.begin(), bad.end());

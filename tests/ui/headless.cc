@@ -24,11 +24,12 @@ Headless::Headless(float width, float height) {
 
 Headless::~Headless() { ImGui::DestroyContext(ctx_); }
 
-void Headless::frame(const std::function<void()>& draw, ImVec2 mouse, bool press) {
+void Headless::frame(const std::function<void()>& draw, ImVec2 mouse, bool press, float wheel) {
   ImGuiIO& io = ImGui::GetIO();
   io.DeltaTime = 1.0f / 60.0f;
   io.MousePos = mouse;
   io.MouseDown[0] = press;
+  io.MouseWheel = wheel;
   ImGui::NewFrame();
   draw();
   ImGui::Render();
@@ -39,6 +40,17 @@ ui::LayoutDump Headless::dashboard(ui::Dashboard& dash, const ui::Snapshot& snap
   for (int i = 0; i < frames; ++i) {
     dump.clear();
     frame([&] { dash.draw(snap, &dump); }, mouse, press && i == frames - 1);
+  }
+  return dump;
+}
+
+ui::LayoutDump Headless::compare(ui::CompareDashboard& cmp, const ui::Snapshot& a, const ui::Snapshot& b, ImVec2 mouse,
+                                 int frames, bool press, float wheel) {
+  ui::LayoutDump dump;
+  for (int i = 0; i < frames; ++i) {
+    dump.clear();
+    const bool last = i == frames - 1;
+    frame([&] { cmp.draw(a, b, &dump); }, mouse, press && last, last ? wheel : 0.0f);
   }
   return dump;
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "ui/compare_dashboard.h"
 #include "ui/dashboard.h"
 #include "ui/snapshot.h"
 
@@ -22,11 +23,15 @@ class Headless {
   Headless& operator=(const Headless&) = delete;
 
   // One frame: NewFrame, draw(), Render. The mouse is at `mouse` (off screen by default); with
-  // `press`, the left button is down during this frame.
-  void frame(const std::function<void()>& draw, ImVec2 mouse = ImVec2(-1000, -1000), bool press = false);
+  // `press`, the left button is down during this frame; `wheel`: the mouse wheel turned.
+  void frame(const std::function<void()>& draw, ImVec2 mouse = ImVec2(-1000, -1000), bool press = false,
+             float wheel = 0);
   // Runs `frames` frames of the dashboard on `snap` and returns the last frame's layout.
   ui::LayoutDump dashboard(ui::Dashboard& dash, const ui::Snapshot& snap, ImVec2 mouse = ImVec2(-1000, -1000),
                            int frames = 2, bool press = false);
+  // The same for the compare view on `a` and `b`; `wheel` turns in the last frame.
+  ui::LayoutDump compare(ui::CompareDashboard& cmp, const ui::Snapshot& a, const ui::Snapshot& b,
+                         ImVec2 mouse = ImVec2(-1000, -1000), int frames = 2, bool press = false, float wheel = 0);
 
  private:
   ImGuiContext* ctx_;

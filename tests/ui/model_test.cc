@@ -73,8 +73,8 @@ TEST(StepSeriesTest, MinMaxAndMeanMatchBruteForce) {
     f.push_back({t, static_cast<int64_t>(rng() % 17)});
   }
   StepSeries s(f);
-  for (int q = 0; q < 300; ++q) {
-    size_t a = rng() % f.size(), b = rng() % f.size();
+  for (int q = 0; q < 3000; ++q) {
+    size_t a = rng() % f.size(), b = q % 3 == 0 ? a + rng() % 300 : rng() % f.size();  // short ranges too
     if (a > b) std::swap(a, b);
     if (a == b) ++b;
     if (b > f.size()) continue;
@@ -93,6 +93,30 @@ TEST(StepSeriesTest, MinMaxAndMeanMatchBruteForce) {
   EXPECT_NEAR(s.mean(f[10].ts_ns, f[20].ts_ns), area / static_cast<double>(f[20].ts_ns - f[10].ts_ns), 1e-9);
   EXPECT_EQ(s.at(f[0].ts_ns - 1), 0);
   EXPECT_EQ(s.at(f[3].ts_ns), f[3].value);
+}
+
+TEST(StepSeriesTest, LowerBoundFromAnyHintMatchesTheStandardOne) {
+  // Through the block index and within blocks, from hints near and far, with equal times (several
+  // points at one ns), before the first point and after the last, and in the last, partial block.
+  std::mt19937 rng(11);
+  analysis::StepFunction f;
+  int64_t t = 100;
+  for (int i = 0; i < 64 * 40 + 17; ++i) {
+    t += static_cast<int64_t>(rng() % 4 == 0 ? 0 : 1 + rng() % 50);
+    f.push_back({t, 1});
+  }
+  StepSeries s(f);
+  std::vector<int64_t> ts;
+  for (const auto& p : f) ts.push_back(p.ts_ns);
+  for (int q = 0; q < 5000; ++q) {
+    const size_t hint = rng() % (ts.size() + 2);
+    const int64_t at = 90 + static_cast<int64_t>(rng() % static_cast<uint64_t>(t - 80));
+    const size_t want = std::max(hint > ts.size() ? ts.size() : hint,
+                                 static_cast<size_t>(std::lower_bound(ts.begin(), ts.end(), at) - ts.begin()));
+    ASSERT_EQ(s.lower_bound(at, hint), std::min(want, ts.size())) << "t " << at << " from " << hint;
+  }
+  EXPECT_EQ(s.lower_bound(ts.back() + 1), ts.size());
+  EXPECT_EQ(s.lower_bound(0), 0u);
 }
 
 TEST(CounterSeriesTest, MeanIsTimeWeighted) {

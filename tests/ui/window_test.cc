@@ -2,8 +2,8 @@
 // tests skip with a message when Xvfb is not installed) with Mesa's software OpenGL. Checks the
 // PNG is a real picture with the expected panels where the layout dump says they are; that bad
 // input (corrupt, truncated, foreign, newer schema, missing) renders a message, prints one
-// `stallscope: ` line and exits 1; that a cut-off recording opens; the session picker; and the
-// command line's --help and usage errors.
+// `stallscope: ` line and exits 1; that a cut-off recording opens; two recordings in the compare
+// view; the session picker; and the command line's --help and usage errors.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stb_image.h>
@@ -291,6 +291,103 @@ TEST(WindowTest, ARecordingCutOffMidRunOpens) {
   EXPECT_EQ(layout.at("lanes").size(), 4u);  // main, pin, 2 workers
 }
 
+// Two recordings of different speed, the second starting later in its session: a fast one (4
+// workers) and a slow one (2 workers, slower fetches), 2 x 100 steps each.
+void write_compare_pair(const std::string& fast, const std::string& slow) {
+  testing::SimOptions o;
+  o.workers = 4;
+  o.batches = 100;
+  testing::write_sim_recording(fast, o);
+  o.main_pid = 5000;
+  o.start_ns = 700 * testing::kMsNs;
+  o.workers = 2;
+  o.fetch_ns = [](int, int) { return 40 * testing::kMsNs; };
+  testing::write_sim_recording(slow, o);
+}
+
+TEST(WindowTest, CompareScreenshotShowsBothRecordingsOnOneAxis) {
+  NEED_XVFB();
+  testing::TempDir dir;
+  write_compare_pair(dir.file("fast.db"), dir.file("slow.db"));
+  const auto r = run_ui({"--screenshot", dir.file("cmp.png"), "--layout-dump", dir.file("cmp.json"), "--frames", "4",
+                         dir.file("fast.db"), dir.file("slow.db")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Image img = load_png(dir.file("cmp.png"));
+  ASSERT_EQ(img.w, 1600);
+  ASSERT_EQ(img.h, 1000);
+  EXPECT_GT(stats(img, 0, 0, img.w, img.h).colours, 40u);
+
+  const Json layout = load_json(dir.file("cmp.json"));
+  EXPECT_EQ(json::get_string(layout, "state").value_or(""), "compare");
+  auto rect_stats = [&](const Json& r4) {
+    return stats(img, r4[0].get<int>(), r4[1].get<int>(), r4[2].get<int>(), r4[3].get<int>());
+  };
+  std::set<std::string> top;
+  for (const Json& p : layout.at("panels")) {
+    top.insert(json::get_string(p, "name").value_or(""));
+    const Stats st = rect_stats(p.at("rect"));
+    EXPECT_GT(st.colours, 3u) << json::get_string(p, "name").value_or("");
+    EXPECT_GT(st.non_background, 0.01) << json::get_string(p, "name").value_or("");
+  }
+  EXPECT_EQ(top, (std::set<std::string>{"compare", "A", "B"}));
+  // The strip: compare()'s verdict (B is the slow one) and a line of figures per run.
+  ASSERT_TRUE(layout.contains("compare"));
+  const Json& c = layout.at("compare");
+  EXPECT_EQ(json::get_string(c, "verdict").value_or(""), "slower");
+  EXPECT_NE(json::get_string(c, "verdict_text").value_or("").find("B is slower"), std::string::npos);
+  ASSERT_EQ(c.at("figures").size(), 2u);
+  EXPECT_EQ(c.at("figures")[0].get<std::string>().rfind("A: fast.db", 0), 0u);
+  EXPECT_EQ(c.at("figures")[1].get<std::string>().rfind("B: slow.db", 0), 0u);
+  // Each side: its panels drawn in the picture, its lanes, and the same span from its origin.
+  ASSERT_TRUE(layout.contains("sides") && layout.at("sides").size() == 2u);
+  const size_t lanes[2] = {6, 4};
+  double rel[2][2] = {};
+  for (size_t i = 0; i < 2; ++i) {
+    const Json& side = layout.at("sides")[i];
+    SCOPED_TRACE(json::get_string(side, "side").value_or("?"));
+    EXPECT_EQ(json::get_string(side, "state").value_or(""), "finished");
+    std::set<std::string> panels;
+    for (const Json& p : side.at("panels")) {
+      const std::string name = json::get_string(p, "name").value_or("");
+      panels.insert(name);
+      if (name == "scrub") continue;
+      const Stats st = rect_stats(p.at("rect"));
+      EXPECT_GT(st.colours, 3u) << name;
+      EXPECT_GT(st.non_background, 0.01) << name;
+    }
+    for (const char* p : {"header", "headline", "timeline", "queue", "workers", "recommendations", "batch"}) {
+      EXPECT_TRUE(panels.count(p)) << p;
+    }
+    ASSERT_EQ(side.at("lanes").size(), lanes[i]);
+    // A worker lane shows its fetches (where it is not scrolled out of the compact timeline).
+    const Json& lr = side.at("lanes")[0].at("rect");
+    const Stats ws = stats(img, lr[0].get<int>() + 160, lr[1].get<int>(), lr[2].get<int>(), lr[3].get<int>());
+    EXPECT_GT(ws.non_background, 0.05);
+    const double origin = side.at("origin_ns").get<double>();
+    rel[i][0] = side.at("view_ns")[0].get<double>() - origin;
+    rel[i][1] = side.at("view_ns")[1].get<double>() - origin;
+  }
+  EXPECT_NEAR(rel[0][0], rel[1][0], 1);
+  EXPECT_NEAR(rel[0][1], rel[1][1], 1);
+}
+
+TEST(WindowTest, CompareWithARecordingThatCannotBeReadExitsNonZero) {
+  NEED_XVFB();
+  testing::TempDir dir;
+  write_compare_pair(dir.file("fast.db"), dir.file("slow.db"));
+  const auto r = run_ui({"--screenshot", dir.file("bad.png"), "--layout-dump", dir.file("bad.json"),
+                         dir.file("fast.db"), dir.file("missing.db")});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto err = lines(r.err);
+  ASSERT_EQ(err.size(), 1u) << r.err;
+  EXPECT_EQ(err[0].rfind("stallscope: ", 0), 0u) << err[0];
+  EXPECT_NE(err[0].find("missing.db"), std::string::npos) << err[0];
+  const Json layout = load_json(dir.file("bad.json"));
+  ASSERT_EQ(layout.at("sides").size(), 2u);
+  EXPECT_EQ(json::get_string(layout.at("sides")[0], "state").value_or(""), "finished");
+  EXPECT_EQ(json::get_string(layout.at("sides")[1], "state").value_or(""), "error");
+}
+
 // CPU ticks (user + system, all threads) the process has used.
 long cpu_ticks(pid_t pid) {
   const std::string stat = testing::read_file("/proc/" + std::to_string(pid) + "/stat");
@@ -370,8 +467,13 @@ TEST(CommandLineTest, HelpAndUsageErrors) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("Usage: stallscope ui"), std::string::npos);
   EXPECT_NE(r.out.find("--screenshot"), std::string::npos);
-  for (const std::vector<std::string>& bad :
-       {std::vector<std::string>{"--bogus"}, {"--frames", "zero"}, {"--size", "12"}, {"a.db", "b.db"}, {"--screenshot"}}) {
+  EXPECT_NE(r.out.find("[A.db [B.db]]"), std::string::npos);  // two recordings: the compare view
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--bogus"},
+                                              {"--frames", "zero"},
+                                              {"--size", "12"},
+                                              {"a.db", "b.db", "c.db"},
+                                              {"--range", "2:1", "a.db", "b.db"},
+                                              {"--screenshot"}}) {
     std::vector<std::string> argv = {STALLSCOPE_BIN, "ui"};
     argv.insert(argv.end(), bad.begin(), bad.end());
     r = testing::run_process(argv);
@@ -380,6 +482,9 @@ TEST(CommandLineTest, HelpAndUsageErrors) {
     ASSERT_EQ(err.size(), 1u) << r.err;
     EXPECT_EQ(err[0].rfind("stallscope: ", 0), 0u);
   }
+  // Three recordings: said in the command's words.
+  r = testing::run_process({STALLSCOPE_BIN, "ui", "a.db", "b.db", "c.db"});
+  EXPECT_NE(r.err.find("at most two recordings"), std::string::npos) << r.err;
   r = testing::run_process({STALLSCOPE_BIN, "--help"});
   EXPECT_NE(r.out.find("  ui "), std::string::npos);
 }
