@@ -29,7 +29,7 @@ LoaderConfig parse_config(const Json& doc) {
   c.dataset_class = json::get_string(doc, "dataset_class");
   c.created_at = json::get_string(doc, "created_at");
   c.torch_version = json::get_string(doc, "torch_version");
-  c.kind = json::get_string(doc, "kind").value_or("torch");
+  c.kind = json::get_string(doc, "kind").value_or(vocab::kLoaderTorch);
   return c;
 }
 

@@ -24,7 +24,7 @@ struct LoaderConfig {
   // Which loader ran: "torch" (a torch DataLoader; the default when the document does not say),
   // "tuned" (torch's, with settings stallscope chose) or "reference" (stallscope.ReferenceLoader,
   // whose workers are threads of the training process).
-  std::string kind = "torch";
+  std::string kind = vocab::kLoaderTorch;
 };
 
 // One `dl.next` span on the training thread.

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "analysis/format.h"
+#include "analysis/loader_tuning.h"
 #include "analysis/report.h"
 
 namespace stallscope::analysis {
@@ -96,7 +97,10 @@ struct WorkerSuggestion {
 WorkerSuggestion suggested_workers(const Inputs& in) {
   const int64_t lo = in.n == 0 ? 2 : in.n + 1;
   const bool cpu_cap = in.r.cpu_count && !in.io_bound;
-  const int64_t hi = cpu_cap ? std::max<int64_t>(lo, *in.r.cpu_count - 1) : std::max<int64_t>(lo, 2 * std::max<int64_t>(in.n, 2));
+  // With fetching on the CPU, the cap of a tuned loader (loader_tuning.h): what `--loader tuned`
+  // runs is what this rule advises.
+  const int64_t hi = cpu_cap ? std::max<int64_t>(lo, worker_cap(*in.r.cpu_count))
+                             : std::max<int64_t>(lo, 2 * std::max<int64_t>(in.n, 2));
   int64_t want = hi;
   if (in.f_ms && in.c_ms > 0) want = static_cast<int64_t>(std::ceil(kWorkerHeadroom * *in.f_ms / in.c_ms));
   WorkerSuggestion w;

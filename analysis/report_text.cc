@@ -15,11 +15,11 @@ std::string num(const std::optional<int64_t>& v) { return v ? std::to_string(*v)
 
 std::string loader_line(const LoaderStats& l) {
   const LoaderConfig& c = l.config;
-  if (c.kind == "reference") {
+  if (c.kind == vocab::kLoaderReference) {
     return "stallscope.ReferenceLoader, batch_size " + num(c.batch_size) + ", " + num(l.num_workers) + " threads";
   }
-  std::string s = (c.kind == "torch" ? "" : c.kind + " ") + "batch_size " + num(c.batch_size) + ", num_workers " +
-                  num(l.num_workers);
+  std::string s = c.kind == vocab::kLoaderTuned ? "torch DataLoader, tuned: " : "";
+  s += "batch_size " + num(c.batch_size) + ", num_workers " + num(l.num_workers);
   if (l.has_config && l.num_workers.value_or(0) == 0) {
     s += ", pin_memory " + yes_no(c.pin_memory);
   } else if (l.has_config) {
@@ -28,6 +28,49 @@ std::string loader_line(const LoaderStats& l) {
     if (c.start_method) s += ", start_method " + *c.start_method;
   }
   return s;
+}
+
+// What `stallscope run --loader tuned|reference` did to the script's DataLoader, from dl.config's
+// "replaced" (docs/report.md, "Loader swap"): the settings it changed, those it kept and why, the
+// reason a reference loader fell back; nothing for a loader left as the script made it.
+std::string swap_lines(const LoaderConfig& c) {
+  const Json* rep = c.doc.is_object() && c.doc.contains("replaced") ? &c.doc["replaced"] : nullptr;
+  if (rep == nullptr || !rep->is_object()) return "";
+  auto text = [](const Json& v) { return v.is_null() ? std::string("-") : v.dump(); };
+  std::string o;
+  const Json& settings = rep->contains("settings") ? (*rep)["settings"] : Json();
+  if (c.kind == vocab::kLoaderReference) {
+    std::string s;
+    if (settings.is_object()) {
+      for (const auto& [k, v] : settings.items()) s += (s.empty() ? "" : ", ") + k + " " + text(v);
+    }
+    o += wrap("  --loader reference, in place of the script's DataLoader" + (s.empty() ? "" : ": " + s), 100, "      ") +
+         "\n";
+  } else if (c.kind == vocab::kLoaderTuned) {
+    std::string s;
+    if (rep->contains("changed") && (*rep)["changed"].is_object()) {
+      for (const auto& [k, v] : (*rep)["changed"].items()) {
+        const Json was = settings.is_object() && settings.contains(k) ? settings[k] : Json();
+        s += (s.empty() ? "" : ", ") + k + " " + text(was) + " -> " + text(v);
+      }
+    }
+    o += wrap("  --loader tuned " + (s.empty() ? "left the script's settings as they were" : "changed " + s), 100,
+              "      ") +
+         "\n";
+  }
+  if (rep->contains("kept") && (*rep)["kept"].is_object()) {
+    for (const auto& [k, v] : (*rep)["kept"].items()) {
+      o += wrap("  kept " + k + " as the script had it: " + (v.is_string() ? v.get<std::string>() : v.dump()), 100,
+                "      ") +
+           "\n";
+    }
+  }
+  if (rep->contains("fallback") && (*rep)["fallback"].is_string()) {
+    o += wrap("  --loader reference fell back to " + c.kind + ": " + (*rep)["fallback"].get<std::string>(), 100,
+              "      ") +
+         "\n";
+  }
+  return o;
 }
 
 }  // namespace
@@ -77,6 +120,7 @@ std::string render_text(const Report& r) {
     const bool main = r.main_loader && *r.main_loader == l.id;
     o += "\nLoader " + std::to_string(l.id) + (main ? " (main)" : "") + ": " + loader_line(l) + "\n";
     const LoaderConfig& c = l.config;
+    o += swap_lines(c);
     if (c.dataset_class || c.created_at) {
       o += "  dataset " + c.dataset_class.value_or("?") + (c.dataset_type ? " (" + *c.dataset_type + ")" : "") +
            (c.dataset_len ? ", " + grouped(*c.dataset_len) + " items" : "") +

@@ -5,10 +5,13 @@
 #include <memory>
 #include <string>
 
+#include "analysis/loader_tuning.h"
 #include "cli/command.h"
 #include "cli/recording_options.h"
 #include "cli/summary.h"
 #include "collector/gpu_choice.h"
+#include "common/cpus.h"
+#include "common/vocabulary.h"
 #include "inject/launcher.h"
 
 namespace stallscope::cli {
@@ -34,6 +37,25 @@ Body define(CLI::App& app) {
                *gpu = v;
                return "";
              });
+  parse_with(app.add_option("--loader")
+                 ->type_name("KIND")
+                 ->envname("STALLSCOPE_LOADER")
+                 ->description(std::string("which DataLoader the program runs, for A/B runs without editing it:\n"
+                                           "torch (default): the script's, as it made it; tuned: torch's with\n"
+                                           "workers for the usable cores, persistent_workers, prefetch_factor 4,\n"
+                                           "pin_memory and a CUDA-stream prefetch when CUDA is used; reference:\n"
+                                           "stallscope.ReferenceLoader where the dataset is one it reads natively\n"
+                                           "(else tuned, with one line saying why). Also read from\n"
+                                           "STALLSCOPE_LOADER.")),
+             [opt](const std::string& v) -> std::string {
+               for (const char* kind : vocab::kLoaderKinds) {
+                 if (v == kind) {
+                   opt->loader = v;
+                   return "";
+                 }
+               }
+               return "(or STALLSCOPE_LOADER) '" + v + "': unknown loader; use torch, tuned or reference";
+             });
   // The program and its arguments. Once it starts, every later word is the program's:
   // positionals_at_end() stops option parsing there, as `--` does. (prefix_command() would too,
   // but CLI11 2.1 hands the words after a subcommand's `--` back to the top-level app.)
@@ -44,6 +66,10 @@ Body define(CLI::App& app) {
       return usage_error(app, "run: no program given; usage: stallscope run [-o FILE] -- PROGRAM [ARGS...]");
     }
     if (!gpu->empty()) ::setenv("STALLSCOPE_GPU", gpu->c_str(), 1);  // the program's processes read it
+    if (opt->loader != vocab::kLoaderTorch) {
+      // reference falls back to tuned for a dataset it cannot read, so both need the settings.
+      opt->loader_tuned = analysis::to_json(analysis::tuned_loader(cpus::budget())).dump();  // one line
+    }
     opt->summary = print_summary;
     return run_command(*opt);
   };
@@ -61,7 +87,8 @@ const Command kRunCommand = {
     "The options end at `--` or at PROGRAM: the words after it are PROGRAM's.",
     "Examples:\n"
     "  stallscope run -o run.db -- python train.py --epochs 2\n"
-    "  stallscope run --gpu off -o run.db -- python train_with_torch_profiler.py",
+    "  stallscope run --gpu off -o run.db -- python train_with_torch_profiler.py\n"
+    "  stallscope run --loader reference -o ref.db -- python train.py   # A/B against run.db",
     define,
 };
 

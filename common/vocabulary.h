@@ -1,6 +1,7 @@
 // The vocabulary: every name that the capture side writes and the reading side looks for, written
 // once. Event names (dl.*, stallscope.hooks, nvtx.*, cuda.*), counter tracks (proc.*) and their
-// units, stall causes, recommendation ids, severities, report modes and how a session was recorded.
+// units, stall causes, recommendation ids, severities, report modes, loader kinds and how a session
+// was recorded.
 // docs/events.md documents the events and counters; python/stallscope/_vocab.py is the Python
 // side; tests/unit/vocabulary_test.cc fails when either uses a name that is not here, or when an
 // event or counter here is missing from the docs.
@@ -224,6 +225,14 @@ int severity_rank(std::string_view severity);
 // The report's mode: what a stall is measured against.
 inline constexpr const char* kModeCpu = "cpu";
 inline constexpr const char* kModeGpu = "gpu";
+
+// Which loader ran (`kind` in a dl.config document) and which one `stallscope run --loader` asked
+// for (the recording's meta `loader`): torch's DataLoader as the script made it, torch's with the
+// settings stallscope chose, or stallscope.ReferenceLoader in its place.
+inline constexpr const char* kLoaderTorch = "torch";
+inline constexpr const char* kLoaderTuned = "tuned";
+inline constexpr const char* kLoaderReference = "reference";
+inline constexpr const char* kLoaderKinds[] = {kLoaderTorch, kLoaderTuned, kLoaderReference};
 
 // How a session was recorded (the recording's meta `mode`).
 inline constexpr const char* kRecordedByLauncher = "launcher";

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -94,6 +95,14 @@ void add_python_hooks(const std::string& python_dir) {
     ::setenv("STALLSCOPE_SHM", shm.c_str(), 1);
     ::setenv("STALLSCOPE_LIBRARY", preload.c_str(), 1);
     add_python_hooks(find_python_dir());
+    // Read by the DataLoader hooks (python/stallscope/hooks/_swap.py), in every Python process
+    // the program starts.
+    ::setenv("STALLSCOPE_LOADER", opt.loader.c_str(), 1);
+    if (opt.loader_tuned.empty()) {
+      ::unsetenv("STALLSCOPE_LOADER_TUNED");
+    } else {
+      ::setenv("STALLSCOPE_LOADER_TUNED", opt.loader_tuned.c_str(), 1);
+    }
   }
   ::unsetenv("STALLSCOPE_OUTPUT");
   std::vector<char*> argv;
@@ -166,7 +175,10 @@ int run_command(const RunOptions& opt) {
     cfg.ring_count = opt.rings;
     Arena* arena = Arena::create(shm_name, cfg, &why_not);
     if (arena != nullptr) {
-      auto rec = Recorder::start(arena, output, {{"mode", "launcher"}, {"command", shell_join(opt.command)}});
+      std::map<std::string, std::string> meta = {
+          {"mode", "launcher"}, {"command", shell_join(opt.command)}, {"loader", opt.loader}};
+      if (!opt.loader_tuned.empty()) meta["loader_tuned"] = opt.loader_tuned;
+      auto rec = Recorder::start(arena, output, meta);
       if (rec.ok()) {
         recorder = std::move(*rec);
       } else {
@@ -176,7 +188,8 @@ int run_command(const RunOptions& opt) {
     }
   }
   if (!recorder) {
-    std::fprintf(stderr, "stallscope: not recording (%s); running the program anyway\n", why_not.c_str());
+    std::fprintf(stderr, "stallscope: not recording (%s); running the program anyway%s\n", why_not.c_str(),
+                 opt.loader == vocab::kLoaderTorch ? "" : (", with its own DataLoader (--loader " + opt.loader + " needs the hooks)").c_str());
   } else {
     if (!opt.quiet) std::fprintf(stderr, "stallscope: recording to %s\n", output.c_str());
     char real[PATH_MAX];

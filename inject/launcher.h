@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/vocabulary.h"
+
 namespace stallscope {
 
 struct RunOptions {
@@ -14,6 +16,12 @@ struct RunOptions {
   unsigned ring_events = 16384;       // events per thread ring (power of two)
   unsigned rings = 64;                // threads that can record at once
   bool quiet = false;                 // no messages on stderr but errors
+  // `--loader`: which DataLoader the program's Python processes run: "torch" (as the script made
+  // it), "tuned" or "reference". Passed to them in STALLSCOPE_LOADER, with `loader_tuned` (the
+  // tuned settings as JSON, analysis/loader_tuning.h) in STALLSCOPE_LOADER_TUNED; both are kept in
+  // the recording's meta (`loader`, `loader_tuned`).
+  std::string loader = vocab::kLoaderTorch;
+  std::string loader_tuned;
   // Called with the recording's path once it is saved (not with --quiet): the command's
   // end-of-run summary. Empty: nothing is printed beyond the "recording saved" line.
   std::function<void(const std::string& db_path)> summary;

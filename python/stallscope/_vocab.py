@@ -37,6 +37,14 @@ EVENT_NAMES = (
     DL_FETCH, DL_COLLATE, DL_PIN, DL_WORKER_READY, DL_PUT, STALLSCOPE_HOOKS,
 )
 
+# Which loader ran (`kind` in dl.config) and which `stallscope run --loader` asked for: torch's
+# DataLoader as the script made it, torch's with the settings stallscope chose, or
+# stallscope.ReferenceLoader in its place (common/vocabulary.h, kLoaderKinds).
+LOADER_TORCH = "torch"
+LOADER_TUNED = "tuned"
+LOADER_REFERENCE = "reference"
+LOADER_KINDS = (LOADER_TORCH, LOADER_TUNED, LOADER_REFERENCE)
+
 # Thread names the hooks give (not events: the `threads` table of a recording). The prefixes are
 # followed by the worker id W (worker processes) or the loader id L (pin-memory thread).
 THREAD_MAIN = "MainThread"

@@ -2,6 +2,7 @@
 // input-pipeline bottlenecks, which stay silent, and the evidence they cite.
 #include <gtest/gtest.h>
 
+#include "analysis/loader_tuning.h"
 #include "analysis/report.h"
 #include "analysis/session.h"
 #include "tests/analysis/fixture.h"
@@ -107,6 +108,43 @@ TEST_F(RecommendTest, SaturatedWorkersWithSpareCpusGetMoreWorkers) {
   EXPECT_GE(*json::get_double(rec->evidence, "workers_busy_fraction"), 0.8);
   EXPECT_EQ(find(r, "slow_dataset_getitem"), nullptr) << ids(r);
   EXPECT_EQ(find(r, "reduce_num_workers"), nullptr) << ids(r);
+}
+
+// The advice's cap is the worker count of `stallscope run --loader tuned` (loader_tuning.h): on
+// a 6-CPU machine both stop at 5, leaving a CPU to the training process.
+TEST_F(RecommendTest, WorkerCapIsTheTunedLoaderCount) {
+  EXPECT_EQ(worker_cap(1), 1);
+  EXPECT_EQ(worker_cap(2), 1);
+  EXPECT_EQ(worker_cap(6), 5);
+  EXPECT_EQ(worker_cap(64), 63);
+  SimConfig c;
+  c.num_workers = 2;
+  c.fetch_ns = [](int, int) { return 100 * kMs; };
+  c.compute_ns = 10 * kMs;
+  c.worker_cpu = 1.0;
+  c.worker_runq = 0.02;
+  const Report r = run(c, {{"cpu_count", "6"}});
+  const Recommendation* rec = find(r, "increase_num_workers");
+  ASSERT_NE(rec, nullptr) << ids(r);
+  EXPECT_NE(rec->message.find("capped at 6 CPUs - 1 = 5"), std::string::npos) << rec->message;
+  cpus::Budget six;
+  six.affinity = 6;
+  six.usable = 6;
+  const TunedLoader t = tuned_loader(six);
+  EXPECT_EQ(json::get_int(rec->evidence, "suggested_num_workers"), t.num_workers);
+  EXPECT_EQ(t.num_workers, 5);
+  EXPECT_TRUE(t.persistent_workers);
+  EXPECT_EQ(t.prefetch_factor, kTunedPrefetchFactor);
+  const Json doc = to_json(t);
+  EXPECT_EQ(json::get_int(doc, "num_workers"), 5);
+  EXPECT_EQ(json::get_int(doc, "usable_cores"), 6);
+  EXPECT_EQ(json::get_bool(doc, "persistent_workers"), true);
+  EXPECT_EQ(json::get_string(doc, "basis"), "6 usable (affinity 6, cgroup quota none) - 1 for the training process = 5 workers");
+  // A cgroup quota of 1.5 CPUs on that machine: 2 usable, 1 worker.
+  cpus::Budget quota = six;
+  quota.quota = 1.5;
+  quota.usable = cpus::usable_from(6, 1.5);
+  EXPECT_EQ(tuned_loader(quota).num_workers, 1);
 }
 
 // Eight workers fighting over the CPUs (half their time runnable but not running).

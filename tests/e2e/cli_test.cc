@@ -108,6 +108,9 @@ TEST(CliTest, UsageErrorsAreOneLineAndExit2) {
       {STALLSCOPE_BIN, "run", "--gpu", "kernels", "--", "true"},
       {STALLSCOPE_BIN, "run", "--gpu=kernel,,sync", "--", "true"},
       {"/usr/bin/env", "STALLSCOPE_GPU=cupti", STALLSCOPE_BIN, "run", "--", "true"},
+      {STALLSCOPE_BIN, "run", "--loader", "fast", "--", "true"},
+      {STALLSCOPE_BIN, "run", "--loader"},
+      {"/usr/bin/env", "STALLSCOPE_LOADER=Reference", STALLSCOPE_BIN, "run", "--", "true"},
       {STALLSCOPE_BIN, "attach"},
       {STALLSCOPE_BIN, "attach", "-1"},
       {STALLSCOPE_BIN, "attach", "12x"},
@@ -215,6 +218,9 @@ TEST(CliTest, UsageErrorsNameTheCommand) {
            {"run", "--ring-events", "0", "--", "true"},
            {"run", "--gpu", "bogus", "--", "true"},
            {"run", "--gpu", "--", "true"},
+           {"run", "--loader", "ref", "--", "true"},
+           {"run", "--loader=", "--", "true"},
+           {"run", "--loader", "--", "true"},
            {"run", "--output"},
            {"run", "-o", "dir/", "--", "true"},
        }) {
@@ -224,6 +230,7 @@ TEST(CliTest, UsageErrorsNameTheCommand) {
   }
   expect_usage_error({bin, "run", "--", "true"}, "run", {{"STALLSCOPE_GPU", "bogus"}});
   expect_usage_error({bin, "run", "-q", "true"}, "run", {{"STALLSCOPE_GPU", "kernel,"}});
+  expect_usage_error({bin, "run", "-q", "true"}, "run", {{"STALLSCOPE_LOADER", "dali"}});
   for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
            {"attach"},
            {"attach", "--duration", "-1", "1"},

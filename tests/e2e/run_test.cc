@@ -224,6 +224,42 @@ TEST(RunTest, UnwritableOutputStillRunsTheProgram) {
   EXPECT_NE(p.out.find("fork_emitter: parent"), std::string::npos);
 }
 
+// --loader reaches the program's environment (with the tuned settings for tuned and reference,
+// which falls back to tuned) and the recording's meta says which loader was asked for.
+TEST(RunTest, LoaderChoiceReachesTheProgramAndTheMeta) {
+  TempDir dir;
+  const std::string show = "echo \"loader=$STALLSCOPE_LOADER tuned=${STALLSCOPE_LOADER_TUNED:-none}\"";
+  for (const std::string kind : {"torch", "tuned", "reference", ""}) {
+    SCOPED_TRACE(kind);
+    const std::string db = dir.file("loader-" + kind + ".db");
+    std::vector<std::string> argv = {STALLSCOPE_BIN, "run", "-q", "-o", db};
+    if (!kind.empty()) argv.insert(argv.end(), {"--loader", kind});
+    argv.insert(argv.end(), {"--", "/bin/sh", "-c", show});
+    ProcResult p = testing::run_process(argv, 60000, {{"STALLSCOPE_LOADER_TUNED", "left over"}});
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    const std::string asked = kind.empty() ? "torch" : kind;
+    EXPECT_EQ(p.out.rfind("loader=" + asked + " tuned=", 0), 0u) << p.out;
+    auto r = open_db(db);
+    ASSERT_TRUE(r);
+    auto meta = *r->meta();
+    EXPECT_EQ(meta["loader"], asked);
+    if (asked == "torch") {
+      EXPECT_NE(p.out.find("tuned=none"), std::string::npos) << p.out;
+      EXPECT_EQ(meta.count("loader_tuned"), 0u);
+    } else {
+      // One line of JSON, the same in the environment and the meta.
+      EXPECT_NE(p.out.find("tuned={\"num_workers\":"), std::string::npos) << p.out;
+      EXPECT_NE(p.out.find("\"persistent_workers\":true"), std::string::npos) << p.out;
+      EXPECT_EQ(p.out.substr(p.out.find("tuned=") + 6), meta["loader_tuned"] + "\n");
+    }
+  }
+  // From the environment, as --gpu.
+  ProcResult p = testing::run_process({STALLSCOPE_BIN, "run", "-q", "-o", dir.file("env.db"), "--", "/bin/sh", "-c", show},
+                                      60000, {{"STALLSCOPE_LOADER", "reference"}});
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(p.out.rfind("loader=reference tuned={", 0), 0u) << p.out;
+}
+
 TEST(RunTest, DefaultOutputNameInTheCurrentDirectory) {
   TempDir dir;
   ProcResult p = testing::run_process(

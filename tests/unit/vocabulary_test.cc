@@ -3,6 +3,7 @@
 // not documented, and when a look-up disagrees with the tables.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <optional>
 #include <fstream>
@@ -157,6 +158,24 @@ TEST(VocabularyTest, ReportDocHasEveryRecommendationAndCause) {
   for (const char* cause : vocab::kCauses) {
     EXPECT_NE(doc.find("`" + std::string(cause) + "`"), std::string::npos) << cause << " is not in docs/report.md";
   }
+}
+
+// The loader kinds: python/stallscope/_vocab.py has the same ones, in the same order, and
+// docs/report.md names each.
+TEST(VocabularyTest, LoaderKindsAgreeWithPythonAndTheDocs) {
+  const std::string py = slurp(source("python/stallscope/_vocab.py"));
+  const std::string doc = slurp(source("docs/report.md"));
+  std::vector<std::string> names;
+  for (const char* kind : vocab::kLoaderKinds) {
+    std::string upper = kind;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    names.push_back("LOADER_" + upper);
+    EXPECT_NE(py.find("LOADER_" + upper + " = \"" + kind + "\""), std::string::npos) << kind << " is not in _vocab.py";
+    EXPECT_NE(doc.find("`" + std::string(kind) + "`"), std::string::npos) << kind << " is not in docs/report.md";
+  }
+  std::string tuple = "LOADER_KINDS = (";
+  for (size_t i = 0; i < names.size(); ++i) tuple += (i ? ", " : "") + names[i];
+  EXPECT_NE(py.find(tuple + ")"), std::string::npos) << "_vocab.py's LOADER_KINDS differs from kLoaderKinds";
 }
 
 // The Python side writes only vocabulary names, and (once python/stallscope/_vocab.py holds

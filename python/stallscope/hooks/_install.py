@@ -16,7 +16,7 @@ import threading
 from .. import _native as N
 from .. import _tb
 from .. import _vocab as V
-from . import _main, _pin, _profiler, _worker
+from . import _main, _pin, _profiler, _swap, _worker
 from . import _state as S
 
 _instant = N.instant
@@ -83,7 +83,8 @@ def _create_fetcher(*args, **kwargs):
 
 
 def install() -> None:
-    """Step 1, at import of torch.utils.data.dataloader: wrap DataLoader.__init__ and __iter__."""
+    """Step 1, at import of torch.utils.data.dataloader: wrap DataLoader.__init__ and __iter__ (and
+    __len__ under --loader reference)."""
     with S._lock:
         if S._shallow_done:
             return
@@ -109,6 +110,11 @@ def install() -> None:
         # that re-create loaders) still sees torch's parameters.
         DL.__init__ = functools.wraps(S._orig_dl_init)(_main._dl_init)
         DL.__iter__ = functools.wraps(S._orig_dl_iter)(_main._dl_iter)
+        S._DL = DL
+        _swap.read_mode()  # `stallscope run --loader`: None (torch) leaves everything above as it is
+        if S._swap_mode == V.LOADER_REFERENCE and callable(DL.__dict__.get("__len__")):
+            S._orig_dl_len = DL.__len__
+            DL.__len__ = functools.wraps(S._orig_dl_len)(_swap.dl_len)
 
 
 def _deep_install() -> None:

@@ -1,7 +1,8 @@
 """The training process's main thread: DataLoader.__init__ and __iter__ (dl.config,
-dl.epoch_begin), the iterator's next() (dl.next, dl.epoch_end), the multi-process iterator's
-reset, send, receive and shutdown (dl.worker_start, dl.sent, dl.recv, dl.worker_stop), and the
-fetcher of a loader without workers (dl.fetch, dl.collate).
+dl.epoch_begin; under `stallscope run --loader tuned|reference` they hand over to _swap.py), the
+iterator's next() (dl.next, dl.epoch_end), the multi-process iterator's reset, send, receive and
+shutdown (dl.worker_start, dl.sent, dl.recv, dl.worker_stop), and the fetcher of a loader without
+workers (dl.fetch, dl.collate).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import sys
 
 from .. import _native as N
 from .. import _tb
+from .. import _vocab as V
 from . import _state as S
+from . import _swap
 from ._state import _FetchCtx, _ItState, _LoaderInfo
 
 # Hot-path C functions bound once (module globals are cheaper to reach than attributes). Never
@@ -77,7 +80,7 @@ def _pin_effective(loader) -> bool:
     return bool(torch.cuda.is_available())
 
 
-def _config(loader, L, created_at) -> str:
+def _config(loader, L, created_at, swap=None) -> str:
     import torch
     import torch.multiprocessing as tmp
     from torch.utils.data.dataloader import _DatasetKind
@@ -122,6 +125,8 @@ def _config(loader, L, created_at) -> str:
         "drop_last": bool(loader.drop_last),
         "created_at": created_at,
         "torch_version": str(torch.__version__),
+        "kind": swap.kind if swap is not None else V.LOADER_TORCH,
+        "replaced": swap.replaced_doc() if swap is not None else None,
     }
     return json.dumps(doc, separators=(",", ":"))
 
@@ -139,7 +144,7 @@ def _begin_epoch(loader):
         info.epochs += 1
     if first:
         try:
-            _instant(S._I_CONFIG, info.L, N.intern_once(_config(loader, info.L, info.created_at)), 0)
+            _instant(S._I_CONFIG, info.L, N.intern_once(_config(loader, info.L, info.created_at, info.swap)), 0)
         except Exception:
             pass
     _instant(S._I_EPOCH_BEGIN, info.L, E, loader.num_workers)
@@ -161,14 +166,28 @@ def _dl_init(self, *args, **kwargs):
         where = _caller_site(self)
     except Exception:
         where = None
-    S._orig_dl_init(self, *args, **kwargs)
+    if S._swap_mode is None:
+        S._orig_dl_init(self, *args, **kwargs)
+        swap = None
+    else:  # `stallscope run --loader tuned|reference`: _swap runs torch's __init__
+        swap = _swap.init(self, where, args, kwargs)
     try:
-        object.__setattr__(self, "_stallscope_loader", _LoaderInfo(self, where))
+        object.__setattr__(self, "_stallscope_loader", _LoaderInfo(self, where, swap))
     except Exception:
         pass
 
 
 def _dl_iter(self):
+    swap = None
+    if S._swap_mode is not None:  # `stallscope run --loader tuned|reference`
+        swap = _swap.of(self)
+        if swap is not None:
+            if swap.kind == V.LOADER_REFERENCE:
+                it = _swap.reference_iter(self, swap)  # records its own events
+                if it is not None:
+                    return it
+            elif swap.kind == V.LOADER_TUNED:
+                _swap.before_iter(self, swap)
     pending = None
     prev = None
     try:
@@ -182,7 +201,8 @@ def _dl_iter(self):
     except Exception:
         pending = None
     if pending is None:
-        return S._orig_dl_iter(self)
+        it = S._orig_dl_iter(self)
+        return it if swap is None or swap.kind != V.LOADER_TUNED else _swap.after_iter(swap, it)
     try:
         it = S._orig_dl_iter(self)
     finally:
@@ -191,7 +211,7 @@ def _dl_iter(self):
         _attach_iterator(it, pending[0], pending[1])
     except Exception:
         pass
-    return it
+    return it if swap is None or swap.kind != V.LOADER_TUNED else _swap.after_iter(swap, it)
 
 
 def _attach_iterator(it, info, E):

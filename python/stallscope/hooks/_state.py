@@ -3,10 +3,10 @@ here, and the other modules read and write it as an attribute of this module (`S
 `S._wctx = ctx`), never through `from ._state import ...`, which would keep a stale copy.
 
 Here: the event ids of the current session (refresh_ids()), the session generation, loader ids,
-the installation flags and the problem message, torch's originals of what the hooks replace and
-the torch classes looked up at installation, a worker process's context, and the records the
-wrappers keep on torch's objects (per loader, per iterator, per fetcher). No other module of the
-package has a `global` statement.
+the installation flags and the problem message, the `--loader` mode and its settings, torch's
+originals of what the hooks replace and the torch classes looked up at installation, a worker
+process's context, and the records the wrappers keep on torch's objects (per loader, per
+iterator, per fetcher). No other module of the package has a `global` statement.
 """
 
 from __future__ import annotations
@@ -48,8 +48,17 @@ _session_gen = 0  # bumped by on_session_change()
 _profiler_warned = False  # the torch.profiler warning was printed
 adopt_worker_why = ""  # why adopt_worker() returned None (public: hooks.adopt_worker_why)
 
+# `stallscope run --loader` (hooks/_swap.py), read once by install(): None for torch (the script's
+# DataLoader untouched: _main then takes exactly the path it takes without --loader), else "tuned"
+# or "reference", with the launcher's tuned settings (STALLSCOPE_LOADER_TUNED, a dict).
+_swap_mode = None
+_tuned = None
+_dl_signature = None  # inspect.Signature of torch's DataLoader.__init__, for rebinding its arguments
+_DL = None  # torch's DataLoader class
+_swap_said: set = set()  # the one-line notes already printed
+
 # Originals (None until patched).
-_orig_dl_init = _orig_dl_iter = _orig_next = _orig_create_fetcher = None
+_orig_dl_init = _orig_dl_iter = _orig_dl_len = _orig_next = _orig_create_fetcher = None
 _orig_reset = _orig_try_put_index = _orig_get_data = _orig_shutdown = None
 _orig_worker_loop = None
 _orig_pin_loop = None
@@ -75,14 +84,15 @@ _wctx = None
 class _LoaderInfo:
     """Per DataLoader, stored on the loader as `_stallscope_loader` (owner guards against copies)."""
 
-    __slots__ = ("owner", "L", "epochs", "created_at", "gen")
+    __slots__ = ("owner", "L", "epochs", "created_at", "gen", "swap")
 
-    def __init__(self, owner, created_at):
+    def __init__(self, owner, created_at, swap=None):
         self.owner = id(owner)
         self.L = None  # assigned at the first __iter__
         self.epochs = 0
         self.created_at = created_at
         self.gen = -1  # the session whose database has this loader's dl.config
+        self.swap = swap  # _swap.Swap under --loader tuned/reference; None otherwise
 
 
 class _ItState:
