@@ -365,15 +365,15 @@ class _RandomResizedCrop:
         for _ in range(10):
             target = area * self.rng.uniform(0.08, 1.0)
             aspect = math.exp(self.rng.uniform(*log_ratio))
-            w = int(round(math.sqrt(target * aspect)))
-            h = int(round(math.sqrt(target / aspect)))
+            w = round(math.sqrt(target * aspect))
+            h = round(math.sqrt(target / aspect))
             if 0 < w <= width and 0 < h <= height:
                 return self.rng.randint(0, width - w), self.rng.randint(0, height - h), w, h
         ratio = width / height
         if ratio < 3 / 4:
-            w, h = width, int(round(width / (3 / 4)))
+            w, h = width, round(width / (3 / 4))
         elif ratio > 4 / 3:
-            h, w = height, int(round(height * (4 / 3)))
+            h, w = height, round(height * (4 / 3))
         else:
             w, h = width, height
         return (width - w) // 2, (height - h) // 2, w, h
@@ -386,21 +386,43 @@ class _RandomResizedCrop:
 
 
 def memcpy_stream(data, p):
-    """Not a loader: np.copyto of batch-sized blocks on one thread, the in-memory case's bound
-    (each 'batch' is one copy of batch_size samples' bytes)."""
+    """Not a loader: the in-memory case's bound. One thread copies the in-memory images, batch by
+    batch in storage order, into one reused batch buffer with np.copyto (memory to memory, as the
+    loaders' gathers are: the 600 MB do not fit in a cache, a 38 MB block would partly)."""
     import numpy as np
 
-    images = np.load(data["images"], mmap_mode="r")
-    row = images[0].nbytes
-    src = np.array(images[: p["batch_size"]])  # in memory, off the file
-    dst = np.empty_like(src)
+    images = np.load(data["images"])
+    bs = p["batch_size"]
+    dst = np.empty_like(images[:bs])
+    starts = list(range(0, len(images) - bs + 1, bs))
 
     def stream():
-        while True:
-            np.copyto(dst, src)
-            yield [dst[:, :1, 0, 0]]  # only the batch dimension is counted
+        for i in itertools.cycle(starts):
+            np.copyto(dst, images[i:i + bs])
+            yield [dst[:, 0, 0, 0]]  # only the batch dimension is counted
 
-    return stream, (lambda: None), {"threads": 1, "bytes_per_sample": row}
+    return stream, (lambda: None), {"threads": 1, "bytes_per_sample": int(images[0].nbytes)}
+
+
+def gather_stream(data, p):
+    """Not a loader: what one thread does at best for this case's gather. np.take of a shuffled
+    batch of rows (150 KB each) into one reused buffer: the loader's work without its threads,
+    queues or Python, and with rows too small for the non-temporal stores glibc's memcpy uses on
+    large blocks."""
+    import numpy as np
+
+    images = np.load(data["images"])
+    bs = p["batch_size"]
+    dst = np.empty_like(images[:bs])
+    batches = _index_stream(len(images), bs)
+
+    def stream():
+        for idx in batches:
+            n = len(idx)
+            np.take(images, idx, axis=0, out=dst[:n])
+            yield [dst[:n, 0, 0, 0]]
+
+    return stream, (lambda: None), {"threads": 1}
 
 
 def build(row, case, data, p):
@@ -417,7 +439,75 @@ def build(row, case, data, p):
         return spdl_loader(case, data, p, row["threads"])
     if kind == "memcpy":
         return memcpy_stream(data, p)
+    if kind == "gather":
+        return gather_stream(data, p)
     raise ValueError(kind)
+
+
+# ---------------------------------------------------------------------------------------------
+# With a CUDA device: the reference loader's copies against the device's pinned copy rate, and the
+# GPU's idle time when the loop's GPU step takes a little longer than the loader needs per batch.
+
+
+def gpu_measure(data, p):
+    """Returns the result fields of the 'gpu' row (called between READY/GO and RESULT)."""
+    import torch
+
+    import stallscope
+
+    images, labels = memory_arrays(data)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    bs = p["batch_size"]
+    nbytes = bs * images[0].numel()
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    pinned = 0.0
+    for _ in range(20):  # the device's pinned host-to-device copy rate: the best of 20 batch-sized copies
+        start.record()
+        dst.copy_(host, non_blocking=True)
+        end.record()
+        end.synchronize()
+        pinned = max(pinned, nbytes / (start.elapsed_time(end) / 1e3))
+    del host, dst
+    loader = stallscope.ReferenceLoader.from_tensors(images, labels, batch_size=bs, shuffle=True, device=dev)
+    stream = _epochs(loader)
+    for _ in range(p["warmup"]):
+        next(stream)
+    torch.cuda.synchronize()
+    t0, n = time.perf_counter(), 0
+    for _ in range(p["batches"]):  # nothing but the batches: the loader's copies set the pace
+        n += len(next(stream)[0])
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    h2d = n * (images[0].numel() + labels[0].element_size()) / seconds
+    # A step of matrix products sized to 1.1x the loader's batch interval: a loader that keeps up
+    # leaves the GPU idle only between steps.
+    a = torch.randn(2048, 2048, device=dev)
+    start.record()
+    for _ in range(10):
+        a @ a
+    end.record()
+    end.synchronize()
+    per_mm = start.elapsed_time(end) / 1e3 / 10
+    k = max(1, round(1.1 * seconds / p["batches"] / per_mm))
+    events = []
+    for _ in range(p["batches"]):
+        x, _y = next(stream)
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        x.float().mean()
+        for _ in range(k):
+            a @ a
+        e1.record()
+        events.append((e0, e1))
+    torch.cuda.synchronize()
+    busy = sum(e0.elapsed_time(e1) for e0, e1 in events)
+    wall = events[0][0].elapsed_time(events[-1][1])
+    loader.close()
+    return {"samples": n, "seconds": seconds, "cpu_s": 0.0, "pinned_Bps": pinned, "h2d_Bps": h2d,
+            "gpu_idle": max(0.0, 1 - busy / wall), "step_ms": k * per_mm * 1e3,
+            "info": {"threads": loader.num_workers, "device": str(dev)}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,8 +526,14 @@ def check_batch(case, batch, p):
                              f"expected [B, {', '.join(map(str, shape))}] {dtype} and int64 [B]")
 
 
-def measure(row, spec):
-    case, data, p = spec["case"], spec["data"], spec["params"]
+def measure(row):
+    case, data, p = row["case"], row["data"], row["params"]
+    if row["kind"] == "gpu":
+        print(f"READY {os.getpid()}", flush=True)
+        if sys.stdin.readline().strip() != "GO":
+            raise SystemExit("loader_bench_child: no GO from the parent")
+        print("RESULT " + json.dumps({"id": row["id"], **gpu_measure(data, p)}), flush=True)
+        return
     make_stream, close, info = build(row, case, data, p)
     gc.collect()
     print(f"READY {os.getpid()}", flush=True)
@@ -446,7 +542,7 @@ def measure(row, spec):
     stream = make_stream()
     t_first = time.perf_counter()
     first = next(stream)
-    if row["kind"] != "memcpy":
+    if row["kind"] not in ("memcpy", "gather"):
         check_batch(case, first, p)
     del first
     for _ in range(p["warmup"] - 1):
@@ -492,7 +588,7 @@ def main():
     _import_stallscope(spec)
     for row in spec["rows"]:
         try:
-            measure(row, spec)
+            measure(row)
         except Exception as e:
             import traceback
 
