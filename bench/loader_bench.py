@@ -648,7 +648,10 @@ def main():
             r.update(case=c, data=data[c], params=sizes[c])
     results = {c: {} for c in cases}
 
+    loads = []  # the 1-minute load average as each measurement ends
+
     def record(docs, group):
+        loads.append(os.getloadavg()[0])
         for doc, r in zip(docs, group, strict=True):
             results[r["case"]].setdefault(doc["id"], []).append(doc)
             if "error" in doc:
@@ -682,9 +685,10 @@ def main():
     npy_bytes = None
     if "npy" in cases:
         npy_bytes = os.path.getsize(data["npy"]["images"]) + os.path.getsize(data["npy"]["labels"])
+    load_seen = (f"load average {load_before[0]:.2f} before, {min(loads):.2f}-{max(loads):.2f} during (median "
+                 f"{statistics.median(loads):.2f}), {load_after[0]:.2f} after" if loads else "")
     out.append(f"Loader benchmark ({'--quick, ' if args.quick else ''}{env['cores']} usable cores, {reps} interleaved "
-               f"run{'s' if reps > 1 else ''} per row; load average {load_before[0]:.2f} before, "
-               f"{load_after[0]:.2f} after; {time.monotonic() - t_start:.0f} s)")
+               f"run{'s' if reps > 1 else ''} per row; {load_seen}; {time.monotonic() - t_start:.0f} s)")
     out.append("")
     out.append(f"- torch {env['torch']} ({sys.executable}); JPEG rows with torchvision: "
                + (f"{env['venv_versions']} ({env['venv']})" if env["venv"] else "no torchvision "
