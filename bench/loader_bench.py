@@ -550,6 +550,9 @@ def case_table(case: str, summary: dict, env: dict, limit_rate) -> tuple[list[st
     for r in [s["row"] for s in summary.values()]:
         s = summary[r["id"]]
         label = r["label"] + (" **(best torch)**" if r["id"] == best_id else "")
+        ran = s.get("info", {}).get("threads")
+        if r["kind"] == "reference" and r.get("threads") is None and ran is not None:
+            label = f"ReferenceLoader, default threads ({ran} here)"  # as the loader chose them
         if r.get("python") is None:
             lines.append(f"| {label} | not run: {r['why']} | | | | | |")
             continue
@@ -656,6 +659,9 @@ def main():
             results[r["case"]].setdefault(doc["id"], []).append(doc)
             if "error" in doc:
                 print(f"loader_bench: {r['case']}/{doc['id']}: {doc['error']}", file=sys.stderr)
+            elif not args.quick:  # progress: a full run takes tens of minutes
+                print(f"loader_bench: {r['case']}/{doc['id']}: {doc['samples'] / doc['seconds']:.0f} samples/s, "
+                      f"{doc['cpu_s'] / doc['seconds']:.2f} cores", file=sys.stderr)
 
     for _rep in range(reps):
         if args.quick:
