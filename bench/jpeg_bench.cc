@@ -5,18 +5,24 @@
 // read from the page cache. Times are this thread's CPU time (the machine is shared: waiting for a
 // core is not the loader's cost), best of three passes; samples/s is per core.
 //   jpeg_bench [images (default 200)]
+//   jpeg_bench DIR [images]   the first `images` JPEGs under DIR (an ImageFolder tree, sorted
+//                             by path) instead, so that bench/loader_bench.py states the limit
+//                             for the very files its loaders read
 #include <sys/stat.h>
 #include <turbojpeg.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loader/image_ops.h"
@@ -52,29 +58,72 @@ void row(const char* what, double s, const char* note = "") {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int n = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
-  const char* tmp = std::getenv("TMPDIR");
-  std::string root = std::string(tmp ? tmp : "/tmp") + "/stallscope-jpeg-bench-" + std::to_string(::getpid());
-  stallscope::testing::make_dirs(root + "/c0");
-  stallscope::testing::make_dirs(root + "/c1");
+  // Either the JPEGs under a given folder, or n made here (and removed at the end).
+  std::string given;
+  if (argc > 1 && std::filesystem::is_directory(argv[1])) given = argv[1];
+  const int arg_n = given.empty() ? 1 : 2;
+  const int n_asked = argc > arg_n ? std::max(1, std::atoi(argv[arg_n])) : 200;
   std::vector<std::string> jpegs;
+  std::vector<std::pair<int, int>> dims;  // width, height
   size_t total_bytes = 0;
-  for (int i = 0; i < n; ++i) {
-    jpegs.push_back(stallscope::testing::encode_jpeg(stallscope::testing::make_photo(500, 375, 1000 + i), 500, 375));
-    std::ofstream(root + "/c" + std::to_string(i % 2) + "/" + std::to_string(1000 + i) + ".jpg", std::ios::binary)
-        << jpegs.back();
-    total_bytes += jpegs.back().size();
+  std::string root;
+  if (!given.empty()) {
+    root = given;
+    std::vector<std::string> paths;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+      std::string ext = e.path().extension().string();
+      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg")) paths.push_back(e.path().string());
+    }
+    std::sort(paths.begin(), paths.end());
+    if (paths.size() > static_cast<size_t>(n_asked)) paths.resize(n_asked);
+    tjhandle hdr = tjInitDecompress();
+    for (const auto& p : paths) {
+      std::ifstream f(p, std::ios::binary);
+      jpegs.emplace_back((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      int w = 0, h = 0, sub = 0, cs = 0;
+      const auto* d = reinterpret_cast<const unsigned char*>(jpegs.back().data());
+      if (tjDecompressHeader3(hdr, d, jpegs.back().size(), &w, &h, &sub, &cs) != 0) {
+        std::fprintf(stderr, "jpeg_bench: %s: %s\n", p.c_str(), tjGetErrorStr2(hdr));
+        return 1;
+      }
+      dims.emplace_back(w, h);
+      total_bytes += jpegs.back().size();
+    }
+    tjDestroy(hdr);
+    if (jpegs.empty()) {
+      std::fprintf(stderr, "jpeg_bench: no .jpg or .jpeg file under %s\n", root.c_str());
+      return 1;
+    }
+    std::printf("%zu JPEGs from %s, %.1f KB on average; one thread, CPU time\n", jpegs.size(), root.c_str(),
+                static_cast<double>(total_bytes) / static_cast<double>(jpegs.size()) / 1024);
+  } else {
+    const char* tmp = std::getenv("TMPDIR");
+    root = std::string(tmp ? tmp : "/tmp") + "/stallscope-jpeg-bench-" + std::to_string(::getpid());
+    stallscope::testing::make_dirs(root + "/c0");
+    stallscope::testing::make_dirs(root + "/c1");
+    for (int i = 0; i < n_asked; ++i) {
+      jpegs.push_back(stallscope::testing::encode_jpeg(stallscope::testing::make_photo(500, 375, 1000 + i), 500, 375));
+      dims.emplace_back(500, 375);
+      std::ofstream(root + "/c" + std::to_string(i % 2) + "/" + std::to_string(1000 + i) + ".jpg", std::ios::binary)
+          << jpegs.back();
+      total_bytes += jpegs.back().size();
+    }
+    std::printf("%d JPEGs, 500x375, quality 90, 4:2:0, %.1f KB on average; one thread, CPU time\n", n_asked,
+                static_cast<double>(total_bytes) / n_asked / 1024);
   }
-  std::printf("%d JPEGs, 500x375, quality 90, 4:2:0, %.1f KB on average; one thread, CPU time\n", n,
-              static_cast<double>(total_bytes) / n / 1024);
+  const int n = static_cast<int>(jpegs.size());
   std::printf("%-58s %9s %9s\n", "", "samples/s", "us/sample");
 
   // The limit: libjpeg-turbo decoding the whole image to RGB.
   tjhandle tj = tjInitDecompress();
-  std::vector<uint8_t> rgb(500 * 375 * 3);
+  size_t most = 0;
+  for (auto [w, h] : dims) most = std::max(most, static_cast<size_t>(w) * static_cast<size_t>(h) * 3);
+  std::vector<uint8_t> rgb(most);
   double tj_full = per_item(n, [&](int i) {
     const auto* d = reinterpret_cast<const unsigned char*>(jpegs[i].data());
-    if (tjDecompress2(tj, d, jpegs[i].size(), rgb.data(), 500, 0, 375, TJPF_RGB, 0) != 0) std::abort();
+    auto [w, h] = dims[i];
+    if (tjDecompress2(tj, d, jpegs[i].size(), rgb.data(), w, 0, h, TJPF_RGB, 0) != 0) std::abort();
   });
   tjDestroy(tj);
   row("libjpeg-turbo full decode (TurboJPEG, RGB)", tj_full, "the limit");
@@ -86,7 +135,7 @@ int main(int argc, char** argv) {
     double s = per_item(n, [&](int i) {
       std::span<const uint8_t> b(reinterpret_cast<const uint8_t*>(jpegs[i].data()), jpegs[i].size());
       if (!dec.open(b).ok()) std::abort();
-      if (!dec.decode({m, 0, 0, 500, 375}, &img).ok()) std::abort();
+      if (!dec.decode({m, 0, 0, dims[i].first, dims[i].second}, &img).ok()) std::abort();
     });
     std::string what = "loader decoder, whole image at " + std::to_string(m) + "/8";
     row(what.c_str(), s);
@@ -142,6 +191,6 @@ int main(int argc, char** argv) {
     if (scales[m]) std::printf(" %d/8: %d", m, scales[m]);
   }
   std::printf("\nsource / libjpeg-turbo full decode: %.2f\n", tj_full / source);
-  std::filesystem::remove_all(root);
+  if (given.empty()) std::filesystem::remove_all(root);
   return 0;
 }
