@@ -153,8 +153,8 @@ class Builder {
     int other = 0;
     for (const InstantRow& in : s_.instants) {
       const Event e = ev(in.name_id);
-      if (e != Event::kDlConfig && e != Event::kDlEpochBegin && e != Event::kDlEpochEnd &&
-          e != Event::kDlWorkerStart && e != Event::kDlWorkerStop) {
+      if (e != Event::kDlConfig && e != Event::kDlEpochBegin && e != Event::kDlEpochEnd && e != Event::kDlWorkerStart &&
+          e != Event::kDlWorkerStop) {
         continue;
       }
       if (!in_training_process(in.thread_id)) {
@@ -254,7 +254,8 @@ class Builder {
         const DlEvent d = decode(e, true, sp);
         consider(sp.thread_id, sp.start_ns, d.worker.value_or(0), d.generation.value_or(0));
       }
-      if (e == Event::kDlNext && sp.thread_id == m_.train_thread_id) loaders[decode(e, false, sp).loader.value_or(0)] = true;
+      if (e == Event::kDlNext && sp.thread_id == m_.train_thread_id)
+        loaders[decode(e, false, sp).loader.value_or(0)] = true;
     }
     if (unnamed.empty()) return;
     for (const InstantRow& in : s_.instants) {
@@ -287,8 +288,10 @@ class Builder {
       w.start_epoch = std::max<int64_t>(0, epoch_at(l, first.ts) - first.generation);
       m_.workers.push_back(w);
     }
-    m_.notes.push_back(std::to_string(unnamed.size()) + " worker processes have no dl.worker_start (recording began after "
-                       "they started?); they were attributed to loader " + std::to_string(l) + " by their events");
+    m_.notes.push_back(std::to_string(unnamed.size()) +
+                       " worker processes have no dl.worker_start (recording began after "
+                       "they started?); they were attributed to loader " +
+                       std::to_string(l) + " by their events");
   }
 
   // The reference loader's worker threads: dl.fetch spans carrying W >= 0 on threads of the
@@ -296,7 +299,8 @@ class Builder {
   // worker per thread, alive from the start of its first fetch to the end of its last.
   void find_loader_threads() {
     for (const SpanRow& sp : s_.spans) {
-      if (ev(sp.name_id) != Event::kDlFetch || sp.thread_id == m_.train_thread_id || !in_training_process(sp.thread_id)) {
+      if (ev(sp.name_id) != Event::kDlFetch || sp.thread_id == m_.train_thread_id ||
+          !in_training_process(sp.thread_id)) {
         continue;
       }
       const DlEvent d = decode(Event::kDlFetch, false, sp);
@@ -550,7 +554,8 @@ class Builder {
       if (const BatchInfo* bi = m_.batch(f.loader, f.epoch, f.batch)) f.samples = bi->samples;
     }
     for (size_t i = 0; i < m_.batches.size(); ++i) loader(m_.batches[i].loader).batches.push_back(i);
-    std::sort(m_.loaders.begin(), m_.loaders.end(), [](const LoaderInfo& a, const LoaderInfo& b) { return a.id < b.id; });
+    std::sort(m_.loaders.begin(), m_.loaders.end(),
+              [](const LoaderInfo& a, const LoaderInfo& b) { return a.id < b.id; });
     for (LoaderInfo& li : m_.loaders) {
       if (!li.has_config) {
         m_.notes.push_back("loader " + std::to_string(li.id) + " has no dl.config event; its settings are unknown");

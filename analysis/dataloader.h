@@ -30,9 +30,9 @@ struct LoaderConfig {
 // One `dl.next` span on the training thread.
 struct NextCall {
   int64_t start_ns = 0, end_ns = 0;
-  bool ended = true;       // false: still waiting when the recording stopped
+  bool ended = true;  // false: still waiting when the recording stopped
   int64_t loader = 0, epoch = 0;
-  int64_t batch = -1;      // the batch handed; -1: StopIteration (or unknown)
+  int64_t batch = -1;  // the batch handed; -1: StopIteration (or unknown)
   bool handed() const { return ended && batch >= 0; }
 };
 
@@ -46,31 +46,31 @@ struct EpochInfo {
   std::optional<int64_t> last_next_end_ns;  // end of the epoch's last next() call
   int64_t handed = 0;
   int64_t next_calls = 0;
-  int workers_started = 0;                  // dl.worker_start instants in this epoch
+  int workers_started = 0;  // dl.worker_start instants in this epoch
 };
 
 // One batch of one loader and epoch, joined from every event that names it.
 struct BatchInfo {
   int64_t loader = 0, epoch = 0, batch = 0;
   std::optional<int64_t> sent_ns, put_ns, recv_ns, handed_ns, fetch_start_ns, fetch_end_ns;
-  int32_t worker = -2;                      // -1: fetched by the main process; -2: unknown
+  int32_t worker = -2;  // -1: fetched by the main process; -2: unknown
   int64_t worker_pid = 0;
-  int64_t worker_thread = 0;                // threads.id of a loader thread (reference loader); 0 otherwise
-  std::optional<int64_t> samples;           // from dl.collate
+  int64_t worker_thread = 0;       // threads.id of a loader thread (reference loader); 0 otherwise
+  std::optional<int64_t> samples;  // from dl.collate
 };
 
 // One worker: a process (one `dl.worker_start`), or a loader thread of the training process (the
 // reference loader's; thread_id != 0).
 struct WorkerInfo {
   int64_t pid = 0;
-  int64_t thread_id = 0;                    // threads.id of a loader thread; 0 for a worker process
+  int64_t thread_id = 0;  // threads.id of a loader thread; 0 for a worker process
   int64_t loader = 0;
   int32_t worker_id = 0;
   int64_t start_epoch = 0;
-  int64_t start_ns = 0;                     // the dl.worker_start instant
-  std::optional<int64_t> stop_ns;           // dl.worker_stop
+  int64_t start_ns = 0;                        // the dl.worker_start instant
+  std::optional<int64_t> stop_ns;              // dl.worker_stop
   int64_t life_begin_ns = 0, life_end_ns = 0;  // the process's life (processes row) or the above
-  std::vector<size_t> fetches;              // indices into DataLoaderModel::fetches
+  std::vector<size_t> fetches;                 // indices into DataLoaderModel::fetches
 };
 
 // One `dl.fetch` span: in a worker, or in the main process with num_workers=0.
@@ -78,7 +78,7 @@ struct FetchInfo {
   int64_t start_ns = 0, end_ns = 0;
   int64_t loader = 0, epoch = 0, batch = 0;
   int32_t worker = -1;
-  int worker_index = -1;                    // into DataLoaderModel::workers; -1: main process
+  int worker_index = -1;  // into DataLoaderModel::workers; -1: main process
   std::optional<int64_t> samples;
 };
 
@@ -87,9 +87,9 @@ struct LoaderInfo {
   bool has_config = false;
   LoaderConfig config;
   std::map<int64_t, EpochInfo> epochs;
-  int64_t handed = 0;                       // next() calls that handed a batch
-  std::vector<size_t> batches;              // indices into DataLoaderModel::batches
-  std::vector<size_t> workers;              // indices into DataLoaderModel::workers
+  int64_t handed = 0;                                     // next() calls that handed a batch
+  std::vector<size_t> batches;                            // indices into DataLoaderModel::batches
+  std::vector<size_t> workers;                            // indices into DataLoaderModel::workers
   std::vector<std::pair<int64_t, int64_t>> epoch_starts;  // (dl.epoch_begin ts, epoch), by time
   // Reference loader: where its threads' fetch time went (dl.stages), summed over its batches.
   struct Stages {
@@ -108,14 +108,14 @@ struct StepPoint {
 using StepFunction = std::vector<StepPoint>;
 
 struct DataLoaderModel {
-  bool seen = false;                        // any dl.* event at all
+  bool seen = false;  // any dl.* event at all
   int64_t train_pid = 0, train_process_id = 0, train_thread_id = 0;
-  std::vector<LoaderInfo> loaders;          // by id, of the training process
-  std::vector<NextCall> next_calls;         // on the training thread, by start
+  std::vector<LoaderInfo> loaders;   // by id, of the training process
+  std::vector<NextCall> next_calls;  // on the training thread, by start
   std::vector<BatchInfo> batches;
-  std::vector<WorkerInfo> workers;          // by start
-  std::vector<FetchInfo> fetches;           // by start
-  std::vector<std::string> notes;           // what could not be reconstructed, in words
+  std::vector<WorkerInfo> workers;  // by start
+  std::vector<FetchInfo> fetches;   // by start
+  std::vector<std::string> notes;   // what could not be reconstructed, in words
 
   const LoaderInfo* loader(int64_t id) const;
   const BatchInfo* batch(int64_t loader, int64_t epoch, int64_t batch) const;

@@ -45,7 +45,8 @@ std::string clock_time(int64_t ns, int decimals) {
   } else {
     const int h = static_cast<int>(s / 3600);
     const int m = static_cast<int>((s - h * 3600.0) / 60);
-    std::snprintf(b, sizeof b, "%d:%02d:%0*.*f", h, m, decimals > 0 ? decimals + 3 : 2, decimals, s - h * 3600.0 - m * 60.0);
+    std::snprintf(b, sizeof b, "%d:%02d:%0*.*f", h, m, decimals > 0 ? decimals + 3 : 2, decimals,
+                  s - h * 3600.0 - m * 60.0);
   }
   return b;
 }

@@ -92,7 +92,8 @@ GpuStats gpu_stats(const Session& s, const DataLoaderModel& m, Interval window) 
   for (auto& [id, d] : dev) {
     std::vector<Interval> merged = intersect(merge_intervals(busy_by_device[id]), {window});
     d.busy_s = seconds(total_length(merged));
-    d.busy_fraction = window.length() > 0 ? static_cast<double>(total_length(merged)) / static_cast<double>(window.length()) : 0;
+    d.busy_fraction =
+        window.length() > 0 ? static_cast<double>(total_length(merged)) / static_cast<double>(window.length()) : 0;
     if (d.busy_s > best) {
       best = d.busy_s;
       g.device = id;
@@ -112,7 +113,8 @@ void attribute_gpu_stalls(const Session& s, const DataLoaderModel& m, const GpuS
     if (a.kind == "memcpy") copy_kind_by_correlation[a.correlation_id] = a.copy_kind;
   }
   std::vector<HostSpan> host;
-  for (const NextCall& c : m.next_calls) host.push_back(HostSpan{c.start_ns, c.end_ns, kData, &c});  // training thread's
+  for (const NextCall& c : m.next_calls)
+    host.push_back(HostSpan{c.start_ns, c.end_ns, kData, &c});  // training thread's
   for (const SpanRow& sp : s.spans) {
     if (sp.thread_id != m.train_thread_id) continue;
     const vocab::Event call = s.event(sp.name_id);

@@ -18,14 +18,14 @@ struct StallStats;
 struct CopyStats {
   int64_t count = 0;
   int64_t bytes = 0;
-  double seconds = 0;           // summed copy durations on the GPU
-  std::optional<double> gbps;   // bytes / seconds / 1e9
+  double seconds = 0;          // summed copy durations on the GPU
+  std::optional<double> gbps;  // bytes / seconds / 1e9
 };
 
 struct GpuDeviceStats {
   int64_t device = 0;
-  double busy_s = 0;            // union of kernel, memcpy and memset time inside the window
-  double busy_fraction = 0;     // busy_s / window
+  double busy_s = 0;         // union of kernel, memcpy and memset time inside the window
+  double busy_fraction = 0;  // busy_s / window
   int64_t kernels = 0;
   double kernel_s = 0;
   int64_t copies = 0;
@@ -33,12 +33,12 @@ struct GpuDeviceStats {
 };
 
 struct GpuStats {
-  bool present = false;         // any kernel, copy or memset of the training process
-  int64_t device = 0;           // the training device: the one busiest for the training process
-  double busy_fraction = 0;     // of that device, over the window
+  bool present = false;      // any kernel, copy or memset of the training process
+  int64_t device = 0;        // the training device: the one busiest for the training process
+  double busy_fraction = 0;  // of that device, over the window
   std::vector<GpuDeviceStats> devices;
   CopyStats h2d_pinned, h2d_pageable, h2d_other, d2h;
-  std::vector<Interval> busy;   // merged busy intervals of the training device, inside the window
+  std::vector<Interval> busy;  // merged busy intervals of the training device, inside the window
 };
 
 GpuStats gpu_stats(const Session& s, const DataLoaderModel& m, Interval window);

@@ -12,20 +12,20 @@ namespace stallscope::analysis {
 namespace {
 
 // [SECTION] thresholds (docs/report.md, "Recommendations")
-constexpr double kRunqHigh = 0.20;            // workers oversubscribed: runnable, not running
-constexpr double kRunqVeryHigh = 0.40;        // ... badly
-constexpr double kBusyHigh = 0.80;            // workers saturated: fetching this share of the time
-constexpr double kStallHigh = 0.30;           // stall share that makes a speed recommendation "high"
-constexpr double kWorkerHeadroom = 1.5;       // workers suggested = ceil(headroom x fetch / compute)
-constexpr double kIoBoundCpu = 0.5;           // fetching uses less than half a core: it mostly waits
-constexpr double kSteadyStallMin = 0.05;      // steady-state stall worth a deeper prefetch
+constexpr double kRunqHigh = 0.20;        // workers oversubscribed: runnable, not running
+constexpr double kRunqVeryHigh = 0.40;    // ... badly
+constexpr double kBusyHigh = 0.80;        // workers saturated: fetching this share of the time
+constexpr double kStallHigh = 0.30;       // stall share that makes a speed recommendation "high"
+constexpr double kWorkerHeadroom = 1.5;   // workers suggested = ceil(headroom x fetch / compute)
+constexpr double kIoBoundCpu = 0.5;       // fetching uses less than half a core: it mostly waits
+constexpr double kSteadyStallMin = 0.05;  // steady-state stall worth a deeper prefetch
 constexpr double kSteadyStallMedium = 0.15;
-constexpr double kBurstRatio = 2.5;           // fetch p99 / p50 that counts as bursty
-constexpr double kRespawnMin = 0.03;          // respawn cost worth persistent workers (of window)
+constexpr double kBurstRatio = 2.5;   // fetch p99 / p50 that counts as bursty
+constexpr double kRespawnMin = 0.03;  // respawn cost worth persistent workers (of window)
 constexpr double kRespawnMedium = 0.05;
 constexpr double kRespawnHigh = 0.15;
 constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kGrowthMin = 128 * kMiB;     // per worker private memory growth worth a mention
+constexpr double kGrowthMin = 128 * kMiB;  // per worker private memory growth worth a mention
 constexpr double kGrowthMediumOne = 512 * kMiB, kGrowthMediumAll = 2048 * kMiB;
 constexpr double kGrowthHighOne = 1024 * kMiB, kGrowthHighAll = 4096 * kMiB;
 
@@ -50,27 +50,28 @@ struct Inputs {
   Inputs(const Report& report, const LoaderStats& loader) : r(report), l(loader) {}
   const Report& r;
   const LoaderStats& l;
-  int64_t n = 0;                        // num_workers
-  double s = 0;                         // stall fraction
-  double c_ms = 0;                      // compute per step
-  std::optional<double> f_ms, f50, f99; // fetch mean / p50 / p99
-  std::optional<double> busy;           // workers busy fraction
-  std::optional<double> runq;           // mean run-queue delay of the loader's workers
-  std::optional<double> cpu_per_worker; // mean cores per worker
-  std::optional<double> empty;          // queue empty fraction
+  int64_t n = 0;                         // num_workers
+  double s = 0;                          // stall fraction
+  double c_ms = 0;                       // compute per step
+  std::optional<double> f_ms, f50, f99;  // fetch mean / p50 / p99
+  std::optional<double> busy;            // workers busy fraction
+  std::optional<double> runq;            // mean run-queue delay of the loader's workers
+  std::optional<double> cpu_per_worker;  // mean cores per worker
+  std::optional<double> empty;           // queue empty fraction
   // CPU used while fetching, in cores (workers: their CPU time over their fetch time; main
   // process with num_workers=0: its CPU over the window); io_bound when known and < 0.5.
   std::optional<double> fetch_cpu;
   bool io_bound = false;
   bool oversubscribed = false, saturated = false, cpu_full = false;
   std::string cpu_full_why;
-  double steady_stall = 0;              // stall outside each epoch's first next()
+  double steady_stall = 0;  // stall outside each epoch's first next()
 };
 
 // The ready queue is empty ..., the loop waits ...: a sentence on the stall and its ideal gain.
 std::string gain_sentence(const Inputs& in) {
-  return "The loop waits for data " + percent(in.s) + " of the window; if that wait vanished the ideal speed-up is 1/(1-" +
-         fixed(in.s, 2) + ") = " + speedup(ideal_speedup(in.s)) +
+  return "The loop waits for data " + percent(in.s) +
+         " of the window; if that wait vanished the ideal speed-up is 1/(1-" + fixed(in.s, 2) +
+         ") = " + speedup(ideal_speedup(in.s)) +
          (in.r.samples_per_s ? " (" + fixed(*in.r.samples_per_s, 1) + " -> " +
                                    fixed(*in.r.samples_per_s * ideal_speedup(in.s), 1) + " samples/s)"
                              : std::string()) +
@@ -132,11 +133,12 @@ void increase_num_workers(const Inputs& in, std::vector<Recommendation>* out) {
           " of the time, so they cannot keep the queue full, and the CPUs have room (" +
           (in.runq ? "run-queue delay " + percent(*in.runq) : std::string("no run-queue pressure recorded")) + ").";
   }
-  rec.message = gain_sentence(in) + " " + why + " The loop computes " + duration_ms(in.c_ms) + " per step and one batch takes " +
-                or_dash(in.f_ms, duration_ms) + " to fetch (mean), so " + fixed(kWorkerHeadroom, 1) +
-                " x fetch/compute workers (rounded up; 1.5 leaves headroom for slow batches) keep it fed" +
-                (in.io_bound ? ", and fetching mostly waits rather than computes, so workers can outnumber the CPUs" : "") +
-                ": set num_workers=" + std::to_string(k) + (ws.cap.empty() ? "" : " (" + ws.cap + ")") + ".";
+  rec.message =
+      gain_sentence(in) + " " + why + " The loop computes " + duration_ms(in.c_ms) + " per step and one batch takes " +
+      or_dash(in.f_ms, duration_ms) + " to fetch (mean), so " + fixed(kWorkerHeadroom, 1) +
+      " x fetch/compute workers (rounded up; 1.5 leaves headroom for slow batches) keep it fed" +
+      (in.io_bound ? ", and fetching mostly waits rather than computes, so workers can outnumber the CPUs" : "") +
+      ": set num_workers=" + std::to_string(k) + (ws.cap.empty() ? "" : " (" + ws.cap + ")") + ".";
   rec.evidence = base_evidence(in);
   rec.evidence["workers_busy_fraction"] = in.busy;
   rec.evidence["runq_delay_fraction"] = in.runq;
@@ -166,24 +168,27 @@ void reduce_num_workers(const Inputs& in, std::vector<Recommendation>* out) {
     if (w.runq_delay_fraction && (!most || *w.runq_delay_fraction > *most->runq_delay_fraction)) most = &w;
   }
   if (most) {
-    rec.where = window_evidence(in.r, "worker " + std::to_string(most->worker_id) + " (pid " + std::to_string(most->pid) +
-                                          ") waited for a CPU " + percent(*most->runq_delay_fraction, 0) + " of its life");
+    rec.where =
+        window_evidence(in.r, "worker " + std::to_string(most->worker_id) + " (pid " + std::to_string(most->pid) +
+                                  ") waited for a CPU " + percent(*most->runq_delay_fraction, 0) + " of its life");
     rec.where.pid = most->pid;
     rec.where.counter = vocab::Counter::kRunqWait;
   }
-  rec.action = "set num_workers=" + std::to_string(k) + " (workers wait for a CPU " + percent(*in.runq) + " of the time)";
+  rec.action =
+      "set num_workers=" + std::to_string(k) + " (workers wait for a CPU " + percent(*in.runq) + " of the time)";
   rec.severity = *in.runq >= kRunqVeryHigh ? vocab::kSeverityHigh : vocab::kSeverityMedium;
   rec.expected_speedup = ideal_speedup(in.s);
-  rec.message = "Workers are oversubscribed: runnable but waiting for a CPU " + percent(*in.runq) +
-                " of the time (run-queue delay), and the " + std::to_string(in.n) + " workers get " +
-                (in.cpu_per_worker ? fixed(*in.cpu_per_worker * static_cast<double>(in.n), 1) + " cores between them"
-                                   : std::string("less than a core each")) +
-                ". Set num_workers=" + std::to_string(k) +
-                (in.r.cpu_count ? " (one per CPU of " + std::to_string(*in.r.cpu_count) +
-                                      (in.r.train_cpu_util && *in.r.train_cpu_util >= 0.5 ? ", one left to the training process)" : ")")
-                                : std::string(" (the cores they actually get)")) +
-                ": fewer context switches, less memory, and the training process gets its CPU back. " +
-                gain_sentence(in);
+  rec.message =
+      "Workers are oversubscribed: runnable but waiting for a CPU " + percent(*in.runq) +
+      " of the time (run-queue delay), and the " + std::to_string(in.n) + " workers get " +
+      (in.cpu_per_worker ? fixed(*in.cpu_per_worker * static_cast<double>(in.n), 1) + " cores between them"
+                         : std::string("less than a core each")) +
+      ". Set num_workers=" + std::to_string(k) +
+      (in.r.cpu_count
+           ? " (one per CPU of " + std::to_string(*in.r.cpu_count) +
+                 (in.r.train_cpu_util && *in.r.train_cpu_util >= 0.5 ? ", one left to the training process)" : ")")
+           : std::string(" (the cores they actually get)")) +
+      ": fewer context switches, less memory, and the training process gets its CPU back. " + gain_sentence(in);
   rec.evidence = base_evidence(in);
   rec.evidence["runq_delay_fraction"] = in.runq;
   rec.evidence["cpu_util_per_worker"] = in.cpu_per_worker;
@@ -204,9 +209,10 @@ void slow_dataset_getitem(const Inputs& in, std::vector<Recommendation>* out) {
   std::optional<double> needed;
   if (in.f_ms && in.c_ms > 0) needed = *in.f_ms / (static_cast<double>(in.n) * in.c_ms);
   rec.message = "Fetching dominates: the " + std::to_string(in.n) + " workers are busy " + percent(*in.busy) +
-                " of the time and the CPUs are saturated (" + in.cpu_full_why + "), so more workers cannot help. One batch takes " +
-                or_dash(in.f50, duration_ms) + " (p50" +
-                (bs && *bs > 0 && in.f50 ? ", " + duration_ms(*in.f50 / static_cast<double>(*bs)) + " per sample" : std::string()) +
+                " of the time and the CPUs are saturated (" + in.cpu_full_why +
+                "), so more workers cannot help. One batch takes " + or_dash(in.f50, duration_ms) + " (p50" +
+                (bs && *bs > 0 && in.f50 ? ", " + duration_ms(*in.f50 / static_cast<double>(*bs)) + " per sample"
+                                         : std::string()) +
                 "); " + std::to_string(in.n) + " workers deliver one every " +
                 (in.f_ms ? duration_ms(*in.f_ms / static_cast<double>(in.n)) : std::string("-")) +
                 " while the loop needs one every " + duration_ms(in.c_ms) + ". Make __getitem__ cheaper" +
@@ -234,7 +240,8 @@ void increase_prefetch_factor(const Inputs& in, std::vector<Recommendation>* out
   if (steady < kSteadyStallMin || burst < kBurstRatio || *in.f99 <= lead_ms) return;
   // Deep enough that a batch is sent one slow fetch (p99) before the loop needs it.
   int64_t k = 2 * pf;
-  if (in.c_ms > 0) k = std::max<int64_t>(k, static_cast<int64_t>(std::ceil(*in.f99 / (static_cast<double>(in.n) * in.c_ms))));
+  if (in.c_ms > 0)
+    k = std::max<int64_t>(k, static_cast<int64_t>(std::ceil(*in.f99 / (static_cast<double>(in.n) * in.c_ms))));
   Recommendation rec;
   rec.id = vocab::kRecIncreasePrefetchFactor;
   rec.action = "set prefetch_factor=" + std::to_string(k);
@@ -242,14 +249,14 @@ void increase_prefetch_factor(const Inputs& in, std::vector<Recommendation>* out
   rec.expected_speedup = ideal_speedup(steady);
   rec.message = "Workers keep up on average (busy " + percent(*in.busy) + " of the time) yet the loop still waits " +
                 percent(steady) + " of the window outside epoch starts and ends: fetch times are bursty (p99 " +
-                duration_ms(*in.f99) + " vs p50 " + duration_ms(*in.f50) + "), and a slow batch takes longer than the " +
-                std::to_string(pf * in.n) + " prefetched batches last (" + std::to_string(pf * in.n) + " steps x " +
-                duration_ms(in.c_ms) + " = " + duration_ms(lead_ms) + "), so the loop catches up with it and waits" +
+                duration_ms(*in.f99) + " vs p50 " + duration_ms(*in.f50) +
+                "), and a slow batch takes longer than the " + std::to_string(pf * in.n) +
+                " prefetched batches last (" + std::to_string(pf * in.n) + " steps x " + duration_ms(in.c_ms) + " = " +
+                duration_ms(lead_ms) + "), so the loop catches up with it and waits" +
                 (in.empty && *in.empty >= 0.25 ? " (the ready queue is empty " + percent(*in.empty) + " of the time)"
                                                : std::string()) +
-                ". Raise prefetch_factor from " +
-                std::to_string(pf) + " to " + std::to_string(k) + " (" + std::to_string(k * in.n) +
-                " batches buffered, at the cost of their memory)" +
+                ". Raise prefetch_factor from " + std::to_string(pf) + " to " + std::to_string(k) + " (" +
+                std::to_string(k * in.n) + " batches buffered, at the cost of their memory)" +
                 (in.l.config.in_order.value_or(false) ? "; in_order=False also lets ready batches pass a slow one"
                                                       : std::string()) +
                 ". Expected: up to 1/(1-" + fixed(steady, 2) + ") = " + speedup(rec.expected_speedup) +
@@ -267,13 +274,15 @@ void increase_prefetch_factor(const Inputs& in, std::vector<Recommendation>* out
 }
 
 void enable_persistent_workers(const Inputs& in, std::vector<Recommendation>* out) {
-  if (in.n < 1 || in.l.config.persistent_workers.value_or(false) || in.l.respawned_epochs < 1 || in.r.wall_s <= 0) return;
+  if (in.n < 1 || in.l.config.persistent_workers.value_or(false) || in.l.respawned_epochs < 1 || in.r.wall_s <= 0)
+    return;
   const double saved = in.l.respawn_excess_s;
   const double frac = saved / in.r.wall_s;
   if (frac < kRespawnMin) return;
   double later_starts = 0;
   for (size_t i = 1; i < in.l.epoch_start_s.size(); ++i) later_starts += in.l.epoch_start_s[i];
-  const double avg = in.l.epoch_start_s.size() > 1 ? later_starts / static_cast<double>(in.l.epoch_start_s.size() - 1) : 0;
+  const double avg =
+      in.l.epoch_start_s.size() > 1 ? later_starts / static_cast<double>(in.l.epoch_start_s.size() - 1) : 0;
   Recommendation rec;
   rec.id = vocab::kRecEnablePersistentWorkers;
   // Evidence: the slowest start of an epoch after the first (new workers started there).
@@ -283,22 +292,29 @@ void enable_persistent_workers(const Inputs& in, std::vector<Recommendation>* ou
     if (!slowest || e.first_batch_ns - e.begin_ns > slowest->first_batch_ns - slowest->begin_ns) slowest = &e;
   }
   if (slowest) {
-    rec.where = evidence_around(slowest->begin_ns, slowest->first_batch_ns, 0.3,
-                                "epoch " + std::to_string(slowest->epoch) + " took " +
-                                    duration_ms(static_cast<double>(slowest->first_batch_ns - slowest->begin_ns) / 1e6) +
-                                    " to hand its first batch (new workers started)");
+    rec.where =
+        evidence_around(slowest->begin_ns, slowest->first_batch_ns, 0.3,
+                        "epoch " + std::to_string(slowest->epoch) + " took " +
+                            duration_ms(static_cast<double>(slowest->first_batch_ns - slowest->begin_ns) / 1e6) +
+                            " to hand its first batch (new workers started)");
   }
   rec.action = "set persistent_workers=True (saves " + fixed(saved, 2) + " s)";
-  rec.severity = frac >= kRespawnHigh ? vocab::kSeverityHigh : frac >= kRespawnMedium ? vocab::kSeverityMedium : vocab::kSeverityLow;
+  rec.severity = frac >= kRespawnHigh     ? vocab::kSeverityHigh
+                 : frac >= kRespawnMedium ? vocab::kSeverityMedium
+                                          : vocab::kSeverityLow;
   rec.expected_speedup = in.r.wall_s / (in.r.wall_s - std::min(saved, in.r.wall_s * 0.999));
-  rec.message = "Workers are re-created at every epoch (persistent_workers=False" +
-                (in.l.config.start_method ? ", start method " + *in.l.config.start_method : std::string()) +
-                "): epochs after the first waited " + duration_ms(avg * 1e3) + " on average from epoch start to their first batch, against " +
-                or_dash(in.f50, duration_ms) + " to fetch a batch once workers run" +
-                (in.l.shutdown_s > 0 ? ", and shutting them down made epoch ends wait " + fixed(in.l.shutdown_s, 2) + " s" : std::string()) +
-                "; re-creating them " + std::to_string(in.l.respawned_epochs) + (in.l.respawned_epochs == 1 ? " time" : " times") +
-                " cost " + fixed(saved, 2) + " s (" + percent(frac) +
-                " of the window). Set persistent_workers=True. Expected speed-up T/(T-saved) = " + speedup(rec.expected_speedup) + ".";
+  rec.message =
+      "Workers are re-created at every epoch (persistent_workers=False" +
+      (in.l.config.start_method ? ", start method " + *in.l.config.start_method : std::string()) +
+      "): epochs after the first waited " + duration_ms(avg * 1e3) +
+      " on average from epoch start to their first batch, against " + or_dash(in.f50, duration_ms) +
+      " to fetch a batch once workers run" +
+      (in.l.shutdown_s > 0 ? ", and shutting them down made epoch ends wait " + fixed(in.l.shutdown_s, 2) + " s"
+                           : std::string()) +
+      "; re-creating them " + std::to_string(in.l.respawned_epochs) +
+      (in.l.respawned_epochs == 1 ? " time" : " times") + " cost " + fixed(saved, 2) + " s (" + percent(frac) +
+      " of the window). Set persistent_workers=True. Expected speed-up T/(T-saved) = " + speedup(rec.expected_speedup) +
+      ".";
   rec.evidence = base_evidence(in);
   rec.evidence["respawned_epochs"] = in.l.respawned_epochs;
   rec.evidence["mean_epoch_start_s"] = avg;
@@ -325,9 +341,11 @@ void enable_pin_memory(const Inputs& in, std::vector<Recommendation>* out) {
   rec.action = "set pin_memory=True";
   rec.severity = h2d >= kStallHigh ? vocab::kSeverityHigh : vocab::kSeverityMedium;
   rec.expected_speedup = ideal_speedup(h2d);
-  rec.message = "Host-to-device copies stall the GPU " + percent(h2d) +
-                " of the window from pageable memory. Set pin_memory=True and copy with .to(device, non_blocking=True). "
-                "Expected: up to " + speedup(rec.expected_speedup) + ".";
+  rec.message =
+      "Host-to-device copies stall the GPU " + percent(h2d) +
+      " of the window from pageable memory. Set pin_memory=True and copy with .to(device, non_blocking=True). "
+      "Expected: up to " +
+      speedup(rec.expected_speedup) + ".";
   rec.evidence = base_evidence(in);
   rec.evidence["h2d_stall_fraction"] = h2d;
   out->push_back(std::move(rec));
@@ -368,14 +386,15 @@ void worker_memory_growth(const Report& r, std::vector<Recommendation>* out) {
   rec.action = "workers' private memory grew by up to " + bytes(max_one) + " each";
   rec.severity = max_one >= kGrowthHighOne || peak >= kGrowthHighAll       ? vocab::kSeverityHigh
                  : max_one >= kGrowthMediumOne || peak >= kGrowthMediumAll ? vocab::kSeverityMedium
-                                                                          : vocab::kSeverityLow;
-  rec.message = "Worker private memory grew by up to " + bytes(max_one) + " per worker (pid " + std::to_string(max_pid) + "), " +
-                bytes(peak) + " across the " + std::to_string(peak_workers) + " workers running together" +
-                (method ? " (start method " + *method + ")" : std::string()) +
-                ": copy-on-write, as reading the dataset's Python objects (lists, dicts) touches their reference counts and "
-                "turns pages shared with the parent into private copies. Keep per-sample metadata in numpy arrays, torch "
-                "tensors or Arrow instead of Python lists and dicts, or open data lazily inside each worker. Expected: about " +
-                bytes(peak) + " less memory, and room to add workers without running out of memory.";
+                                                                           : vocab::kSeverityLow;
+  rec.message =
+      "Worker private memory grew by up to " + bytes(max_one) + " per worker (pid " + std::to_string(max_pid) + "), " +
+      bytes(peak) + " across the " + std::to_string(peak_workers) + " workers running together" +
+      (method ? " (start method " + *method + ")" : std::string()) +
+      ": copy-on-write, as reading the dataset's Python objects (lists, dicts) touches their reference counts and "
+      "turns pages shared with the parent into private copies. Keep per-sample metadata in numpy arrays, torch "
+      "tensors or Arrow instead of Python lists and dicts, or open data lazily inside each worker. Expected: about " +
+      bytes(peak) + " less memory, and room to add workers without running out of memory.";
   rec.evidence = Json::object();
   rec.evidence["max_private_growth_bytes"] = static_cast<int64_t>(max_one);
   rec.evidence["max_growth_pid"] = max_pid;
@@ -386,9 +405,9 @@ void worker_memory_growth(const Report& r, std::vector<Recommendation>* out) {
 }
 
 // [SECTION] GPU mode (docs/report.md, "GPU mode")
-constexpr double kGpuCauseMin = 0.05;        // share of the window a GPU stall cause must reach
-constexpr double kGpuBusyLow = 0.50;         // GPU idle at least half the time
-constexpr double kWorkerCpuBound = 0.70;     // cores a worker uses while it fetches: CPU-bound
+constexpr double kGpuCauseMin = 0.05;     // share of the window a GPU stall cause must reach
+constexpr double kGpuBusyLow = 0.50;      // GPU idle at least half the time
+constexpr double kWorkerCpuBound = 0.70;  // cores a worker uses while it fetches: CPU-bound
 
 Json gpu_evidence(const Report& r) {
   Json e = Json::object();
@@ -411,10 +430,13 @@ void pageable_h2d(const Report& r, std::vector<Recommendation>* out) {
   std::string rate = pg.gbps ? " at " + fixed(*pg.gbps, 2) + " GB/s" : "";
   if (r.gpu.h2d_pinned.gbps) rate += " (pinned copies in this run: " + fixed(*r.gpu.h2d_pinned.gbps, 2) + " GB/s)";
   rec.message = "Host-to-device copies come from pageable memory: " + bytes(static_cast<double>(pg.bytes)) + " in " +
-                std::to_string(pg.count) + " copies" + rate + ". A pageable copy is staged through a driver buffer "
-                "while the host waits, and it cannot overlap compute; the GPU sat idle in transfers " + percent(h2d) +
+                std::to_string(pg.count) + " copies" + rate +
+                ". A pageable copy is staged through a driver buffer "
+                "while the host waits, and it cannot overlap compute; the GPU sat idle in transfers " +
+                percent(h2d) +
                 " of the window. Pin the batches (DataLoader pin_memory=True, or tensor.pin_memory()) and copy with "
-                ".to(device, non_blocking=True). Expected: up to " + speedup(rec.expected_speedup) + ".";
+                ".to(device, non_blocking=True). Expected: up to " +
+                speedup(rec.expected_speedup) + ".";
   rec.evidence = gpu_evidence(r);
   rec.evidence["pageable_h2d_bytes"] = pg.bytes;
   rec.evidence["pageable_h2d_copies"] = pg.count;
@@ -431,10 +453,14 @@ void host_sync(const Report& r, std::vector<Recommendation>* out) {
   rec.action = "remove per-step synchronisations (.item(), .cpu(), torch.cuda.synchronize())";
   rec.severity = sync >= kStallHigh ? vocab::kSeverityHigh : vocab::kSeverityMedium;
   rec.expected_speedup = ideal_speedup(sync);
-  rec.message = "The training loop blocks on the GPU (stream/device synchronisation or a copy back to the host) "
-                "and the GPU then runs dry: " + percent(sync) + " of the window. Typical causes are loss.item() or "
-                "tensor.cpu() every step, and explicit torch.cuda.synchronize(); accumulate on the GPU and read values "
-                "every N steps. Expected: up to " + speedup(rec.expected_speedup) + ".";
+  rec.message =
+      "The training loop blocks on the GPU (stream/device synchronisation or a copy back to the host) "
+      "and the GPU then runs dry: " +
+      percent(sync) +
+      " of the window. Typical causes are loss.item() or "
+      "tensor.cpu() every step, and explicit torch.cuda.synchronize(); accumulate on the GPU and read values "
+      "every N steps. Expected: up to " +
+      speedup(rec.expected_speedup) + ".";
   rec.evidence = gpu_evidence(r);
   out->push_back(std::move(rec));
 }
@@ -515,7 +541,8 @@ std::vector<Recommendation> recommend(const Report& r) {
       in.cpu_full_why = "run-queue delay " + percent(*in.runq);
     } else if (r.cpu_count && in.n + 1 >= *r.cpu_count && !in.io_bound) {
       in.cpu_full = true;
-      in.cpu_full_why = std::to_string(in.n) + " workers + the training process on " + std::to_string(*r.cpu_count) + " CPUs";
+      in.cpu_full_why =
+          std::to_string(in.n) + " workers + the training process on " + std::to_string(*r.cpu_count) + " CPUs";
     }
     in.steady_stall = r.wall_s > 0 ? std::max(0.0, l->wait_s - l->edge_wait_s) / r.wall_s : 0;
 

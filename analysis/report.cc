@@ -20,7 +20,8 @@ double seconds(int64_t ns) { return static_cast<double>(ns) / kNsPerS; }
 
 // Length of the part of `x` inside the merged set `over`.
 int64_t overlap(const std::vector<Interval>& over, Interval x) {
-  auto it = std::lower_bound(over.begin(), over.end(), x.begin, [](const Interval& i, int64_t t) { return i.end <= t; });
+  auto it =
+      std::lower_bound(over.begin(), over.end(), x.begin, [](const Interval& i, int64_t t) { return i.end <= t; });
   int64_t total = 0;
   for (; it != over.end() && it->begin < x.end; ++it) {
     total += std::max<int64_t>(0, std::min(it->end, x.end) - std::max(it->begin, x.begin));
@@ -84,7 +85,8 @@ void loader_figures(const DataLoaderModel& m, const Interval& window, const Load
   // Active time: while the loop iterates this loader, epoch by epoch, inside the window.
   std::vector<Interval> active;
   for (const auto& [e, info] : li.epochs) {
-    if (info.first_next_ns && info.last_next_end_ns) active.push_back(Interval{*info.first_next_ns, *info.last_next_end_ns});
+    if (info.first_next_ns && info.last_next_end_ns)
+      active.push_back(Interval{*info.first_next_ns, *info.last_next_end_ns});
   }
   active = intersect(merge_intervals(std::move(active)), {window});
   ls->active_s = seconds(total_length(active));
@@ -138,13 +140,15 @@ void describe_recording(const Session& s, const DataLoaderModel& m, Report* r) {
   r->train_pid = m.train_pid;
   r->notes = m.notes;
   if (r->recorded_by == vocab::kRecordedByAttach) {
-    r->notes.push_back("recorded by `stallscope attach` from the middle of the run: the epoch under way at the "
-                       "attach is counted from there, and what was in progress then (a next() call, batches "
-                       "already sent or put) has no events (docs/attach.md)");
+    r->notes.push_back(
+        "recorded by `stallscope attach` from the middle of the run: the epoch under way at the "
+        "attach is counted from there, and what was in progress then (a next() call, batches "
+        "already sent or put) has no events (docs/attach.md)");
   }
   if (!s.complete) {
-    r->notes.push_back("the recording is not finished (still being written, or the recorder was stopped): "
-                       "figures cover what it holds so far");
+    r->notes.push_back(
+        "the recording is not finished (still being written, or the recorder was stopped): "
+        "figures cover what it holds so far");
   }
 }
 
@@ -268,10 +272,10 @@ std::optional<EvidenceAt> longest_stall(const StallStats& stall) {
   }
   if (!longest) return std::nullopt;
   const int64_t len = longest->end_ns - longest->start_ns;
-  return evidence_around(longest->start_ns, longest->end_ns, 1.5,
-                         "longest stall: " + duration_ms(static_cast<double>(len) / 1e6) + " at " +
-                             clock_time(longest->start_ns) +
-                             (longest->batch >= 0 ? " (waiting for batch " + std::to_string(longest->batch) + ")" : ""));
+  return evidence_around(
+      longest->start_ns, longest->end_ns, 1.5,
+      "longest stall: " + duration_ms(static_cast<double>(len) / 1e6) + " at " + clock_time(longest->start_ns) +
+          (longest->batch >= 0 ? " (waiting for batch " + std::to_string(longest->batch) + ")" : ""));
 }
 
 // Input wait: the stall plus time inside DataLoader.__iter__ (epoch_begin -> first next()) for
@@ -420,12 +424,14 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
   describe_recording(s, m, &r);
   r.workers = worker_stats(s, m);
   if (!m.seen) {
-    r.notes.insert(r.notes.begin(), "no DataLoader was seen: the recording has no dl.* events, so there is no training "
-                                    "loop to analyse (was the program iterating a torch DataLoader under stallscope run?)");
+    r.notes.insert(r.notes.begin(),
+                   "no DataLoader was seen: the recording has no dl.* events, so there is no training "
+                   "loop to analyse (was the program iterating a torch DataLoader under stallscope run?)");
     return r;
   }
   if (m.next_calls.empty()) {
-    r.notes.insert(r.notes.begin(), "a DataLoader was created but next() was never called on it: no training loop to analyse");
+    r.notes.insert(r.notes.begin(),
+                   "a DataLoader was created but next() was never called on it: no training loop to analyse");
     for (const LoaderInfo& li : m.loaders) {
       LoaderStats ls;
       std::vector<Interval> active;

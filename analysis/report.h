@@ -32,8 +32,8 @@ using vocab::kCauseHostOther;
 using vocab::kCauseSync;
 
 struct StallInterval {
-  int64_t start_ns = 0, end_ns = 0;  // clipped to the training window
-  std::string cause;                 // one of the kCause* names
+  int64_t start_ns = 0, end_ns = 0;           // clipped to the training window
+  std::string cause;                          // one of the kCause* names
   int64_t loader = 0, epoch = 0, batch = -1;  // the next() call (batch -1: StopIteration)
 };
 
@@ -52,74 +52,74 @@ struct StepTimes {
 };
 
 struct QueueStats {
-  bool available = false;                  // false: num_workers=0 or no loader
-  std::optional<double> mean_ready;        // batches, time-weighted over the loader's active time
-  std::optional<double> empty_fraction;    // share of that time with ready == 0
-  std::optional<double> mean_in_flight;    // batches
+  bool available = false;                // false: num_workers=0 or no loader
+  std::optional<double> mean_ready;      // batches, time-weighted over the loader's active time
+  std::optional<double> empty_fraction;  // share of that time with ready == 0
+  std::optional<double> mean_in_flight;  // batches
   std::optional<int64_t> max_ready;
-  double active_s = 0;                     // the time the above are weighted over
-  std::string note;                        // why unavailable
-  StepFunction ready, in_flight;           // for plotting
+  double active_s = 0;            // the time the above are weighted over
+  std::string note;               // why unavailable
+  StepFunction ready, in_flight;  // for plotting
 };
 
 struct WorkerStats {
   int64_t pid = 0;
-  bool thread = false;                         // a loader thread of the training process (reference loader)
+  bool thread = false;  // a loader thread of the training process (reference loader)
   int64_t loader = 0;
   int32_t worker_id = 0;
   int64_t start_epoch = 0;
   double life_s = 0;
-  std::optional<double> cpu_util;              // cores, mean of proc.cpu over the worker's life
-  std::optional<double> runq_delay_fraction;   // mean of proc.runq_wait
-  std::optional<int64_t> private_growth_bytes; // last - first proc.private_dirty
+  std::optional<double> cpu_util;               // cores, mean of proc.cpu over the worker's life
+  std::optional<double> runq_delay_fraction;    // mean of proc.runq_wait
+  std::optional<int64_t> private_growth_bytes;  // last - first proc.private_dirty
   std::optional<int64_t> private_first_bytes, private_last_bytes;
   std::optional<double> fetch_p50_ms, fetch_p99_ms, fetch_mean_ms;
-  int64_t batches = 0;                         // dl.fetch spans
-  double busy_s = 0;                           // sum of fetch durations
+  int64_t batches = 0;  // dl.fetch spans
+  double busy_s = 0;    // sum of fetch durations
 };
 
 // Per-loader figures (the training loop's view of each DataLoader).
 struct LoaderStats {
   int64_t id = 0;
-  LoaderInfo::Stages stages;        // reference loader: its threads' read/decode/augment time
+  LoaderInfo::Stages stages;  // reference loader: its threads' read/decode/augment time
   bool has_config = false;
   LoaderConfig config;
   std::optional<int64_t> num_workers;
   int64_t epochs = 0;
   int64_t batches_handed = 0;
   int64_t samples = 0;
-  int64_t samples_unknown = 0;      // handed batches whose size was known neither way
-  double wait_s = 0;                // time in this loader's next() inside the window
-  double edge_wait_s = 0;           // wait in each epoch's first next() and its StopIteration next()
-  double shutdown_s = 0;            // StopIteration next() calls that shut the workers down
+  int64_t samples_unknown = 0;        // handed batches whose size was known neither way
+  double wait_s = 0;                  // time in this loader's next() inside the window
+  double edge_wait_s = 0;             // wait in each epoch's first next() and its StopIteration next()
+  double shutdown_s = 0;              // StopIteration next() calls that shut the workers down
   std::vector<double> epoch_start_s;  // per epoch: dl.epoch_begin -> first batch handed
   struct EpochStart {
     int64_t epoch = 0, begin_ns = 0, first_batch_ns = 0;
   };
   std::vector<EpochStart> epoch_starts;  // the same epochs, with their times
-  int64_t respawned_epochs = 0;     // epochs after the first that started new worker processes
-  double respawn_excess_s = 0;      // what persistent workers would save: start excess + shutdowns
-  std::optional<double> next_p50_ms;  // handed next() calls that are not an epoch's first
+  int64_t respawned_epochs = 0;          // epochs after the first that started new worker processes
+  double respawn_excess_s = 0;           // what persistent workers would save: start excess + shutdowns
+  std::optional<double> next_p50_ms;     // handed next() calls that are not an epoch's first
   std::optional<double> fetch_p50_ms, fetch_p90_ms, fetch_p99_ms, fetch_mean_ms;
   int64_t fetches = 0;
   std::optional<double> workers_busy_fraction;  // sum of fetch time / (num_workers x active time)
-  double active_s = 0;              // union over epochs of [first next(), last next() end]
+  double active_s = 0;                          // union over epochs of [first next(), last next() end]
 };
 
 // Where on the timeline a recommendation's evidence is: what a view shows when asked.
 struct EvidenceAt {
-  int64_t t0 = 0, t1 = 0;   // the range to show (ns since the session start), context included
-  int64_t pid = 0;          // the process to point at (0: none)
+  int64_t t0 = 0, t1 = 0;                          // the range to show (ns since the session start), context included
+  int64_t pid = 0;                                 // the process to point at (0: none)
   vocab::Counter counter = vocab::Counter::kNone;  // the counter that shows it (kNone: none)
-  std::string what;         // one line: "longest stall: 412 ms at 12.345 s (waiting for batch 7)"
+  std::string what;  // one line: "longest stall: 412 ms at 12.345 s (waiting for batch 7)"
 };
 
 struct Recommendation {
-  std::string id;           // one of vocab::kRecommendationIds
+  std::string id;        // one of vocab::kRecommendationIds
   std::string severity;  // "high", "medium", "low"
   std::string message;
-  std::string action;    // the change in a few words, e.g. "set num_workers=6"
-  Json evidence;        // the numbers the rule used
+  std::string action;           // the change in a few words, e.g. "set num_workers=6"
+  Json evidence;                // the numbers the rule used
   double expected_speedup = 1;  // for ordering; 1 when not a speed recommendation
   bool speed = true;            // a change that makes the loop faster (false: memory and such)
   EvidenceAt where;             // its evidence on the timeline
@@ -128,9 +128,9 @@ struct Recommendation {
 struct Report {
   std::string schema = kReportSchema;
   std::string mode = vocab::kModeCpu;
-  std::string source;             // the recording's path
-  bool complete = false;          // the recorder finished (else: live or cut short)
-  bool dataloader_seen = false;   // any dl.* event
+  std::string source;            // the recording's path
+  bool complete = false;         // the recorder finished (else: live or cut short)
+  bool dataloader_seen = false;  // any dl.* event
   int64_t train_pid = 0;
   int64_t window_start_ns = 0, window_end_ns = 0;
   double wall_s = 0;
@@ -139,19 +139,19 @@ struct Report {
   std::optional<double> samples_per_s;
   StepTimes step_time;
   StallStats stall;
-  bool data_bound = false;         // input_wait_fraction >= kDataBoundFraction
-  double input_wait_fraction = 0;  // stall plus time in DataLoader.__iter__ (epoch starts) / window
-  double compute_per_step_ms = 0;  // (window - input wait) / steps
+  bool data_bound = false;             // input_wait_fraction >= kDataBoundFraction
+  double input_wait_fraction = 0;      // stall plus time in DataLoader.__iter__ (epoch starts) / window
+  double compute_per_step_ms = 0;      // (window - input wait) / steps
   std::optional<int64_t> main_loader;  // id
   std::vector<LoaderStats> loaders;
   QueueStats queue;
   std::vector<WorkerStats> workers;
   std::vector<Recommendation> recommendations;
   std::vector<std::string> notes;
-  std::optional<int64_t> cpu_count;  // meta cpu_count, when the recorder wrote it
-  std::string recorded_by;           // meta mode: "launcher", "in-process" or "attach" ("" if absent)
-  std::string command;               // meta command: the program that was recorded ("" if absent)
-  GpuStats gpu;                      // mode "gpu": the GPU timeline's figures
+  std::optional<int64_t> cpu_count;         // meta cpu_count, when the recorder wrote it
+  std::string recorded_by;                  // meta mode: "launcher", "in-process" or "attach" ("" if absent)
+  std::string command;                      // meta command: the program that was recorded ("" if absent)
+  GpuStats gpu;                             // mode "gpu": the GPU timeline's figures
   std::optional<EvidenceAt> longest_stall;  // the longest stall interval, to show
 
   // Share of the window the training loop waited in next() while it mattered: in CPU mode the

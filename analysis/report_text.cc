@@ -44,8 +44,9 @@ std::string swap_lines(const LoaderConfig& c) {
     if (settings.is_object()) {
       for (const auto& [k, v] : settings.items()) s += (s.empty() ? "" : ", ") + k + " " + text(v);
     }
-    o += wrap("  --loader reference, in place of the script's DataLoader" + (s.empty() ? "" : ": " + s), 100, "      ") +
-         "\n";
+    o +=
+        wrap("  --loader reference, in place of the script's DataLoader" + (s.empty() ? "" : ": " + s), 100, "      ") +
+        "\n";
   } else if (c.kind == vocab::kLoaderTuned) {
     std::string s;
     if (rep->contains("changed") && (*rep)["changed"].is_object()) {
@@ -96,9 +97,10 @@ std::string render_text(const Report& r) {
   o += "  Steps            " + grouped(r.steps) + "   samples " + grouped(r.samples) + "   " +
        or_dash(r.samples_per_s, [](double v) { return fixed(v, 1); }) + " samples/s\n";
   if (r.mode == vocab::kModeGpu) {
-    o += "  GPU busy         " + percent(r.gpu.busy_fraction) + " of the window (device " + std::to_string(r.gpu.device) +
-         ")\n";
-    o += "  GPU stall        " + percent(r.stall.fraction) + " of the window idle (" + fixed(r.stall.seconds, 3) + " s):";
+    o += "  GPU busy         " + percent(r.gpu.busy_fraction) + " of the window (device " +
+         std::to_string(r.gpu.device) + ")\n";
+    o += "  GPU stall        " + percent(r.stall.fraction) + " of the window idle (" + fixed(r.stall.seconds, 3) +
+         " s):";
     for (const auto& [cause, sec] : r.stall.by_cause_s) {
       if (sec > 0) o += " " + cause + " " + fixed(sec, 3) + " s";
     }
@@ -107,7 +109,8 @@ std::string render_text(const Report& r) {
       return std::string(what) + " " + bytes(static_cast<double>(c.bytes)) + " in " + std::to_string(c.count) +
              " copies" + (c.gbps ? " at " + fixed(*c.gbps, 2) + " GB/s" : "");
     };
-    o += "  Host->device     " + copies("pinned", r.gpu.h2d_pinned) + "; " + copies("pageable", r.gpu.h2d_pageable) + "\n";
+    o += "  Host->device     " + copies("pinned", r.gpu.h2d_pinned) + "; " + copies("pageable", r.gpu.h2d_pageable) +
+         "\n";
   } else {
     o += "  Data stall       " + percent(r.stall.fraction) + " of the window (" + fixed(r.stall.seconds, 3) +
          " s waiting in next())" + (r.data_bound ? "" : "  - not data-bound") + "\n";
@@ -152,8 +155,9 @@ std::string render_text(const Report& r) {
 
   o += "\nQueue (main loader)\n";
   if (r.queue.available) {
-    o += "  ready " + fixed(*r.queue.mean_ready, 2) + " batches on average (max " + num(r.queue.max_ready) + "), empty " +
-         percent(*r.queue.empty_fraction) + " of the time; in flight " + fixed(r.queue.mean_in_flight.value_or(0), 2) + "\n";
+    o += "  ready " + fixed(*r.queue.mean_ready, 2) + " batches on average (max " + num(r.queue.max_ready) +
+         "), empty " + percent(*r.queue.empty_fraction) + " of the time; in flight " +
+         fixed(r.queue.mean_in_flight.value_or(0), 2) + "\n";
   } else {
     o += "  " + (r.queue.note.empty() ? std::string("unknown") : r.queue.note) + "\n";
   }
@@ -183,9 +187,8 @@ std::string render_text(const Report& r) {
   o += "\nRecommendations\n";
   if (r.recommendations.empty()) {
     o += r.data_bound ? "  none\n"
-                      : "  none: the loop waits for input " + percent(r.input_wait_fraction) +
-                            " of the window (< " + percent(kDataBoundFraction, 0) +
-                            "), so the input pipeline is not the bottleneck\n";
+                      : "  none: the loop waits for input " + percent(r.input_wait_fraction) + " of the window (< " +
+                            percent(kDataBoundFraction, 0) + "), so the input pipeline is not the bottleneck\n";
   }
   for (const Recommendation& rec : r.recommendations) {
     o += wrap("  [" + rec.severity + "] " + rec.id + ": " + rec.message, 100, "      ") + "\n";

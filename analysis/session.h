@@ -12,10 +12,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/status.h"
 #include "common/vocabulary.h"
 #include "storage/reader.h"
 #include "storage/rows.h"
-#include "common/status.h"
 
 namespace stallscope::analysis {
 
@@ -23,23 +23,23 @@ struct LoadOptions {
   // Spans and instants: those named in the vocabulary (common/vocabulary.h), or every one.
   bool all_names = false;
   // Counter tracks whose samples are loaded (empty: all tracks).
-  std::vector<vocab::Counter> counters = {vocab::Counter::kCpu, vocab::Counter::kRunqWait, vocab::Counter::kPrivateDirty,
-                                          vocab::Counter::kRss, vocab::Counter::kPss};
+  std::vector<vocab::Counter> counters = {vocab::Counter::kCpu, vocab::Counter::kRunqWait,
+                                          vocab::Counter::kPrivateDirty, vocab::Counter::kRss, vocab::Counter::kPss};
 };
 
 struct Session {
   std::string path;
   std::map<std::string, std::string> meta;
-  std::vector<ProcessRow> processes;        // by id
-  std::vector<ThreadRow> threads;           // by id
+  std::vector<ProcessRow> processes;  // by id
+  std::vector<ThreadRow> threads;     // by id
   std::unordered_map<uint32_t, std::string> strings;
-  std::vector<SpanRow> spans;               // ordered by (start_ns, depth)
-  std::vector<InstantRow> instants;         // ordered by ts_ns
+  std::vector<SpanRow> spans;        // ordered by (start_ns, depth)
+  std::vector<InstantRow> instants;  // ordered by ts_ns
   std::vector<CounterTrackRow> counter_tracks;
-  std::vector<CounterRow> counters;         // ordered by (track_id, ts_ns)
-  std::vector<GpuActivityRow> gpu;          // ordered by start_ns
-  int64_t end_ns = 0;                       // the latest time anything in the recording reaches
-  bool complete = false;                    // meta.complete == "1": the recorder finished
+  std::vector<CounterRow> counters;  // ordered by (track_id, ts_ns)
+  std::vector<GpuActivityRow> gpu;   // ordered by start_ns
+  int64_t end_ns = 0;                // the latest time anything in the recording reaches
+  bool complete = false;             // meta.complete == "1": the recorder finished
 
   // Look-ups (built by index()).
   const ProcessRow* process(int64_t process_id) const;

@@ -11,7 +11,8 @@ namespace {
 constexpr double kNsPerMs = 1e6;
 
 // Samples of every `counter` track of `pid` whose time lies in [t0, t1].
-std::vector<double> samples_in(const Session& s, const std::unordered_map<int64_t, std::vector<const CounterTrackRow*>>& tracks,
+std::vector<double> samples_in(const Session& s,
+                               const std::unordered_map<int64_t, std::vector<const CounterTrackRow*>>& tracks,
                                int64_t pid, vocab::Counter counter, int64_t t0, int64_t t1) {
   std::vector<std::pair<int64_t, double>> v;
   auto it = tracks.find(pid);
@@ -58,7 +59,8 @@ std::vector<WorkerStats> worker_stats(const Session& s, const DataLoaderModel& m
     const int64_t sampled = ws.thread ? -1 : w.pid;
     ws.cpu_util = mean(samples_in(s, tracks, sampled, Counter::kCpu, w.life_begin_ns, w.life_end_ns));
     ws.runq_delay_fraction = mean(samples_in(s, tracks, sampled, Counter::kRunqWait, w.life_begin_ns, w.life_end_ns));
-    const std::vector<double> priv = samples_in(s, tracks, sampled, Counter::kPrivateDirty, w.life_begin_ns, w.life_end_ns);
+    const std::vector<double> priv =
+        samples_in(s, tracks, sampled, Counter::kPrivateDirty, w.life_begin_ns, w.life_end_ns);
     if (!priv.empty()) {
       ws.private_first_bytes = static_cast<int64_t>(priv.front());
       ws.private_last_bytes = static_cast<int64_t>(priv.back());

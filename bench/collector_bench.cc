@@ -191,8 +191,8 @@ IngestResult ingest(uint32_t spans_per_ring, uint32_t rings) {
   struct stat st;
   ::stat(db.c_str(), &st);
   const double spans = static_cast<double>(in.stats().spans);
-  IngestResult r{static_cast<double>(in.stats().events) / secs, spans / secs, static_cast<double>(st.st_size) / spans, 0,
-                 in.stats().events};
+  IngestResult r{static_cast<double>(in.stats().events) / secs, spans / secs, static_cast<double>(st.st_size) / spans,
+                 0, in.stats().events};
   // The cost of a time index on spans, for docs/decisions.md.
   {
     auto d = Db::open(db, Db::Mode::kReadWrite);
@@ -337,7 +337,8 @@ int main(int argc, char** argv) {
   std::printf("stallscope collector benchmarks (%d cores)\n\n", static_cast<int>(std::thread::hardware_concurrency()));
 
   std::printf("1. Hot path: ns per event (span begin+end = 2 events), %d rounds of 1000 spans per thread\n", rounds);
-  std::printf("| threads | median ns/event | p99 ns/event | rounds kept (dropped) | goal (median) |\n|---|---|---|---|---|\n");
+  std::printf(
+      "| threads | median ns/event | p99 ns/event | rounds kept (dropped) | goal (median) |\n|---|---|---|---|---|\n");
   for (int t : {1, 2}) {
     HotResult r = hot_path(t, rounds);
     std::printf("| %d | %.1f | %.1f | %d (%d) | < 20 ns %s |\n", t, r.median_ns, r.p99_ns, r.rounds_kept,
@@ -349,9 +350,11 @@ int main(int argc, char** argv) {
   std::printf("2. Ingest into SQLite: one drainer thread, %u spans x 4 threads (3 args each)\n", per_ring);
   IngestResult in = ingest(per_ring, 4);
   std::printf("| figure | measured | goal |\n|---|---|---|\n");
-  std::printf("| events/s (one core) | %.2f M | >= 1 M %s |\n", in.events_per_s / 1e6, in.events_per_s >= 1e6 ? "(met)" : "(MISSED)");
+  std::printf("| events/s (one core) | %.2f M | >= 1 M %s |\n", in.events_per_s / 1e6,
+              in.events_per_s >= 1e6 ? "(met)" : "(MISSED)");
   std::printf("| spans/s | %.2f M | |\n", in.spans_per_s / 1e6);
-  std::printf("| bytes per span on disk | %.1f | <= 40 %s |\n", in.bytes_per_span, in.bytes_per_span <= 40 ? "(met)" : "(MISSED)");
+  std::printf("| bytes per span on disk | %.1f | <= 40 %s |\n", in.bytes_per_span,
+              in.bytes_per_span <= 40 ? "(met)" : "(MISSED)");
   std::printf("| bytes per span with an index on start_ns | %.1f | (not used; see docs/decisions.md) |\n\n",
               in.bytes_per_span_indexed);
 

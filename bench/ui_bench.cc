@@ -332,8 +332,8 @@ int main(int argc, char** argv) {
         if (s.timeline) parts += " " + std::to_string(static_cast<int>(ms_since(t0)));
       };
       stallscope::ui::SnapshotSource alone(db, so);
-      alone.wait_until([](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; },
-                       600000);
+      alone.wait_until(
+          [](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; }, 600000);
       std::printf("open (timeline alone): %.0f ms; timeline published at (ms):%s\n", ms_since(t0), parts.c_str());
     }
     return 0;
@@ -343,7 +343,8 @@ int main(int argc, char** argv) {
   stallscope::ui::SourceOptions main_opts;
   main_opts.load_part_rows = part_rows;
   stallscope::ui::SnapshotSource src(db, main_opts);
-  src.wait_until([](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; }, 600000);
+  src.wait_until([](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; },
+                 600000);
   const double open_ms = ms_since(t_open);
   const long rss_timeline = rss_mib();
   src.wait_until(stallscope::ui::SnapshotSource::settled, 600000);
@@ -395,9 +396,10 @@ int main(int argc, char** argv) {
   ImGui::DestroyContext();
 
   std::printf("\nstallscope ui_bench: %s\n", db.c_str());
-  std::printf("  recording: %.2f M rows (%lld spans, %lld instants, %lld counter samples), %.0f s, %zu lanes, %.2f M items\n",
-              static_cast<double>(tl.rows_read) / 1e6, static_cast<long long>(tl.spans), static_cast<long long>(tl.instants),
-              static_cast<long long>(tl.counter_samples), run_s, tl.lanes.size(), static_cast<double>(items) / 1e6);
+  std::printf(
+      "  recording: %.2f M rows (%lld spans, %lld instants, %lld counter samples), %.0f s, %zu lanes, %.2f M items\n",
+      static_cast<double>(tl.rows_read) / 1e6, static_cast<long long>(tl.spans), static_cast<long long>(tl.instants),
+      static_cast<long long>(tl.counter_samples), run_s, tl.lanes.size(), static_cast<double>(items) / 1e6);
   std::printf("  memory after the timeline loaded: %ld MiB resident\n\n", rss_timeline);
   std::printf("  %-44s %12s %12s  %s\n", "measure", "result", "goal", "");
   std::printf("  %-44s %10.0f ms %12s  %s\n", "open: first timeline shown (first part)", first_tl_ms, "-",
@@ -406,8 +408,7 @@ int main(int argc, char** argv) {
               open_ms < 2000 ? "ok" : "MISSED");
   std::printf("  %-44s %10.0f ms %9s ms  %s\n", "open: whole recording read (again)", open_alone_ms, "< 2000",
               open_alone_ms < 2000 ? "ok" : "MISSED");
-  std::printf("  %-44s %10.0f ms %12s  %s\n", "analysis ready (starts once read)", settled_ms, "-",
-              "shown when done");
+  std::printf("  %-44s %10.0f ms %12s  %s\n", "analysis ready (starts once read)", settled_ms, "-", "shown when done");
   print_frames(rows);
   std::printf("\n  moving whole-run frame by panel (mean):");
   for (const auto& [name, ms] : panel_ms) std::printf("  %s %.2f ms", name.c_str(), ms / std::max(1, view_frames));

@@ -127,8 +127,9 @@ void Arena::unlink(const std::string& shm_name) { ::unlink(shm_path(shm_name).c_
 
 void Arena::lock() {
   int rc = pthread_mutex_lock(&header_->lock);
-  if (rc == EOWNERDEAD) pthread_mutex_consistent(&header_->lock);  // holder died: state is
-                                                                   // consistent (publish is last)
+  if (rc == EOWNERDEAD)
+    pthread_mutex_consistent(&header_->lock);  // holder died: state is
+                                               // consistent (publish is last)
 }
 
 void Arena::unlock() { pthread_mutex_unlock(&header_->lock); }

@@ -32,8 +32,8 @@ struct alignas(64) RingHeader {
   std::atomic<uint32_t> state;
   int32_t pid;
   int32_t tid;
-  uint32_t thread_uid;  // session-unique id of the thread that owns this ring now
-  char name[32];        // thread name at claim time (comm)
+  uint32_t thread_uid;                     // session-unique id of the thread that owns this ring now
+  char name[32];                           // thread name at claim time (comm)
   alignas(64) std::atomic<uint64_t> head;  // written by the producer
   uint64_t tail_cache;                     // producer-private copy of tail
   uint64_t mask;                           // capacity - 1, beside head: one cache line for emit()
@@ -53,12 +53,12 @@ struct ProcessEntry {
   std::atomic<uint32_t> state;
   int32_t pid;
   int32_t ppid;
-  int32_t exit_code;                   // valid when has_exit_code
+  int32_t exit_code;  // valid when has_exit_code
   uint64_t start_ticks;
-  std::atomic<uint64_t> end_ticks;     // 0 while running
+  std::atomic<uint64_t> end_ticks;  // 0 while running
   std::atomic<uint32_t> has_exit_code;
-  std::atomic<uint32_t> execs;         // times the process exec'd a new image (cmdline changed)
-  char cmdline[472];                   // NUL-separated argv, truncated
+  std::atomic<uint32_t> execs;  // times the process exec'd a new image (cmdline changed)
+  char cmdline[472];            // NUL-separated argv, truncated
 };
 static_assert(sizeof(ProcessEntry) == 512);
 
@@ -132,8 +132,7 @@ class Arena {
   ProcessEntry* find_process(int pid) const;
 
  private:
-  Arena(uint8_t* base, ArenaHeader* header, std::string name)
-      : base_(base), header_(header), name_(std::move(name)) {}
+  Arena(uint8_t* base, ArenaHeader* header, std::string name) : base_(base), header_(header), name_(std::move(name)) {}
   void lock();
   void unlock();
 

@@ -91,8 +91,7 @@ bool cupti_decode(const CUpti_Activity* record, GpuActivity* out) {
       out->sync_type = static_cast<uint8_t>(s->type);
       return true;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -101,20 +100,14 @@ const char* blocking_call_name(CUpti_CallbackId cbid) {
   auto name = [](vocab::Event e) { return vocab::name_of(e).data(); };
   switch (cbid) {
     case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000:
-      return name(vocab::Event::kCudaStreamSynchronize);
-    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020:
-      return name(vocab::Event::kCudaDeviceSynchronize);
-    case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020:
-      return name(vocab::Event::kCudaEventSynchronize);
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000: return name(vocab::Event::kCudaStreamSynchronize);
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020: return name(vocab::Event::kCudaDeviceSynchronize);
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020: return name(vocab::Event::kCudaEventSynchronize);
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000:
-      return name(vocab::Event::kCudaMemcpy);
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000: return name(vocab::Event::kCudaMemcpy);
     case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000:
-      return name(vocab::Event::kCudaMemcpyAsync);
-    default:
-      return nullptr;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000: return name(vocab::Event::kCudaMemcpyAsync);
+    default: return nullptr;
   }
 }
 
@@ -161,7 +154,8 @@ std::string torch_bundled_cupti() {
         const char* at = std::strstr(name, "/nvidia/");
         if (at == nullptr) return 0;
         std::string base(name, static_cast<size_t>(at - name) + 8);  // ".../nvidia/"
-        for (const char* v : {"cuda_cupti/lib/libcupti.so.13", "cuda_cupti/lib/libcupti.so.12", "cu13/lib/libcupti.so.13"}) {
+        for (const char* v :
+             {"cuda_cupti/lib/libcupti.so.13", "cuda_cupti/lib/libcupti.so.12", "cu13/lib/libcupti.so.13"}) {
           if (::access((base + v).c_str(), R_OK) == 0) {
             *static_cast<std::string*>(data) = base + v;
             return 1;
@@ -290,7 +284,8 @@ int start_cupti() {
   r = choice.calls ? c.subscribe(&g_subscriber, api_callback, nullptr) : CUPTI_SUCCESS;
   if (choice.calls && r == CUPTI_SUCCESS) {
     for (CUpti_CallbackId id :
-         {CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+         {CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+          CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
           CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
           CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
           CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000}) {

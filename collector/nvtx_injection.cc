@@ -43,14 +43,10 @@ uint32_t handle_id(const void* handle) { return static_cast<uint32_t>(reinterpre
 uint32_t message_id(const nvtxEventAttributes_t* a) {
   if (a == nullptr) return intern_cached("(nvtx)");
   switch (a->messageType) {
-    case NVTX_MESSAGE_TYPE_ASCII:
-      return intern_cached(a->message.ascii);
-    case NVTX_MESSAGE_TYPE_UNICODE:
-      return intern_cached(narrow(a->message.unicode).c_str());
-    case NVTX_MESSAGE_TYPE_REGISTERED:
-      return handle_id(a->message.registered);
-    default:
-      return intern_cached("(nvtx)");
+    case NVTX_MESSAGE_TYPE_ASCII: return intern_cached(a->message.ascii);
+    case NVTX_MESSAGE_TYPE_UNICODE: return intern_cached(narrow(a->message.unicode).c_str());
+    case NVTX_MESSAGE_TYPE_REGISTERED: return handle_id(a->message.registered);
+    default: return intern_cached("(nvtx)");
   }
 }
 
@@ -69,15 +65,16 @@ void NVTX_API mark_w(const wchar_t* m) { mark_a(narrow(m).c_str()); }
 
 nvtxRangeId_t range_start_in(uint32_t domain, uint32_t msg) {
   const uint64_t id = g_next_range.fetch_add(1, std::memory_order_relaxed);
-  emit(EventKind::kInstant, intern_cached(vocab::name_of(vocab::Event::kNvtxStart).data()), static_cast<int64_t>(id), static_cast<int32_t>(msg),
-       static_cast<int32_t>(domain), kFlagArgs);
+  emit(EventKind::kInstant, intern_cached(vocab::name_of(vocab::Event::kNvtxStart).data()), static_cast<int64_t>(id),
+       static_cast<int32_t>(msg), static_cast<int32_t>(domain), kFlagArgs);
   return id;
 }
 nvtxRangeId_t NVTX_API range_start_ex(const nvtxEventAttributes_t* a) { return range_start_in(0, message_id(a)); }
 nvtxRangeId_t NVTX_API range_start_a(const char* m) { return range_start_in(0, intern_cached(m)); }
 nvtxRangeId_t NVTX_API range_start_w(const wchar_t* m) { return range_start_in(0, intern_cached(narrow(m).c_str())); }
 void NVTX_API range_end(nvtxRangeId_t id) {
-  emit(EventKind::kInstant, intern_cached(vocab::name_of(vocab::Event::kNvtxEnd).data()), static_cast<int64_t>(id), 0, 0, kFlagArg0);
+  emit(EventKind::kInstant, intern_cached(vocab::name_of(vocab::Event::kNvtxEnd).data()), static_cast<int64_t>(id), 0,
+       0, kFlagArg0);
 }
 
 int push_in(uint32_t domain, uint32_t msg, int32_t cat) {

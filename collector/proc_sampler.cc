@@ -1,19 +1,19 @@
 // The /proc sampler; see proc_sampler.h.
 #include "collector/proc_sampler.h"
 
-#include "collector/clock.h"
-#include "common/procfs.h"
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <set>
+
+#include "collector/clock.h"
+#include "common/procfs.h"
 
 namespace stallscope {
 namespace {
@@ -87,7 +87,8 @@ namespace {
 double age_s(const char* path, std::string* text) {
   static const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
   uint64_t start_ticks = 0;
-  if (ticks_per_s <= 0 || !procfs::read_file(path, text) || !ProcSampler::parse_stat_starttime(*text, &start_ticks)) return -1;
+  if (ticks_per_s <= 0 || !procfs::read_file(path, text) || !ProcSampler::parse_stat_starttime(*text, &start_ticks))
+    return -1;
   timespec ts{};
   ::clock_gettime(CLOCK_BOOTTIME, &ts);  // starttime counts from boot, suspend included
   const double now_s = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
@@ -192,7 +193,8 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
     std::snprintf(path, sizeof path, "/proc/%d/io", pid);
     uint64_t rchar = 0;
     if (procfs::read_file(path, &text) && parse_io_rchar(text, &rchar)) {
-      if ((p.have_io || from_birth) && dt > 0) s.read_bytes_per_s = static_cast<double>(rchar - std::min(rchar, p.rchar)) / dt;
+      if ((p.have_io || from_birth) && dt > 0)
+        s.read_bytes_per_s = static_cast<double>(rchar - std::min(rchar, p.rchar)) / dt;
       p.rchar = rchar;
       p.have_io = true;
     }

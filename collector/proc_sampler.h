@@ -17,11 +17,11 @@ struct ProcSample {
   uint64_t mono_ns = 0;  // CLOCK_MONOTONIC time of the sample
   // Rates over the interval since this pid's previous sample. On the first sample they are absent,
   // unless the process was born less than a second earlier: then they cover its life so far.
-  std::optional<double> cpu_cores;         // CPU seconds per wall second, all threads
-  std::optional<double> runq_wait_ratio;   // run-queue wait seconds per wall second, all threads
-  std::optional<double> ctxsw_voluntary;   // per second (main thread)
-  std::optional<double> ctxsw_involuntary; // per second (main thread)
-  std::optional<double> read_bytes_per_s;  // rchar per second
+  std::optional<double> cpu_cores;          // CPU seconds per wall second, all threads
+  std::optional<double> runq_wait_ratio;    // run-queue wait seconds per wall second, all threads
+  std::optional<double> ctxsw_voluntary;    // per second (main thread)
+  std::optional<double> ctxsw_involuntary;  // per second (main thread)
+  std::optional<double> read_bytes_per_s;   // rchar per second
   // Levels.
   uint64_t rss_bytes = 0;
   std::optional<uint64_t> pss_bytes;            // when smaps_rollup was read this time

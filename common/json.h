@@ -5,9 +5,8 @@
 // throws: the look-ups check types, parse() returns a Result, write() replaces invalid UTF-8.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>

@@ -60,22 +60,22 @@ enum class Shape : uint8_t { kSpan, kInstant };
 // What one argument (arg0, arg1, arg2) of an event carries; L, E, B, W, G as docs/events.md
 // names them.
 enum class Arg : uint8_t {
-  kNone = 0,    // nothing (the C API writes 0)
-  kLoader,      // L
-  kEpoch,       // E
-  kBatch,       // B (dl.next: the batch handed, -1 at StopIteration)
-  kWorker,      // W (-1: the main process)
-  kGeneration,  // G
-  kPid,         // a process id
-  kSamples,     // samples in a batch
-  kCount,       // num_workers (dl.epoch_begin), batches yielded (dl.epoch_end)
-  kText,        // a string id: a JSON document, a message
-  kDomain,      // NVTX domain (string id; 0: the default domain)
-  kCategory,    // NVTX category
-  kRangeId,     // NVTX range id
-  kCorrelation, // CUPTI correlation id: links a host call to its GPU activity
-  kMicros,      // a duration in microseconds
-  kBytes        // a size in bytes
+  kNone = 0,     // nothing (the C API writes 0)
+  kLoader,       // L
+  kEpoch,        // E
+  kBatch,        // B (dl.next: the batch handed, -1 at StopIteration)
+  kWorker,       // W (-1: the main process)
+  kGeneration,   // G
+  kPid,          // a process id
+  kSamples,      // samples in a batch
+  kCount,        // num_workers (dl.epoch_begin), batches yielded (dl.epoch_end)
+  kText,         // a string id: a JSON document, a message
+  kDomain,       // NVTX domain (string id; 0: the default domain)
+  kCategory,     // NVTX category
+  kRangeId,      // NVTX range id
+  kCorrelation,  // CUPTI correlation id: links a host call to its GPU activity
+  kMicros,       // a duration in microseconds
+  kBytes         // a size in bytes
 };
 using Args = std::array<Arg, 3>;
 inline constexpr Args kNoArgs = {Arg::kNone, Arg::kNone, Arg::kNone};
@@ -210,10 +210,16 @@ inline constexpr const char* kRecWorkerMemoryGrowth = "worker_memory_growth";
 inline constexpr const char* kRecPageableH2d = "pageable_h2d";
 inline constexpr const char* kRecHostSync = "host_sync";
 inline constexpr const char* kRecMoveTransformsToGpu = "move_transforms_to_gpu";
-inline constexpr const char* kRecommendationIds[] = {
-    kRecIncreaseNumWorkers,         kRecReduceNumWorkers, kRecSlowDatasetGetitem, kRecIncreasePrefetchFactor,
-    kRecEnablePersistentWorkers,    kRecEnablePinMemory,  kRecWorkerMemoryGrowth, kRecPageableH2d,
-    kRecHostSync,                   kRecMoveTransformsToGpu};
+inline constexpr const char* kRecommendationIds[] = {kRecIncreaseNumWorkers,
+                                                     kRecReduceNumWorkers,
+                                                     kRecSlowDatasetGetitem,
+                                                     kRecIncreasePrefetchFactor,
+                                                     kRecEnablePersistentWorkers,
+                                                     kRecEnablePinMemory,
+                                                     kRecWorkerMemoryGrowth,
+                                                     kRecPageableH2d,
+                                                     kRecHostSync,
+                                                     kRecMoveTransformsToGpu};
 
 // Severities, most urgent first.
 inline constexpr const char* kSeverityHigh = "high";

@@ -141,8 +141,10 @@ void announce(const AttachOptions& opt, const Attachment& a) {
     std::fprintf(stderr, "stallscope: the DataLoader hooks could not be installed (%s); recording the rest\n",
                  hooks.substr(6).c_str());
   } else if (procfs::alive(a.pid)) {
-    std::fprintf(stderr, "stallscope: no word yet from the Python side of process %d (its interpreter may be "
-                 "busy in C code without releasing the GIL); recording goes on\n", static_cast<int>(a.pid));
+    std::fprintf(stderr,
+                 "stallscope: no word yet from the Python side of process %d (its interpreter may be "
+                 "busy in C code without releasing the GIL); recording goes on\n",
+                 static_cast<int>(a.pid));
   }
 }
 

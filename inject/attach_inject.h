@@ -21,9 +21,9 @@ struct Payload {
 
 // The library's attach entry points as mapped in one target, found by inject().
 struct EntryPoints {
-  uint64_t begin = 0;     // ss_attach_begin
-  uint64_t end = 0;       // ss_attach_end, for eject()
-  double paused_ms = 0;   // how long the target's thread was stopped for the injection
+  uint64_t begin = 0;    // ss_attach_begin
+  uint64_t end = 0;      // ss_attach_end, for eject()
+  double paused_ms = 0;  // how long the target's thread was stopped for the injection
 };
 
 // Loads `payload.lib` into process `pid` and runs ss_attach_begin(payload.shm, code), `code` being

@@ -17,8 +17,8 @@ std::string py_str(const std::string& s) {
 
 }  // namespace
 
-std::string python_source(const std::string& python_dir, const std::string& func,
-                          const std::vector<std::string>& args, const std::string& status_path) {
+std::string python_source(const std::string& python_dir, const std::string& func, const std::vector<std::string>& args,
+                          const std::string& status_path) {
   const std::string pkg = py_str(python_dir + "/stallscope");
   std::string call_args;
   for (const std::string& a : args) call_args += (call_args.empty() ? "" : ", ") + py_str(a);
@@ -27,7 +27,9 @@ std::string python_source(const std::string& python_dir, const std::string& func
       "try:\n"
       "    if 'stallscope' not in sys.modules:\n"
       "        import importlib.util\n"
-      "        pkg = " + pkg + "\n"
+      "        pkg = " +
+      pkg +
+      "\n"
       "        spec = importlib.util.spec_from_file_location('stallscope', pkg + '/__init__.py', "
       "submodule_search_locations=[pkg])\n"
       "        mod = importlib.util.module_from_spec(spec)\n"
@@ -38,10 +40,14 @@ std::string python_source(const std::string& python_dir, const std::string& func
       "            sys.modules.pop('stallscope', None)\n"
       "            raise\n"
       "    from stallscope import _attach\n"
-      "    _attach." + func + "(" + call_args + ")\n"
+      "    _attach." +
+      func + "(" + call_args +
+      ")\n"
       "except BaseException as e:\n"
       "    try:\n"
-      "        with open(" + py_str(status_path) + ", 'w') as f:\n"
+      "        with open(" +
+      py_str(status_path) +
+      ", 'w') as f:\n"
       "            f.write('error ' + type(e).__name__ + ': ' + str(e))\n"
       "    except BaseException:\n"
       "        pass\n";

@@ -12,7 +12,7 @@ namespace stallscope::attach {
 // Source that imports the stallscope package from `python_dir` without touching sys.path, calls
 // stallscope._attach.FUNC(*args), and writes any failure into the status file at `status_path`
 // ("error Type: message"). Runs in a fresh namespace (not __main__'s).
-std::string python_source(const std::string& python_dir, const std::string& func,
-                          const std::vector<std::string>& args, const std::string& status_path);
+std::string python_source(const std::string& python_dir, const std::string& func, const std::vector<std::string>& args,
+                          const std::string& status_path);
 
 }  // namespace stallscope::attach

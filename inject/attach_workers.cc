@@ -20,9 +20,9 @@ void RunningWorkers::join(pid_t training_pid, const Payload& payload, Arena* are
     bool joined = false;
     if (worker_candidate(child)) {
       Joined j{child, {}, StatusFile::create(child)};
-      const std::string code = python_source(payload.python_dir, "begin_worker",
-                                             {payload.shm, payload.lib, payload.python_dir, j.status.path()},
-                                             j.status.path());
+      const std::string code =
+          python_source(payload.python_dir, "begin_worker",
+                        {payload.shm, payload.lib, payload.python_dir, j.status.path()}, j.status.path());
       const std::string err = inject(child, payload, code, &j.entries);
       if (err.empty()) {
         joined = true;

@@ -18,8 +18,8 @@
 #include <random>
 
 #include "collector/arena.h"
-#include "storage/session_registry.h"
 #include "storage/recorder.h"
+#include "storage/session_registry.h"
 
 extern char** environ;
 
@@ -189,7 +189,9 @@ int run_command(const RunOptions& opt) {
   }
   if (!recorder) {
     std::fprintf(stderr, "stallscope: not recording (%s); running the program anyway%s\n", why_not.c_str(),
-                 opt.loader == vocab::kLoaderTorch ? "" : (", with its own DataLoader (--loader " + opt.loader + " needs the hooks)").c_str());
+                 opt.loader == vocab::kLoaderTorch
+                     ? ""
+                     : (", with its own DataLoader (--loader " + opt.loader + " needs the hooks)").c_str());
   } else {
     if (!opt.quiet) std::fprintf(stderr, "stallscope: recording to %s\n", output.c_str());
     char real[PATH_MAX];

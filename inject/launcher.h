@@ -11,11 +11,11 @@
 namespace stallscope {
 
 struct RunOptions {
-  std::string output;                 // database path; empty: stallscope-<prog>-<time>.db
-  std::vector<std::string> command;   // program and its arguments
-  unsigned ring_events = 16384;       // events per thread ring (power of two)
-  unsigned rings = 64;                // threads that can record at once
-  bool quiet = false;                 // no messages on stderr but errors
+  std::string output;                // database path; empty: stallscope-<prog>-<time>.db
+  std::vector<std::string> command;  // program and its arguments
+  unsigned ring_events = 16384;      // events per thread ring (power of two)
+  unsigned rings = 64;               // threads that can record at once
+  bool quiet = false;                // no messages on stderr but errors
   // `--loader`: which DataLoader the program's Python processes run: "torch" (as the script made
   // it), "tuned" or "reference". Passed to them in STALLSCOPE_LOADER, with `loader_tuned` (the
   // tuned settings as JSON, analysis/loader_tuning.h) in STALLSCOPE_LOADER_TUNED; both are kept in

@@ -79,7 +79,8 @@ std::vector<MapLine> read_maps(pid_t pid) {
     m.start = start;
     m.offset = offset;
     m.inode = inode;
-    if (consumed > 0 && static_cast<size_t>(consumed) < line.size()) m.path = line.substr(static_cast<size_t>(consumed));
+    if (consumed > 0 && static_cast<size_t>(consumed) < line.size())
+      m.path = line.substr(static_cast<size_t>(consumed));
     out.push_back(std::move(m));
   }
   return out;
@@ -194,15 +195,27 @@ std::vector<std::pair<uint64_t, uint64_t>> libc_text(pid_t pid) {
 
 bool waiting_syscall(pid_t tid, long nr, unsigned long long arg0) {
   switch (nr) {
-    case SYS_futex: case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
-    case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_nanosleep: case SYS_clock_nanosleep:
-    case SYS_wait4: case SYS_waitid: case SYS_pause: case SYS_rt_sigsuspend: case SYS_rt_sigtimedwait:
-    case SYS_accept: case SYS_accept4:
-      return true;
-    case SYS_read: case SYS_readv: case SYS_recvfrom: case SYS_recvmsg:
-      return waits_for_peer(tid, arg0);
-    default:
-      return false;
+    case SYS_futex:
+    case SYS_poll:
+    case SYS_ppoll:
+    case SYS_select:
+    case SYS_pselect6:
+    case SYS_epoll_wait:
+    case SYS_epoll_pwait:
+    case SYS_nanosleep:
+    case SYS_clock_nanosleep:
+    case SYS_wait4:
+    case SYS_waitid:
+    case SYS_pause:
+    case SYS_rt_sigsuspend:
+    case SYS_rt_sigtimedwait:
+    case SYS_accept:
+    case SYS_accept4: return true;
+    case SYS_read:
+    case SYS_readv:
+    case SYS_recvfrom:
+    case SYS_recvmsg: return waits_for_peer(tid, arg0);
+    default: return false;
   }
 }
 
@@ -523,7 +536,8 @@ bool RemoteThread::detach(std::string* error) {
   if (!attached_) return true;
   bool ok = regs_.empty() || restore(error);
   if (::ptrace(PTRACE_DETACH, tid_, nullptr, nullptr) != 0) {
-    if (ok && error != nullptr) *error = "cannot detach from process " + std::to_string(tid_) + ": " + errno_text(errno);
+    if (ok && error != nullptr)
+      *error = "cannot detach from process " + std::to_string(tid_) + ": " + errno_text(errno);
     ok = false;
   }
   attached_ = false;

@@ -68,10 +68,10 @@ class RemoteThread {
   pid_t tid_ = 0;
   pid_t tgid_ = 0;
   bool attached_ = false;
-  std::vector<unsigned char> regs_;   // struct user_regs_struct as saved
-  std::vector<unsigned char> fpu_;    // XSAVE area (or FXSAVE area when XSAVE is not offered)
+  std::vector<unsigned char> regs_;  // struct user_regs_struct as saved
+  std::vector<unsigned char> fpu_;   // XSAVE area (or FXSAVE area when XSAVE is not offered)
   bool fpu_is_xstate_ = false;
-  uint64_t stack_top_ = 0;            // next push goes below this
+  uint64_t stack_top_ = 0;  // next push goes below this
   std::vector<int> held_signals_;
   std::string stop_point_;  // where the thread was stopped, for messages
 };

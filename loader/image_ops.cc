@@ -118,12 +118,8 @@ std::string ImageTransform::describe() const {
   }
   if (flip_p > 0) s += " -> RandomHorizontalFlip(" + fmt(flip_p) + ")";
   switch (layout) {
-    case Layout::kUInt8HWC:
-      s += " -> uint8 HWC";
-      break;
-    case Layout::kUInt8CHW:
-      s += " -> uint8 CHW";
-      break;
+    case Layout::kUInt8HWC: s += " -> uint8 HWC"; break;
+    case Layout::kUInt8CHW: s += " -> uint8 CHW"; break;
     case Layout::kFloat32CHW:
       s += " -> ToTensor -> Normalize(mean=(" + fmt(norm_mean[0]) + ", " + fmt(norm_mean[1]) + ", " +
            fmt(norm_mean[2]) + "), std=(" + fmt(norm_std[0]) + ", " + fmt(norm_std[1]) + ", " + fmt(norm_std[2]) + "))";

@@ -90,7 +90,7 @@ Status check_after_scan(std::span<const uint8_t> d, size_t at) {
     int m = next_marker(&i);
     if (m < 0) return truncated;
     if ((m >= 0xD0 && m <= 0xD7) || m == 0x01) continue;  // RSTn, TEM: no parameters
-    if (m == 0xD9 || m == 0xDA) return Status::Ok();       // EOI; SOS of a further scan
+    if (m == 0xD9 || m == 0xDA) return Status::Ok();      // EOI; SOS of a further scan
     const bool segment = m == 0xC4 || m == 0xCC || m == 0xDB || m == 0xDC || m == 0xDD || (m >= 0xE0 && m <= 0xEF) ||
                          m == 0xFE;  // DHT, DAC, DQT, DNL, DRI, APPn, COM
     if (!segment) {

@@ -8,41 +8,28 @@ size_t dtype_size(DType t) {
   switch (t) {
     case DType::kUInt8:
     case DType::kInt8:
-    case DType::kBool:
-      return 1;
+    case DType::kBool: return 1;
     case DType::kInt16:
-    case DType::kFloat16:
-      return 2;
+    case DType::kFloat16: return 2;
     case DType::kInt32:
-    case DType::kFloat32:
-      return 4;
+    case DType::kFloat32: return 4;
     case DType::kInt64:
-    case DType::kFloat64:
-      return 8;
+    case DType::kFloat64: return 8;
   }
   return 1;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kUInt8:
-      return "uint8";
-    case DType::kInt8:
-      return "int8";
-    case DType::kInt16:
-      return "int16";
-    case DType::kInt32:
-      return "int32";
-    case DType::kInt64:
-      return "int64";
-    case DType::kFloat16:
-      return "float16";
-    case DType::kFloat32:
-      return "float32";
-    case DType::kFloat64:
-      return "float64";
-    case DType::kBool:
-      return "bool";
+    case DType::kUInt8: return "uint8";
+    case DType::kInt8: return "int8";
+    case DType::kInt16: return "int16";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+    case DType::kFloat16: return "float16";
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+    case DType::kBool: return "bool";
   }
   return "?";
 }

@@ -31,7 +31,7 @@ const char* dtype_name(DType t);  // numpy's names: "uint8", "float32", ...
 
 // One field of a sample (a tensor of a TensorDataset, an image, a label).
 struct Field {
-  std::string name;            // "0", "1" for unnamed fields; "image", "label"
+  std::string name;  // "0", "1" for unnamed fields; "image", "label"
   DType dtype = DType::kUInt8;
   std::vector<int64_t> shape;  // of one sample (the batch adds a leading dimension)
   size_t bytes() const;        // of one sample

@@ -66,7 +66,8 @@ int64_t TickConverter::to_session_ns(uint64_t ticks) const {
 Ingest::Ingest(Arena* arena, Writer* writer)
     : arena_(arena),
       writer_(writer),
-      clock_(arena->header()->uses_tsc != 0, ClockAnchor{arena->header()->start_ticks, arena->header()->start_mono_ns}) {
+      clock_(arena->header()->uses_tsc != 0,
+             ClockAnchor{arena->header()->start_ticks, arena->header()->start_mono_ns}) {
   // Two anchors at least 2 ms apart give a usable tick rate from the first drain on.
   const uint64_t since = monotonic_ns() - arena->header()->start_mono_ns;
   if (since < 2000000) std::this_thread::sleep_for(std::chrono::nanoseconds(2000000 - since));
@@ -298,13 +299,10 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
   if (head - tail > mask + 1) tail = head - (mask + 1);  // cannot happen with a sane producer
   for (; tail != head; ++tail) {
     const Event e = r->events[tail & mask];
-    const int64_t ns =
-        (e.flags & kFlagTimeNs) ? clock_.mono_to_session_ns(e.ticks) : clock_.to_session_ns(e.ticks);
+    const int64_t ns = (e.flags & kFlagTimeNs) ? clock_.mono_to_session_ns(e.ticks) : clock_.to_session_ns(e.ticks);
     ++stats_.events;
     switch (e.kind) {
-      case EventKind::kSpanBegin:
-        t.stack.push_back(OpenSpan{ns, e.name, e.flags, e.a0, e.a1, e.a2});
-        break;
+      case EventKind::kSpanBegin: t.stack.push_back(OpenSpan{ns, e.name, e.flags, e.a0, e.a1, e.a2}); break;
       case EventKind::kSpanEnd: {
         if (t.stack.empty()) break;  // an end without a begin (began before recording)
         OpenSpan o = t.stack.back();
@@ -368,8 +366,7 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
         if (text) writer_->set_thread_name(t.row, text);
         break;
       }
-      default:
-        break;  // a kind this build does not know; skipped
+      default: break;  // a kind this build does not know; skipped
     }
   }
   r->h.tail.store(head, std::memory_order_release);

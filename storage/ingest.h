@@ -17,8 +17,8 @@
 #include "collector/arena.h"
 #include "collector/clock.h"
 #include "collector/proc_sampler.h"
-#include "common/vocabulary.h"
 #include "common/status.h"
+#include "common/vocabulary.h"
 #include "storage/writer.h"
 
 namespace stallscope {
@@ -88,7 +88,7 @@ class Ingest {
     std::optional<int> exit_code, exit_signal;  // from on_exit or the launcher
     int64_t entry = -1;                         // index in the arena's process table
     int64_t end_ns = 0;
-    uint32_t execs = 0;                         // exec count already written
+    uint32_t execs = 0;  // exec count already written
   };
 
   void sync_processes(bool final, int64_t now_ns);
@@ -104,16 +104,16 @@ class Ingest {
   Arena* arena_;
   Writer* writer_;
   TickConverter clock_;
-  std::vector<ThreadTrack> rings_;                // by ring index
-  std::vector<ProcessTrack> processes_;           // by process table index
+  std::vector<ThreadTrack> rings_;       // by ring index
+  std::vector<ProcessTrack> processes_;  // by process table index
   std::map<std::pair<uint32_t, int>, int64_t> tracks_;
   std::map<std::pair<vocab::Counter, int>, int64_t> named_tracks_;
   std::vector<ProcSample> samples_;
-  std::unordered_map<int, size_t> pid_latest_;    // pid -> index in processes_
-  std::vector<uint64_t> ring_dropped_seen_;       // drops already counted per ring life
+  std::unordered_map<int, size_t> pid_latest_;  // pid -> index in processes_
+  std::vector<uint64_t> ring_dropped_seen_;     // drops already counted per ring life
   uint32_t strings_written_ = 0;
   uint32_t arena_entries_seen_ = 0;
-  uint64_t dropped_retired_ = 0;                  // drops of rings already recycled
+  uint64_t dropped_retired_ = 0;  // drops of rings already recycled
   std::map<int, std::pair<std::optional<int>, std::optional<int>>> pending_exit_;
   IngestStats stats_;
   // this drain's span id range and time bounds (the flushes table indexes spans by time)

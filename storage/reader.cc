@@ -161,13 +161,18 @@ Result<std::vector<InstantRow>> Reader::instants() {
 
 Result<std::vector<CounterTrackRow>> Reader::counter_tracks() {
   return collect<CounterTrackRow>(*db_, "SELECT id, name, unit, pid FROM counter_tracks ORDER BY id",
-                                  [](const Stmt& s) { return CounterTrackRow{s.int64(0), s.text(1), s.text(2), s.int64(3)}; });
+                                  [](const Stmt& s) {
+                                    return CounterTrackRow{s.int64(0), s.text(1), s.text(2), s.int64(3)};
+                                  });
 }
 
 Result<std::vector<CounterRow>> Reader::counters(int64_t track_id) {
   return collect<CounterRow>(
-      *db_, "SELECT track_id, ts_ns, value FROM counters WHERE track_id = " + std::to_string(track_id) + " ORDER BY ts_ns",
-      [](const Stmt& s) { return CounterRow{s.int64(0), s.int64(1), s.real(2)}; });
+      *db_,
+      "SELECT track_id, ts_ns, value FROM counters WHERE track_id = " + std::to_string(track_id) + " ORDER BY ts_ns",
+      [](const Stmt& s) {
+        return CounterRow{s.int64(0), s.int64(1), s.real(2)};
+      });
 }
 
 Result<std::vector<FlushRow>> Reader::flushes() {
@@ -189,12 +194,13 @@ Result<std::vector<FlushRow>> Reader::flushes() {
 
 Result<std::vector<GpuActivityRow>> Reader::gpu_activities() {
   return collect<GpuActivityRow>(
-      *db_, std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities ORDER BY start_ns", decode_gpu_activity);
+      *db_, std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities ORDER BY start_ns",
+      decode_gpu_activity);
 }
 
 Result<int64_t> Reader::count(const std::string& table) {
-  static const char* const kTables[] = {"spans",   "instants", "counters",      "threads",
-                                        "processes", "strings", "flushes", "gpu_activities"};
+  static const char* const kTables[] = {"spans",     "instants", "counters", "threads",
+                                        "processes", "strings",  "flushes",  "gpu_activities"};
   for (const char* t : kTables) {
     if (table == t) return db_->query_int("SELECT count(*) FROM " + table);
   }
@@ -204,8 +210,9 @@ Result<int64_t> Reader::count(const std::string& table) {
 Result<std::vector<SpanRow>> Reader::spans_named(const std::vector<uint32_t>& name_ids) {
   std::vector<SpanRow> out;
   if (name_ids.empty()) return out;
-  Status s = stream(*db_, std::string("SELECT ") + kSpanColumns + " FROM spans WHERE name_id IN (" + id_list(name_ids) + ")",
-                    {}, [&](const Stmt& st) { out.push_back(decode_span(st)); });
+  Status s =
+      stream(*db_, std::string("SELECT ") + kSpanColumns + " FROM spans WHERE name_id IN (" + id_list(name_ids) + ")",
+             {}, [&](const Stmt& st) { out.push_back(decode_span(st)); });
   if (!s.ok()) return s;
   return out;
 }
@@ -213,9 +220,9 @@ Result<std::vector<SpanRow>> Reader::spans_named(const std::vector<uint32_t>& na
 Result<std::vector<InstantRow>> Reader::instants_named(const std::vector<uint32_t>& name_ids) {
   std::vector<InstantRow> out;
   if (name_ids.empty()) return out;
-  Status s = stream(*db_,
-                    std::string("SELECT ") + kInstantColumns + " FROM instants WHERE name_id IN (" + id_list(name_ids) + ")",
-                    {}, [&](const Stmt& st) { out.push_back(decode_instant(st)); });
+  Status s = stream(
+      *db_, std::string("SELECT ") + kInstantColumns + " FROM instants WHERE name_id IN (" + id_list(name_ids) + ")",
+      {}, [&](const Stmt& st) { out.push_back(decode_instant(st)); });
   if (!s.ok()) return s;
   return out;
 }
@@ -223,19 +230,21 @@ Result<std::vector<InstantRow>> Reader::instants_named(const std::vector<uint32_
 Result<std::vector<CounterRow>> Reader::counters_of(const std::vector<int64_t>& track_ids) {
   std::vector<CounterRow> out;
   if (track_ids.empty()) return out;
-  Status s = stream(*db_, "SELECT track_id, ts_ns, value FROM counters WHERE track_id IN (" + id_list(track_ids) + ")", {},
-                    [&](const Stmt& st) { out.push_back(CounterRow{st.int64(0), st.int64(1), st.real(2)}); });
+  Status s = stream(*db_, "SELECT track_id, ts_ns, value FROM counters WHERE track_id IN (" + id_list(track_ids) + ")",
+                    {}, [&](const Stmt& st) {
+                      out.push_back(CounterRow{st.int64(0), st.int64(1), st.real(2)});
+                    });
   if (!s.ok()) return s;
   return out;
 }
 
 Result<int64_t> Reader::end_ns() {
   int64_t end = 0;
-  for (const char* sql : {"SELECT coalesce(max(start_ns + coalesce(dur_ns, 0)), 0) FROM spans",
-                          "SELECT coalesce(max(ts_ns), 0) FROM instants", "SELECT coalesce(max(ts_ns), 0) FROM counters",
-                          "SELECT coalesce(max(ts_ns), 0) FROM flushes",
-                          "SELECT coalesce(max(start_ns + dur_ns), 0) FROM gpu_activities",
-                          "SELECT coalesce(max(max(coalesce(start_ns, 0), coalesce(end_ns, 0))), 0) FROM processes"}) {
+  for (const char* sql :
+       {"SELECT coalesce(max(start_ns + coalesce(dur_ns, 0)), 0) FROM spans",
+        "SELECT coalesce(max(ts_ns), 0) FROM instants", "SELECT coalesce(max(ts_ns), 0) FROM counters",
+        "SELECT coalesce(max(ts_ns), 0) FROM flushes", "SELECT coalesce(max(start_ns + dur_ns), 0) FROM gpu_activities",
+        "SELECT coalesce(max(max(coalesce(start_ns, 0), coalesce(end_ns, 0))), 0) FROM processes"}) {
     auto v = db_->query_int(sql);
     if (!v.ok()) return in_file(db_->path(), v.status());
     end = std::max(end, *v);
@@ -269,20 +278,25 @@ Status Reader::for_each_span(int64_t after, int64_t upto, const std::function<vo
 }
 
 Status Reader::for_each_instant(int64_t after, int64_t upto, const std::function<void(const InstantRow&)>& row) {
-  return stream(*db_, std::string("SELECT ") + kInstantColumns + " FROM instants WHERE id > ?1 AND id <= ?2 ORDER BY id",
+  return stream(*db_,
+                std::string("SELECT ") + kInstantColumns + " FROM instants WHERE id > ?1 AND id <= ?2 ORDER BY id",
                 {after, upto}, [&](const Stmt& s) { row(decode_instant(s)); });
 }
 
 Status Reader::for_each_counter(int64_t after_rowid, int64_t upto_rowid,
                                 const std::function<void(const CounterRow&)>& row) {
   return stream(*db_, "SELECT track_id, ts_ns, value FROM counters WHERE rowid > ?1 AND rowid <= ?2",
-                {after_rowid, upto_rowid}, [&](const Stmt& s) { row(CounterRow{s.int64(0), s.int64(1), s.real(2)}); });
+                {after_rowid, upto_rowid}, [&](const Stmt& s) {
+                  row(CounterRow{s.int64(0), s.int64(1), s.real(2)});
+                });
 }
 
-Status Reader::for_each_gpu_activity(int64_t after, int64_t upto, const std::function<void(const GpuActivityRow&)>& row) {
-  return stream(*db_,
-                std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities WHERE id > ?1 AND id <= ?2 ORDER BY id",
-                {after, upto}, [&](const Stmt& s) { row(decode_gpu_activity(s)); });
+Status Reader::for_each_gpu_activity(int64_t after, int64_t upto,
+                                     const std::function<void(const GpuActivityRow&)>& row) {
+  return stream(
+      *db_,
+      std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities WHERE id > ?1 AND id <= ?2 ORDER BY id",
+      {after, upto}, [&](const Stmt& s) { row(decode_gpu_activity(s)); });
 }
 
 Status Reader::for_each_flush(int64_t after_id, const std::function<void(int64_t, int64_t)>& row) {

@@ -26,7 +26,8 @@ Result<std::unique_ptr<Recorder>> Recorder::start(Arena* arena, const std::strin
   r->interval_ms_ = interval_ms;
   r->writer_ = std::move(*writer);
   r->ingest_ = std::make_unique<Ingest>(arena, r->writer_.get());
-  if (Status s = r->ingest_->write_meta(meta); !s.ok()) return Status::Error("cannot write " + path + ": " + s.message());
+  if (Status s = r->ingest_->write_meta(meta); !s.ok())
+    return Status::Error("cannot write " + path + ": " + s.message());
   if (::pipe2(r->wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::Error("cannot create a pipe");
   // The drain thread takes no process signals: they belong to the program being recorded.
   sigset_t all, old;

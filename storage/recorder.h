@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "collector/arena.h"
-#include "storage/ingest.h"
 #include "common/status.h"
+#include "storage/ingest.h"
 #include "storage/writer.h"
 
 namespace stallscope {

@@ -58,9 +58,9 @@ struct GpuActivityRow {
   int64_t id = 0;
   int64_t process_id = 0;  // the process whose CUDA work this was
   int64_t device = 0, stream = 0, context = 0;
-  std::string kind;        // kernel, memcpy, memset, sync
+  std::string kind;  // kernel, memcpy, memset, sync
   int64_t start_ns = 0, dur_ns = 0;
-  uint32_t name_id = 0;    // kernel name, "memcpy HtoD", sync type
+  uint32_t name_id = 0;  // kernel name, "memcpy HtoD", sync type
   int64_t bytes = 0;
   std::string copy_kind, src_kind, dst_kind;  // memcpy only: HtoD..., pageable/pinned/device
   int64_t correlation_id = 0;

@@ -96,7 +96,9 @@ Status check_schema(Db& db) {
                          "); pass a .db file written by `stallscope run`");
   }
   if (*app != kApplicationId) {
-    return Status::Error(path + " is not a stallscope recording (not written by stallscope); pass a .db file written by `stallscope run`");
+    return Status::Error(
+        path +
+        " is not a stallscope recording (not written by stallscope); pass a .db file written by `stallscope run`");
   }
   auto ver = db.query_int("PRAGMA user_version");
   if (!ver.ok()) return Status::Error(path + ": " + ver.status().message());

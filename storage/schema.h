@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "storage/sqlite.h"
 #include "common/status.h"
+#include "storage/sqlite.h"
 
 namespace stallscope {
 

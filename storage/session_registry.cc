@@ -2,8 +2,6 @@
 // append-only "recent" file of finished recordings (tab-separated: ended, started, path, command).
 #include "storage/session_registry.h"
 
-#include "common/procfs.h"
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +14,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "common/procfs.h"
 
 namespace stallscope {
 namespace {
@@ -36,10 +36,14 @@ bool read_entry(const std::string& path, SessionEntry* e) {
     const size_t eq = line.find('=');
     if (eq == std::string::npos) continue;
     const std::string k = line.substr(0, eq), v = line.substr(eq + 1);
-    if (k == "pid") e->launcher_pid = static_cast<pid_t>(std::atol(v.c_str()));
-    else if (k == "db") e->db_path = v;
-    else if (k == "command") e->command = v;
-    else if (k == "started") e->started_unix = std::atoll(v.c_str());
+    if (k == "pid")
+      e->launcher_pid = static_cast<pid_t>(std::atol(v.c_str()));
+    else if (k == "db")
+      e->db_path = v;
+    else if (k == "command")
+      e->command = v;
+    else if (k == "started")
+      e->started_unix = std::atoll(v.c_str());
   }
   return e->launcher_pid > 0 && !e->db_path.empty();
 }
@@ -48,8 +52,8 @@ bool read_entry(const std::string& path, SessionEntry* e) {
 
 std::string registry_dir() {
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-  std::string dir = (xdg != nullptr && *xdg) ? std::string(xdg) + "/stallscope"
-                                             : "/tmp/stallscope-" + std::to_string(::getuid());
+  std::string dir =
+      (xdg != nullptr && *xdg) ? std::string(xdg) + "/stallscope" : "/tmp/stallscope-" + std::to_string(::getuid());
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return "";
   struct stat st;
   // Only a folder of our own: another user could have made it to read our command lines.
@@ -80,8 +84,8 @@ void finish_live_session(pid_t launcher_pid, int64_t ended_unix) {
   const std::string recent = registry_dir() + "/recent";
   int fd = ::open(recent.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return;
-  const std::string line = std::to_string(ended_unix) + "\t" + std::to_string(e.started_unix) + "\t" + e.db_path +
-                           "\t" + e.command + "\n";
+  const std::string line =
+      std::to_string(ended_unix) + "\t" + std::to_string(e.started_unix) + "\t" + e.db_path + "\t" + e.command + "\n";
   (void)!::write(fd, line.data(), line.size());
   ::close(fd);
 }
@@ -105,9 +109,8 @@ std::vector<SessionEntry> list_live_sessions() {
     out.push_back(e);
   }
   ::closedir(d);
-  std::sort(out.begin(), out.end(), [](const SessionEntry& a, const SessionEntry& b) {
-    return a.started_unix > b.started_unix;
-  });
+  std::sort(out.begin(), out.end(),
+            [](const SessionEntry& a, const SessionEntry& b) { return a.started_unix > b.started_unix; });
   return out;
 }
 

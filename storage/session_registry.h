@@ -11,11 +11,11 @@
 namespace stallscope {
 
 struct SessionEntry {
-  pid_t launcher_pid = 0;   // the `stallscope run` process (0 for recent entries)
-  std::string db_path;      // absolute path of the recording
-  std::string command;      // the recorded command line
+  pid_t launcher_pid = 0;  // the `stallscope run` process (0 for recent entries)
+  std::string db_path;     // absolute path of the recording
+  std::string command;     // the recorded command line
   int64_t started_unix = 0;
-  int64_t ended_unix = 0;   // 0 while live
+  int64_t ended_unix = 0;  // 0 while live
 };
 
 // The registry folder (created if needed); empty if it cannot be made.

@@ -53,8 +53,8 @@ Status Db::exec(std::string_view sql) {
 
 Result<std::unique_ptr<Stmt>> Db::prepare(std::string_view sql) {
   sqlite3_stmt* s = nullptr;
-  if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &s,
-                         nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &s, nullptr) !=
+      SQLITE_OK) {
     return Status::Error(sqlite3_errmsg(db_));
   }
   return std::unique_ptr<Stmt>(new Stmt(s, db_));

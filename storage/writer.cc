@@ -22,7 +22,8 @@ Result<std::unique_ptr<Writer>> Writer::create(const std::string& path) {
   if (Status s = (*db)->exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"); !s.ok()) {
     return Status::Error("cannot set up " + path + ": " + s.message());
   }
-  if (Status s = create_schema(**db); !s.ok()) return Status::Error("cannot create schema in " + path + ": " + s.message());
+  if (Status s = create_schema(**db); !s.ok())
+    return Status::Error("cannot create schema in " + path + ": " + s.message());
   std::unique_ptr<Writer> w(new Writer(std::move(*db)));
   if (Status s = w->prepare_all(); !s.ok()) return s;
   return w;
@@ -44,7 +45,8 @@ Status Writer::prepare_all() {
       {&process_cmd_, "UPDATE processes SET cmdline = ? WHERE id = ?"},
       {&thread_, "INSERT INTO threads (process_id, tid, name) VALUES (?, ?, ?)"},
       {&thread_name_, "UPDATE threads SET name = ? WHERE id = ?"},
-      {&span_, "INSERT INTO spans (thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1, arg2) VALUES (?,?,?,?,?,?,?,?)"},
+      {&span_,
+       "INSERT INTO spans (thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1, arg2) VALUES (?,?,?,?,?,?,?,?)"},
       {&instant_, "INSERT INTO instants (thread_id, ts_ns, name_id, arg0, arg1, arg2) VALUES (?,?,?,?,?,?)"},
       {&track_, "INSERT INTO counter_tracks (name, unit, pid) VALUES (?, ?, ?)"},
       {&counter_, "INSERT INTO counters (track_id, ts_ns, value) VALUES (?, ?, ?)"},
@@ -121,9 +123,7 @@ int64_t Writer::add_thread(const ThreadRow& r) {
   return db_->last_insert_rowid();
 }
 
-void Writer::set_thread_name(int64_t id, std::string_view name) {
-  keep(thread_name_->bind(1, name).bind(2, id).run());
-}
+void Writer::set_thread_name(int64_t id, std::string_view name) { keep(thread_name_->bind(1, name).bind(2, id).run()); }
 
 int64_t Writer::add_span(const SpanRow& r) {
   Stmt& s = *span_;
@@ -175,7 +175,9 @@ void Writer::add_gpu_activity(const GpuActivityRow& r) {
     s.bind_null(9);
   }
   if (r.kind == "memcpy") {
-    s.bind(10, std::string_view(r.copy_kind)).bind(11, std::string_view(r.src_kind)).bind(12, std::string_view(r.dst_kind));
+    s.bind(10, std::string_view(r.copy_kind))
+        .bind(11, std::string_view(r.src_kind))
+        .bind(12, std::string_view(r.dst_kind));
   } else {
     s.bind_null(10).bind_null(11).bind_null(12);
   }

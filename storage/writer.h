@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
+#include "common/status.h"
 #include "storage/rows.h"
 #include "storage/sqlite.h"
-#include "common/status.h"
 
 namespace stallscope {
 

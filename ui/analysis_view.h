@@ -62,8 +62,8 @@ struct EvidenceTarget {
 struct AnalysisView {
   analysis::Report report;
   analysis::DataLoaderModel model;
-  Row stalls;        // stall intervals, styled by cause
-  Row queue_empty;   // ready == 0 while the main loader iterates
+  Row stalls;       // stall intervals, styled by cause
+  Row queue_empty;  // ready == 0 while the main loader iterates
   StepSeries ready, in_flight;
   std::vector<EvidenceTarget> targets;  // one per report.recommendations
   std::optional<EvidenceTarget> longest_stall;

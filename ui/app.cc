@@ -93,7 +93,8 @@ GLFWwindow* open_window(const AppOptions& opt, bool shot) {
         return nullptr;
       }
     }
-    std::fprintf(stderr, "stallscope: cannot open a window: %s (is DISPLAY set? `stallscope report` works without one)\n",
+    std::fprintf(stderr,
+                 "stallscope: cannot open a window: %s (is DISPLAY set? `stallscope report` works without one)\n",
                  g_glfw_error.empty() ? "no display" : g_glfw_error.c_str());
     return nullptr;
   }
@@ -107,7 +108,8 @@ GLFWwindow* open_window(const AppOptions& opt, bool shot) {
   if (!opt.path_b.empty()) title += " vs " + opt.path_b;
   GLFWwindow* window = glfwCreateWindow(opt.width, opt.height, title.c_str(), nullptr, nullptr);
   if (!window) {
-    std::fprintf(stderr, "stallscope: cannot open a window: %s\n", g_glfw_error.empty() ? "no OpenGL 3.3" : g_glfw_error.c_str());
+    std::fprintf(stderr, "stallscope: cannot open a window: %s\n",
+                 g_glfw_error.empty() ? "no OpenGL 3.3" : g_glfw_error.c_str());
     glfwTerminate();
     return nullptr;
   }
@@ -266,7 +268,8 @@ Status save_screenshot(const std::string& path, int fb_w, int fb_h) {
   std::vector<uint8_t> flipped(px.size());
   const size_t row = static_cast<size_t>(fb_w) * 4;
   for (int y = 0; y < fb_h; ++y) {
-    std::copy_n(px.data() + static_cast<size_t>(fb_h - 1 - y) * row, row, flipped.data() + static_cast<size_t>(y) * row);
+    std::copy_n(px.data() + static_cast<size_t>(fb_h - 1 - y) * row, row,
+                flipped.data() + static_cast<size_t>(y) * row);
   }
   for (size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;
   return write_png(path, fb_w, fb_h, flipped);

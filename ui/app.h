@@ -11,18 +11,18 @@
 namespace stallscope::ui {
 
 struct AppOptions {
-  std::string path;              // recording to open; empty: the session picker
-  std::string path_b;            // a second recording: the compare view, `path` as A and this as B
-  std::string screenshot;        // write the last frame here (PNG) and exit
-  std::string layout_dump;       // write the last frame's layout (JSON) here
-  int frames = 0;                // frames to render before the screenshot (0: 3); 0 without one: run until closed
+  std::string path;         // recording to open; empty: the session picker
+  std::string path_b;       // a second recording: the compare view, `path` as A and this as B
+  std::string screenshot;   // write the last frame here (PNG) and exit
+  std::string layout_dump;  // write the last frame's layout (JSON) here
+  int frames = 0;           // frames to render before the screenshot (0: 3); 0 without one: run until closed
   int width = 1600, height = 1000;
   // Visible range at start and the replay's playhead, seconds since the session start (compare
   // view: since each run's training start).
   std::optional<std::pair<double, double>> range_s;
-  std::optional<std::pair<float, float>> mouse;      // simulated mouse position (screenshots)
+  std::optional<std::pair<float, float>> mouse;  // simulated mouse position (screenshots)
   std::optional<double> playhead_s;
-  int settle_timeout_s = 120;    // screenshot: wait at most this long for the data and analysis
+  int settle_timeout_s = 120;  // screenshot: wait at most this long for the data and analysis
 };
 
 // Runs the window; returns the exit status (0 ok, 1 failure: a recording that cannot be opened

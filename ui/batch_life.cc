@@ -13,7 +13,8 @@ const analysis::BatchInfo* find_batch(const Frame& f, const BatchKey& k) {
 }
 
 std::string batch_title(const analysis::BatchInfo& b) {
-  return "batch " + std::to_string(b.batch) + "  loader " + std::to_string(b.loader) + "  epoch " + std::to_string(b.epoch);
+  return "batch " + std::to_string(b.batch) + "  loader " + std::to_string(b.loader) + "  epoch " +
+         std::to_string(b.epoch);
 }
 
 std::vector<std::string> batch_life(const Frame& f, const analysis::BatchInfo& b) {
@@ -34,7 +35,8 @@ std::vector<std::string> batch_life(const Frame& f, const analysis::BatchInfo& b
   if (b.fetch_start_ns) {
     std::string s = "fetch    " + rel(*b.fetch_start_ns);
     if (b.fetch_end_ns) {
-      s += arrow + rel(*b.fetch_end_ns) + "  (" + fmt_duration(static_cast<double>(*b.fetch_end_ns - *b.fetch_start_ns)) + ")";
+      s += arrow + rel(*b.fetch_end_ns) + "  (" +
+           fmt_duration(static_cast<double>(*b.fetch_end_ns - *b.fetch_start_ns)) + ")";
     }
     s += "  by " + worker();
     if (b.samples) s += ", " + std::to_string(*b.samples) + " samples";
@@ -69,7 +71,8 @@ std::vector<std::string> batch_life(const Frame& f, const analysis::BatchInfo& b
   } else {
     out.push_back("handed   not (yet) handed to the loop");
   }
-  if (origin && b.handed_ns) out.push_back("total    " + fmt_duration(static_cast<double>(*b.handed_ns - *origin)) + " from sent to handed");
+  if (origin && b.handed_ns)
+    out.push_back("total    " + fmt_duration(static_cast<double>(*b.handed_ns - *origin)) + " from sent to handed");
   return out;
 }
 

@@ -22,8 +22,9 @@ void draw_batch(Frame& f, const ImVec2& pos, const ImVec2& size) {
     pinned = b != nullptr;
   }
   if (!b) {
-    ImGui::TextWrapped("Hover a next, fetch or pin span on the timeline to follow its batch from sent to handed; click "
-                       "to pin it here.");
+    ImGui::TextWrapped(
+        "Hover a next, fetch or pin span on the timeline to follow its batch from sent to handed; click "
+        "to pin it here.");
   } else {
     ImGui::TextUnformatted(batch_title(*b).c_str());
     if (pinned) {
@@ -47,9 +48,11 @@ void draw_batch(Frame& f, const ImVec2& pos, const ImVec2& size) {
       auto x = [&](int64_t t) { return p.x + w * static_cast<float>(static_cast<double>(t - *origin) / span); };
       dl->AddRectFilled(p, ImVec2(p.x + w, p.y + h), IM_COL32(60, 64, 72, 255));
       if (b->fetch_start_ns && b->fetch_end_ns) {
-        dl->AddRectFilled(ImVec2(x(*b->fetch_start_ns), p.y), ImVec2(x(*b->fetch_end_ns), p.y + h), style_color(Style::kFetch));
+        dl->AddRectFilled(ImVec2(x(*b->fetch_start_ns), p.y), ImVec2(x(*b->fetch_end_ns), p.y + h),
+                          style_color(Style::kFetch));
       }
-      if (b->put_ns) dl->AddRectFilled(ImVec2(x(*b->put_ns), p.y), ImVec2(x(*b->handed_ns), p.y + h), IM_COL32(230, 200, 90, 255));
+      if (b->put_ns)
+        dl->AddRectFilled(ImVec2(x(*b->put_ns), p.y), ImVec2(x(*b->handed_ns), p.y + h), IM_COL32(230, 200, 90, 255));
       ImGui::Dummy(ImVec2(w, h + 4));
       ImGui::TextDisabled("blue: fetching   yellow: ready, waiting for the loop");
     }

@@ -40,7 +40,9 @@ inline std::string fmt_duration(double ns) {
 
 // A time since the session start: "12.345 s", "1:02.345" past a minute, "1:02:03.4" past an hour.
 // A time since the session start (analysis/format.h's clock_time: one implementation).
-inline std::string fmt_time(double ns, int decimals = 3) { return analysis::clock_time(static_cast<int64_t>(ns), decimals); }
+inline std::string fmt_time(double ns, int decimals = 3) {
+  return analysis::clock_time(static_cast<int64_t>(ns), decimals);
+}
 // The same for a time from an origin, which may be before it: "-0.100 s", "-1:02.345".
 inline std::string fmt_offset(double ns, int decimals = 3) {
   return ns < 0 ? "-" + fmt_time(-ns, decimals) : fmt_time(ns, decimals);

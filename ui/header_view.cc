@@ -33,7 +33,8 @@ void badge(ImDrawList* dl, ImVec2 p, const char* text, ImU32 col) {
 }  // namespace
 
 void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
-  begin_panel(f, "header", pos, size, kPanelBg, false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  begin_panel(f, "header", pos, size, kPanelBg, false,
+              ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float cy = pos.y + (size.y - ImGui::GetFrameHeight()) * 0.5f;
   const UiFonts& fonts = *f.fonts;
@@ -62,8 +63,8 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
     case SourceState::kCutOff: badge(dl, ImVec2(x, cy), "CUT OFF", kWarn); break;
     case SourceState::kError: badge(dl, ImVec2(x, cy), "ERROR", kBad); break;
     case SourceState::kLoading: {
-      const std::string text =
-          f.tl ? "LOADING " + std::to_string(static_cast<int>(f.snap->load_fraction * 100)) + "%" : std::string("LOADING");
+      const std::string text = f.tl ? "LOADING " + std::to_string(static_cast<int>(f.snap->load_fraction * 100)) + "%"
+                                    : std::string("LOADING");
       badge(dl, ImVec2(x, cy), text.c_str(), kTextDim);
       x += 40;
       break;
@@ -102,8 +103,10 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
       f.st->playhead = ph * 1e9;
       f.st->follow = true;
     }
-    if (f.dump) f.dump->panels.push_back({"scrub", {ImGui::GetItemRectMin().x, ImGui::GetItemRectMin().y,
-                                                    ImGui::GetItemRectMax().x, ImGui::GetItemRectMax().y}});
+    if (f.dump)
+      f.dump->panels.push_back({"scrub",
+                                {ImGui::GetItemRectMin().x, ImGui::GetItemRectMin().y, ImGui::GetItemRectMax().x,
+                                 ImGui::GetItemRectMax().y}});
     ImGui::SameLine();
     ImGui::Checkbox("follow", &f.st->follow);
   } else if (s == SourceState::kLive) {
@@ -135,7 +138,8 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
   std::string stats;
   if (f.tl) {
     stats = count_text(f.tl->rows_read) + " rows" +
-            (s == SourceState::kLoading ? std::string(", reading...") : ", read in " + fmt_duration(f.snap->open_seconds * 1e9));
+            (s == SourceState::kLoading ? std::string(", reading...")
+                                        : ", read in " + fmt_duration(f.snap->open_seconds * 1e9));
     if (!f.snap->analysis_error.empty()) {
       stats += ", analysis failed";
     } else if (f.an) {
@@ -146,7 +150,8 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
   }
   const float sw = ImGui::CalcTextSize(stats.c_str()).x;
   dl->AddText(ImVec2(pos.x + size.x - sw - 12, cy + 3), kTextDim, stats.c_str());
-  if (!f.snap->analysis_error.empty() && ImGui::IsMouseHoveringRect(ImVec2(pos.x + size.x - sw - 12, pos.y), ImVec2(pos.x + size.x, pos.y + size.y))) {
+  if (!f.snap->analysis_error.empty() &&
+      ImGui::IsMouseHoveringRect(ImVec2(pos.x + size.x - sw - 12, pos.y), ImVec2(pos.x + size.x, pos.y + size.y))) {
     ImGui::SetTooltip("%s", f.snap->analysis_error.c_str());
   }
   end_panel();

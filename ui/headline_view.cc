@@ -12,8 +12,8 @@
 namespace stallscope::ui {
 namespace {
 
-constexpr int64_t kNowNs = 2'000'000'000;       // "now" = the last 2 s
-constexpr int64_t kSparkNs = 120'000'000'000;   // sparklines: the last 2 minutes
+constexpr int64_t kNowNs = 2'000'000'000;      // "now" = the last 2 s
+constexpr int64_t kSparkNs = 120'000'000'000;  // sparklines: the last 2 minutes
 constexpr int kSparkPoints = 120;
 
 // A small line chart of `values` (already one per pixel-ish bucket), scaled to [0, vmax], filled
@@ -46,7 +46,8 @@ struct Card {
 template <typename F>
 double bin_sum(const std::vector<Bin>& bins, int64_t t0, int64_t t1, F field) {
   double s = 0;
-  const int64_t b0 = std::max<int64_t>(0, t0 / kBinNs), b1 = std::min<int64_t>(static_cast<int64_t>(bins.size()), (t1 + kBinNs - 1) / kBinNs);
+  const int64_t b0 = std::max<int64_t>(0, t0 / kBinNs),
+                b1 = std::min<int64_t>(static_cast<int64_t>(bins.size()), (t1 + kBinNs - 1) / kBinNs);
   for (int64_t b = b0; b < b1; ++b) s += field(bins[static_cast<size_t>(b)]);
   return s;
 }
@@ -79,7 +80,8 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
   // "Now" is the live edge or the playhead; a replay parked at the end of the recording shows the
   // end of the training loop rather than the idle tail after it.
   int64_t now = static_cast<int64_t>(f.now_ns);
-  if (f.replay && rep && rep->window_end_ns > rep->window_start_ns && now > rep->window_end_ns) now = rep->window_end_ns;
+  if (f.replay && rep && rep->window_end_ns > rep->window_start_ns && now > rep->window_end_ns)
+    now = rep->window_end_ns;
   const int64_t start = static_cast<int64_t>(f.data_t0);
   const int64_t w_end = std::max<int64_t>(now, start + 1);
   const int64_t w_begin = std::max<int64_t>(start, w_end - kNowNs);
@@ -94,7 +96,8 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
   // Sparkline points: one per `step` from s_begin to w_end.
   auto series = [&](auto value) {
     std::vector<float> v;
-    for (int64_t t = s_begin; t + step <= w_end + step / 2 && v.size() < 400; t += step) v.push_back(static_cast<float>(value(t, t + step)));
+    for (int64_t t = s_begin; t + step <= w_end + step / 2 && v.size() < 400; t += step)
+      v.push_back(static_cast<float>(value(t, t + step)));
     return v;
   };
   auto vmax = [](const std::vector<float>& v, float floor) {
@@ -110,10 +113,12 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
     c.label = bs > 0 ? "throughput" : "throughput (batches)";
     c.unit = bs > 0 ? "samples/s" : "batches/s";
     c.now = w > 0 ? fmt_double(handed * (bs > 0 ? bs : 1) / (w / 1e9), 0) : "-";
-    c.whole = rep && rep->samples_per_s ? "run: " + fmt_double(*rep->samples_per_s, 0) + " samples/s, " + std::to_string(rep->steps) + " steps"
+    c.whole = rep && rep->samples_per_s ? "run: " + fmt_double(*rep->samples_per_s, 0) + " samples/s, " +
+                                              std::to_string(rep->steps) + " steps"
                                         : "run: -";
     c.spark = series([&](int64_t a, int64_t b) {
-      return bin_sum(bins, a, b, [](const Bin& x) { return x.handed; }) * (bs > 0 ? bs : 1) / (static_cast<double>(b - a) / 1e9);
+      return bin_sum(bins, a, b, [](const Bin& x) { return x.handed; }) * (bs > 0 ? bs : 1) /
+             (static_cast<double>(b - a) / 1e9);
     });
     c.spark_max = vmax(c.spark, 1);
     c.color = kAccent;
@@ -125,9 +130,12 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
     c.label = "stalled on input";
     c.unit = "%";
     c.now = w > 0 ? fmt_double(std::min(100.0, 100 * st / w), 0) : "-";
-    c.whole = rep ? "run: " + fmt_double(rep->stall.fraction * 100, 1) + "% (" + fmt_duration(rep->stall.seconds * 1e9) + ")" : "run: -";
+    c.whole =
+        rep ? "run: " + fmt_double(rep->stall.fraction * 100, 1) + "% (" + fmt_duration(rep->stall.seconds * 1e9) + ")"
+            : "run: -";
     c.spark = series([&](int64_t a, int64_t b) {
-      return std::min(100.0, 100 * bin_sum(bins, a, b, [](const Bin& x) { return static_cast<double>(x.stall_ns); }) / static_cast<double>(b - a));
+      return std::min(100.0, 100 * bin_sum(bins, a, b, [](const Bin& x) { return static_cast<double>(x.stall_ns); }) /
+                                 static_cast<double>(b - a));
     });
     c.spark_max = 100;
     c.color = kBad;
@@ -148,7 +156,9 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
     } else {
       c.whole = "run: -";
     }
-    c.spark = series([&](int64_t a, int64_t b) { return std::min(100.0, 100 * bin_sum(bins, a, b, field) / static_cast<double>(b - a)); });
+    c.spark = series([&](int64_t a, int64_t b) {
+      return std::min(100.0, 100 * bin_sum(bins, a, b, field) / static_cast<double>(b - a));
+    });
     c.spark_max = 100;
     c.color = kGood;
   }
@@ -166,7 +176,8 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
       c.spark_max = vmax(c.spark, 1);
     } else {
       c.now = "-";
-      c.whole = an ? (an->report.queue.note.empty() ? "no queue events" : "no queue (num_workers=0)") : "analysis running...";
+      c.whole =
+          an ? (an->report.queue.note.empty() ? "no queue events" : "no queue (num_workers=0)") : "analysis running...";
     }
     c.color = IM_COL32(104, 200, 120, 255);
   }

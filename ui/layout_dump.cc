@@ -7,8 +7,8 @@ namespace stallscope::ui {
 namespace {
 
 Json rect(const DumpRect& r) {
-  return Json::array({static_cast<double>(r.x0), static_cast<double>(r.y0), static_cast<double>(r.x1),
-                      static_cast<double>(r.y1)});
+  return Json::array(
+      {static_cast<double>(r.x0), static_cast<double>(r.y0), static_cast<double>(r.x1), static_cast<double>(r.y1)});
 }
 
 // The dump as a JSON object; the compare view's sides nest as whole dumps.

@@ -27,14 +27,14 @@ struct DumpLane {
   int rows = 0;
   int64_t pid = 0;
   int worker = -1;
-  int64_t drawn = 0;         // rectangles submitted for this lane's items
-  int64_t merged_groups = 0; // of which: merged runs of sub-pixel items
-  int64_t merged_items = 0;  // items folded into those runs
-  int64_t markers = 0;       // marker glyphs submitted
+  int64_t drawn = 0;          // rectangles submitted for this lane's items
+  int64_t merged_groups = 0;  // of which: merged runs of sub-pixel items
+  int64_t merged_items = 0;   // items folded into those runs
+  int64_t markers = 0;        // marker glyphs submitted
 };
 
 struct DumpItem {
-  int lane = -1;     // index into lanes; -1 for stall shading
+  int lane = -1;  // index into lanes; -1 for stall shading
   int row = 0;
   float x0 = 0, x1 = 0;
   int64_t count = 1;  // > 1: a merged run
@@ -44,8 +44,8 @@ struct DumpItem {
 
 struct DumpHover {
   std::string lane;
-  std::string item;         // what the tooltip's first line says
-  bool batch = false;       // a batch was identified
+  std::string item;    // what the tooltip's first line says
+  bool batch = false;  // a batch was identified
   int64_t loader = 0, epoch = 0, index = -1;
   int worker = -2;
   int64_t worker_pid = 0;

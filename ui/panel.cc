@@ -15,8 +15,7 @@ constexpr float kSideShare = 0.25f, kSideMin = 300, kSideMax = 440;
 float own_height(const Place& p, const Frame& f, float column_h, bool compact) {
   const bool small = compact && p.compact_px > 0;
   switch (p.height) {
-    case Place::kFixed:
-      return small ? p.compact_px : p.px;
+    case Place::kFixed: return small ? p.compact_px : p.px;
     case Place::kShare: return std::floor(column_h * p.share);
     case Place::kFit: {
       const float h = p.fit ? p.fit(f) : 0;

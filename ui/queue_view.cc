@@ -67,7 +67,8 @@ int draw_series(ImDrawList* dl, const StepSeries& s, const TimeAxis& ax, double 
 }  // namespace
 
 void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
-  begin_panel(f, "queue", pos, size, kBackground, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  begin_panel(f, "queue", pos, size, kBackground, true,
+              ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 wp = ImGui::GetWindowPos(), ws = ImGui::GetWindowSize();
   const TimeAxis ax = view_time_axis(f);
@@ -84,8 +85,9 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
 
   const AnalysisView* an = f.an;
   if (!an || !an->report.queue.available || an->ready.empty()) {
-    std::string note = !an ? "waiting for the analysis..."
-                           : (an->report.queue.note.empty() ? "no queue events in this recording" : an->report.queue.note);
+    std::string note =
+        !an ? "waiting for the analysis..."
+            : (an->report.queue.note.empty() ? "no queue events in this recording" : an->report.queue.note);
     dl->AddText(ImVec2(ax.x0 + 10, wp.y + ws.y * 0.5f - 8), kTextDim, note.c_str());
     end_panel();
     return;

@@ -26,7 +26,8 @@ void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size) {
   const analysis::Report& r = an->report;
   if (r.recommendations.empty()) {
     if (r.dataloader_seen && r.window_end_ns > r.window_start_ns) {
-      ImGui::TextWrapped("No change suggested: the loop waited for input %.0f%% of the time.", r.input_wait_fraction * 100);
+      ImGui::TextWrapped("No change suggested: the loop waited for input %.0f%% of the time.",
+                         r.input_wait_fraction * 100);
     } else {
       ImGui::TextWrapped("No recommendation.");
     }

@@ -55,7 +55,8 @@ InstantRow unpack(const PackedInstant& p) {
 int64_t total(const TableHeads& h) { return h.spans + h.instants + h.counters + h.gpu_activities; }
 
 TableHeads minus(const TableHeads& a, const TableHeads& b) {
-  return TableHeads{a.spans - b.spans, a.instants - b.instants, a.counters - b.counters, a.gpu_activities - b.gpu_activities};
+  return TableHeads{a.spans - b.spans, a.instants - b.instants, a.counters - b.counters,
+                    a.gpu_activities - b.gpu_activities};
 }
 
 }  // namespace

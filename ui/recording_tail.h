@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
+#include "common/status.h"
 #include "storage/reader.h"
 #include "storage/rows.h"
-#include "common/status.h"
 
 namespace stallscope::ui {
 
@@ -76,7 +76,7 @@ class RecordingTail {
   std::unique_ptr<Reader> reader_;
   std::unique_ptr<Reader> side_;  // the second connection (large reads), opened when first needed
   std::string path_;
-  TableHeads last_;                 // what earlier polls read up to
+  TableHeads last_;  // what earlier polls read up to
   int64_t last_flush_ = 0;
   int64_t last_string_ = 0, strings_seen_ = 0;
 };

@@ -55,8 +55,9 @@ int64_t through_cache(const Data& what, const RowDraw& d, Draw draw) {
   RowDraw plain = d;
   plain.cache = nullptr;
   const TimeAxis& ax = *d.axis;
-  const GeometryCache::Key k{&what, ax.t0, ax.t1, ax.x0, ax.x1, d.y0, d.y1, d.dim_after_ns,
-                             static_cast<double>(d.alpha) + (d.labels && d.tl ? 2.0 : 0.0)};
+  const GeometryCache::Key k{&what, ax.t0,          ax.t1,
+                             ax.x0, ax.x1,          d.y0,
+                             d.y1,  d.dim_after_ns, static_cast<double>(d.alpha) + (d.labels && d.tl ? 2.0 : 0.0)};
   return d.cache->draw(d.dl, k, [&] { return draw(what, plain); });
 }
 
@@ -91,7 +92,8 @@ int64_t draw_row(const Row& row, const RowDraw& d) {
         const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
         const float ty = y0 + (y1 - y0 - ts.y) * 0.5f;
         const ImVec4 clip(xa + 2, y0, xb - 2, y1);
-        d.dl->AddText(nullptr, 0.0f, ImVec2(xa + 3, ty), IM_COL32(16, 18, 22, 255), label.c_str(), nullptr, 0.0f, &clip);
+        d.dl->AddText(nullptr, 0.0f, ImVec2(xa + 3, ty), IM_COL32(16, 18, 22, 255), label.c_str(), nullptr, 0.0f,
+                      &clip);
       }
       if (d.alpha >= 1 && xb - xa > 6) d.dl->AddRect(ImVec2(xa, y0), ImVec2(xb, y1), IM_COL32(0, 0, 0, 70));
       dump_item(d, xa, xb, 1, label, it.style);
@@ -119,7 +121,8 @@ int64_t draw_row(const Row& row, const RowDraw& d) {
       g1 = nx.end_ns;
     }
     const int64_t count = static_cast<int64_t>(j - i + 1);
-    const double frac = std::clamp(static_cast<double>(row.busy(i, j + 1)) / std::max<double>(1.0, static_cast<double>(g1 - g0)), 0.0, 1.0);
+    const double frac = std::clamp(
+        static_cast<double>(row.busy(i, j + 1)) / std::max<double>(1.0, static_cast<double>(g1 - g0)), 0.0, 1.0);
     const float xa = std::max(ax.x(static_cast<double>(g0)), ax.x0 - 2);
     const float xb = std::min(std::max(ax.x(static_cast<double>(g1)), xa + 1.0f), ax.x1 + 2);
     ImU32 col = mix(kBackground, style_color(it.style), 0.35f + 0.65f * static_cast<float>(frac));

@@ -25,8 +25,8 @@ struct RowDraw {
   float y0 = 0, y1 = 0;
   const Timeline* tl = nullptr;  // names for labels (null: no labels)
   bool labels = true;
-  float alpha = 1.0f;            // translucent fills (stall shading)
-  double dim_after_ns = -1;      // replay: items after the playhead are dimmed (-1: none)
+  float alpha = 1.0f;        // translucent fills (stall shading)
+  double dim_after_ns = -1;  // replay: items after the playhead are dimmed (-1: none)
   LayoutDump* dump = nullptr;
   int dump_lane = -1, dump_row = 0;
   DumpLane* dump_stats = nullptr;

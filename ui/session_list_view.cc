@@ -28,7 +28,8 @@ void entries(ViewState& st, const std::vector<SessionEntry>& list, bool live, La
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", e.db_path.c_str());
     ImGui::SameLine(ImGui::GetWindowWidth() * 0.62f);
     if (live) {
-      ImGui::TextColored(ImColor(kGood), "live since %s (pid %d)", when(e.started_unix).c_str(), static_cast<int>(e.launcher_pid));
+      ImGui::TextColored(ImColor(kGood), "live since %s (pid %d)", when(e.started_unix).c_str(),
+                         static_cast<int>(e.launcher_pid));
     } else {
       ImGui::TextDisabled("%s  %s", when(e.ended_unix).c_str(), e.db_path.c_str());
     }

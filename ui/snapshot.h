@@ -30,23 +30,23 @@ struct AnalysisView;  // analysis_view.h
 // What an item is, for colour and for tooltips.
 enum class Style : uint8_t {
   kOther = 0,
-  kNext,        // dl.next: the loop waits for data
-  kStep,        // derived: from one hand-off to the next next() call (the loop's own work)
-  kFetch,       // dl.fetch
-  kCollate,     // dl.collate
-  kPin,         // dl.pin
-  kCudaSync,    // cuda.* host calls that block on the GPU
-  kNvtx,        // any other span (NVTX ranges, user spans)
-  kKernel,      // gpu_activities kernel
-  kCopyPinned,  // memcpy from/to pinned or device memory
+  kNext,          // dl.next: the loop waits for data
+  kStep,          // derived: from one hand-off to the next next() call (the loop's own work)
+  kFetch,         // dl.fetch
+  kCollate,       // dl.collate
+  kPin,           // dl.pin
+  kCudaSync,      // cuda.* host calls that block on the GPU
+  kNvtx,          // any other span (NVTX ranges, user spans)
+  kKernel,        // gpu_activities kernel
+  kCopyPinned,    // memcpy from/to pinned or device memory
   kCopyPageable,  // memcpy from/to pageable memory: synchronous, a transfer stall
   kMemset,
   kGpuSync,
-  kStallData,      // stall intervals by cause (analysis)
+  kStallData,  // stall intervals by cause (analysis)
   kStallTransfer,
   kStallSync,
   kStallHost,
-  kQueueEmpty,     // ready == 0 while the loop iterates
+  kQueueEmpty,  // ready == 0 while the loop iterates
   kCount
 };
 const char* style_name(Style s);
@@ -59,7 +59,7 @@ struct Item {
   int64_t busy_before = 0;  // sum of (end - start) of the row's items before this one
   int64_t a0 = kNoArg;
   int32_t a1 = kNoArg32, a2 = kNoArg32;
-  uint32_t name_id = 0;     // strings id (0: none)
+  uint32_t name_id = 0;  // strings id (0: none)
   Style style = Style::kOther;
   uint8_t flags = 0;
   uint16_t reserved = 0;
@@ -89,7 +89,7 @@ using MarkerLog = SortedLog<Marker, marker_ts>;
 // with).
 struct Row {
   SortedLog<Item, item_end> items;  // keyed by end
-  int32_t depth = 0;  // the span depth this row shows (overflow rows repeat it)
+  int32_t depth = 0;                // the span depth this row shows (overflow rows repeat it)
 
   size_t size() const { return items.size(); }
   const Item& operator[](size_t i) const { return items[i]; }
@@ -141,31 +141,31 @@ struct GpuDetail {  // what a GPU item's tooltip shows beyond the item itself
 // The rows of one thread (or one GPU stream). A lane shows one or more tracks on the same rows:
 // a worker lane holds one track per process that ran as that worker (respawned each epoch).
 struct Track {
-  int64_t thread_id = 0;     // threads.id (0 for GPU streams)
+  int64_t thread_id = 0;  // threads.id (0 for GPU streams)
   int64_t pid = 0, tid = 0;
   std::string thread_name;
-  std::vector<Row> rows;     // display order: by depth, overflow rows after their depth
+  std::vector<Row> rows;        // display order: by depth, overflow rows after their depth
   std::vector<int32_t> visual;  // the lane row each of `rows` is drawn in
-  Row steps;                 // main thread: derived steps, drawn in the row of dl.next
+  Row steps;                    // main thread: derived steps, drawn in the row of dl.next
   int32_t steps_visual = 0;
   MarkerLog markers;
-  int32_t marker_visual = 0; // the lane row markers are drawn on
-  AppendLog<GpuDetail> gpu;  // GPU streams: Item.a1 indexes this
+  int32_t marker_visual = 0;  // the lane row markers are drawn on
+  AppendLog<GpuDetail> gpu;   // GPU streams: Item.a1 indexes this
 };
 
 struct Lane {
   LaneRole role = LaneRole::kOther;
-  std::string name;        // shown in the label column: "GPU 0 stream 7", "main thread", "worker 3"
-  std::string detail;      // tooltip of the label: pids, thread ids, command
-  int64_t pid = 0;         // the process (the first one for a worker lane)
-  int64_t loader = -1;     // worker lanes: loader id (-1 unknown)
-  int32_t worker = -1;     // worker lanes: worker id W
+  std::string name;                  // shown in the label column: "GPU 0 stream 7", "main thread", "worker 3"
+  std::string detail;                // tooltip of the label: pids, thread ids, command
+  int64_t pid = 0;                   // the process (the first one for a worker lane)
+  int64_t loader = -1;               // worker lanes: loader id (-1 unknown)
+  int32_t worker = -1;               // worker lanes: worker id W
   int64_t device = -1, stream = -1;  // GPU lanes
   std::vector<int64_t> pids;         // every process with a track in this lane
   std::vector<Track> tracks;
-  int32_t row_count = 1;             // visual rows
-  std::vector<int32_t> row_depth;    // depth shown by each visual row
-  int64_t items = 0;                 // items over all tracks and rows
+  int32_t row_count = 1;                    // visual rows
+  std::vector<int32_t> row_depth;           // depth shown by each visual row
+  int64_t items = 0;                        // items over all tracks and rows
   std::array<int64_t, 4> sort_key_tuple{};  // display order
 };
 
@@ -210,10 +210,10 @@ struct ProcCounters {
 // Headline figures in fixed bins of kBinNs, so that "now" and the sparklines are cheap to draw.
 inline constexpr int64_t kBinNs = 100'000'000;  // 100 ms
 struct Bin {
-  int32_t handed = 0;       // batches handed to the loop (dl.next ends with a batch)
-  int64_t stall_ns = 0;     // time in dl.next
-  int64_t step_ns = 0;      // time in derived steps (the loop's own work)
-  int64_t gpu_ns = 0;       // GPU busy (sum over activities, capped at the bin)
+  int32_t handed = 0;    // batches handed to the loop (dl.next ends with a batch)
+  int64_t stall_ns = 0;  // time in dl.next
+  int64_t step_ns = 0;   // time in derived steps (the loop's own work)
+  int64_t gpu_ns = 0;    // GPU busy (sum over activities, capped at the bin)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -226,14 +226,14 @@ struct Timeline {
   std::shared_ptr<const std::vector<std::string>> strings;  // by id; "" when unknown
   std::vector<Lane> lanes;                                  // in display order
   std::shared_ptr<const std::vector<Bin>> bins;
-  std::map<int64_t, ProcCounters> counters;                 // by pid
-  int64_t end_ns = 0;        // the latest time the data reaches
-  int64_t first_ns = 0;      // the earliest event
-  int64_t rows_read = 0;     // database rows read so far (all tables)
+  std::map<int64_t, ProcCounters> counters;  // by pid
+  int64_t end_ns = 0;                        // the latest time the data reaches
+  int64_t first_ns = 0;                      // the earliest event
+  int64_t rows_read = 0;                     // database rows read so far (all tables)
   int64_t spans = 0, instants = 0, counter_samples = 0, gpu_activities = 0;
   int64_t last_flush_ns = 0;
-  bool gpu_mode = false;     // gpu_activities exist
-  bool complete = false;     // meta complete = 1
+  bool gpu_mode = false;  // gpu_activities exist
+  bool complete = false;  // meta complete = 1
 
   const std::string& str(uint32_t id) const;
 };
@@ -251,15 +251,15 @@ struct Snapshot {
   uint64_t generation = 0;
   std::string path;
   SourceState state = SourceState::kLoading;
-  std::string error;                              // one line, when kError
-  std::shared_ptr<const Timeline> timeline;       // null until the first read
-  std::shared_ptr<const AnalysisView> analysis;   // null until the analysis ran once
-  bool analysis_pending = false;                  // running, or the data changed since it last ran
-  std::string analysis_error;                     // one line, when the analysis could not load the file
-  double open_seconds = 0;                        // first read: open + build, every part
-  double first_timeline_seconds = -1;             // open to the first timeline (-1: none yet)
-  double load_fraction = 0;                       // share of the rows read at open (1: loaded)
-  double analysis_seconds = 0;                    // last analysis pass
+  std::string error;                             // one line, when kError
+  std::shared_ptr<const Timeline> timeline;      // null until the first read
+  std::shared_ptr<const AnalysisView> analysis;  // null until the analysis ran once
+  bool analysis_pending = false;                 // running, or the data changed since it last ran
+  std::string analysis_error;                    // one line, when the analysis could not load the file
+  double open_seconds = 0;                       // first read: open + build, every part
+  double first_timeline_seconds = -1;            // open to the first timeline (-1: none yet)
+  double load_fraction = 0;                      // share of the rows read at open (1: loaded)
+  double analysis_seconds = 0;                   // last analysis pass
 };
 
 }  // namespace stallscope::ui

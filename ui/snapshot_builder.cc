@@ -74,15 +74,14 @@ void SnapshotBuilder::on_counter_tracks(const std::vector<CounterTrackRow>& all)
     counter_tracks_[t.id] = {t.pid, metric};
     // A direct index for on_counter (track ids are small and dense); std::map nodes do not move.
     if (metric >= 0 && t.id >= 0 && t.id < (1 << 20)) {
-      if (static_cast<size_t>(t.id) >= series_by_track_.size()) series_by_track_.resize(static_cast<size_t>(t.id) + 1, nullptr);
+      if (static_cast<size_t>(t.id) >= series_by_track_.size())
+        series_by_track_.resize(static_cast<size_t>(t.id) + 1, nullptr);
       series_by_track_[static_cast<size_t>(t.id)] = &counters_[t.pid].series[metric];
     }
   }
 }
 
-bool SnapshotBuilder::wants_counter_track(const CounterTrackRow& t) const {
-  return metric_of(t) >= 0;
-}
+bool SnapshotBuilder::wants_counter_track(const CounterTrackRow& t) const { return metric_of(t) >= 0; }
 
 SnapshotBuilder::TrackState& SnapshotBuilder::thread_track(int64_t thread_id) {
   auto& slot = thread_tracks_[thread_id];
@@ -324,7 +323,7 @@ Track SnapshotBuilder::published_track(const TrackState& t) const {
 std::vector<Lane> SnapshotBuilder::group_lanes(std::set<int64_t>* loaders_with_workers) const {
   std::vector<Lane> lanes;
   std::map<std::pair<int64_t, int32_t>, size_t> worker_lane;  // (loader, W) -> index
-  std::set<int64_t> training_pids;  // processes with a training loop (dl.next)
+  std::set<int64_t> training_pids;                            // processes with a training loop (dl.next)
   for (const auto& [id, ts] : thread_tracks_) {
     if (ts->has_next) training_pids.insert(ts->track.pid);
   }
@@ -338,9 +337,10 @@ std::vector<Lane> SnapshotBuilder::group_lanes(std::set<int64_t>* loaders_with_w
     // A reference loader's thread: fetches with W, in the training process, off the training thread.
     const bool loader_thread = !in_worker && !t.has_next && t.thread_worker >= 0 && training_pids.count(pid) != 0;
     if (in_worker || loader_thread || (w == workers_.end() && t.worker_hint >= 0)) {
-      const std::pair<int64_t, int32_t> key = in_worker        ? w->second
-                                              : loader_thread ? std::pair<int64_t, int32_t>(t.thread_loader, t.thread_worker)
-                                                              : std::pair<int64_t, int32_t>(-1, t.worker_hint);
+      const std::pair<int64_t, int32_t> key = in_worker ? w->second
+                                              : loader_thread
+                                                  ? std::pair<int64_t, int32_t>(t.thread_loader, t.thread_worker)
+                                                  : std::pair<int64_t, int32_t>(-1, t.worker_hint);
       auto [it, fresh] = worker_lane.emplace(key, lanes.size());
       if (fresh) {
         Lane l;
@@ -438,12 +438,14 @@ void SnapshotBuilder::name_lanes(std::vector<Lane>& lanes, const std::set<int64_
         l.sort_key_tuple = {2, l.pid, t0.tid, 0};
         break;
       case LaneRole::kWorker:
-        l.name = (loaders_with_workers.size() > 1 && l.loader >= 0 ? "L" + std::to_string(l.loader) + " " : std::string()) +
-                 "worker " + std::to_string(l.worker);
+        l.name =
+            (loaders_with_workers.size() > 1 && l.loader >= 0 ? "L" + std::to_string(l.loader) + " " : std::string()) +
+            "worker " + std::to_string(l.worker);
         l.sort_key_tuple = {3, l.loader, l.worker, 0};
         break;
       case LaneRole::kOther:
-        l.name = "pid " + std::to_string(l.pid) + " " + (t0.thread_name.empty() ? "tid " + std::to_string(t0.tid) : t0.thread_name);
+        l.name = "pid " + std::to_string(l.pid) + " " +
+                 (t0.thread_name.empty() ? "tid " + std::to_string(t0.tid) : t0.thread_name);
         l.sort_key_tuple = {4, l.pid, t0.tid, 0};
         break;
     }
@@ -477,8 +479,8 @@ void SnapshotBuilder::lay_out_rows(Lane& l) const {
     }
     auto ts = thread_tracks_.find(t.thread_id);
     const int32_t nd = (l.role != LaneRole::kGpu && ts != thread_tracks_.end()) ? ts->second->next_depth : -1;
-    t.steps_visual = static_cast<int32_t>(
-        std::lower_bound(vk.begin(), vk.end(), std::make_pair(std::max(nd, 0), 0)) - vk.begin());
+    t.steps_visual =
+        static_cast<int32_t>(std::lower_bound(vk.begin(), vk.end(), std::make_pair(std::max(nd, 0), 0)) - vk.begin());
     if (t.steps_visual >= l.row_count) t.steps_visual = 0;
     t.marker_visual = 0;
     l.items += static_cast<int64_t>(t.steps.size());
@@ -517,7 +519,8 @@ std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
   order_worker_tracks(lanes);
   name_lanes(lanes, loaders_with_workers);
   for (Lane& l : lanes) lay_out_rows(l);
-  std::sort(lanes.begin(), lanes.end(), [](const Lane& a, const Lane& b) { return a.sort_key_tuple < b.sort_key_tuple; });
+  std::sort(lanes.begin(), lanes.end(),
+            [](const Lane& a, const Lane& b) { return a.sort_key_tuple < b.sort_key_tuple; });
   tl->lanes = std::move(lanes);
   dirty_ = false;
   counters_dirty_ = false;

@@ -49,11 +49,11 @@ class SnapshotBuilder : public RowSink {
     bool is_gpu = false;
     int64_t device = -1, stream = -1, gpu_process = 0;
     bool has_next = false, has_pin = false;
-    int32_t worker_hint = -1;                     // W from dl.worker_ready / worker dl.fetch
-    int32_t thread_worker = -1;                   // W of a reference loader thread (main-process dl.fetch, arg2)
-    int64_t thread_loader = -1;                   // its L
+    int32_t worker_hint = -1;    // W from dl.worker_ready / worker dl.fetch
+    int32_t thread_worker = -1;  // W of a reference loader thread (main-process dl.fetch, arg2)
+    int64_t thread_loader = -1;  // its L
     int32_t next_depth = -1;
-    int64_t last_handed_end = -1;                 // for derived steps
+    int64_t last_handed_end = -1;  // for derived steps
     int64_t items = 0;
   };
 
@@ -70,16 +70,16 @@ class SnapshotBuilder : public RowSink {
   void see(int64_t t);
 
   bool dirty_ = true;
-  bool counters_dirty_ = false;   // written by on_counter (possibly on the tail's second thread)
-  int64_t counter_end_ns_ = 0;    // likewise
+  bool counters_dirty_ = false;  // written by on_counter (possibly on the tail's second thread)
+  int64_t counter_end_ns_ = 0;   // likewise
   std::map<std::string, std::string> meta_;
   std::shared_ptr<std::vector<std::string>> strings_;  // copied on write once published
   bool strings_published_ = false;
-  vocab::NameTable names_;  // string id -> vocabulary event
-  std::unordered_map<int64_t, ProcessRow> processes_;  // by row id
-  std::unordered_map<int64_t, ThreadRow> threads_;     // by row id
+  vocab::NameTable names_;                                            // string id -> vocabulary event
+  std::unordered_map<int64_t, ProcessRow> processes_;                 // by row id
+  std::unordered_map<int64_t, ThreadRow> threads_;                    // by row id
   std::unordered_map<int64_t, std::pair<int64_t, int32_t>> workers_;  // pid -> (loader, W)
-  std::map<int64_t, std::vector<int64_t>> worker_pids_;  // order of appearance, for lane details
+  std::map<int64_t, std::vector<int64_t>> worker_pids_;               // order of appearance, for lane details
   std::unordered_map<int64_t, std::unique_ptr<TrackState>> thread_tracks_;
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::unique_ptr<TrackState>> gpu_tracks_;
   std::unordered_map<int64_t, std::pair<int64_t, int>> counter_tracks_;  // track id -> (pid, metric); -1 ignored

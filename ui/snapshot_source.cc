@@ -15,9 +15,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Whether the process that drains the recording still runs (on this machine).
 bool recorder_alive(const std::map<std::string, std::string>& meta) {
@@ -103,8 +101,8 @@ void SnapshotSource::reader_loop() {
     return;
   }
   SnapshotBuilder builder;
-  bool first = true;       // the first poll
-  bool loading = true;     // until the reader has caught up with what was committed at open
+  bool first = true;    // the first poll
+  bool loading = true;  // until the reader has caught up with what was committed at open
   int64_t rows_read = 0;
   while (true) {
     auto polled = (*tail)->poll(builder, opt_.load_part_rows);
@@ -165,14 +163,14 @@ void SnapshotSource::analysis_loop() {
       std::unique_lock<std::mutex> lock(parts_mu_);
       // Not while a large recording is still being read: both would share the same cores.
       cv_.wait(lock, [&] {
-        return stop_ || (data_version_ != analyzed_version_ && state_ != SourceState::kError &&
-                         state_ != SourceState::kLoading);
+        return stop_ ||
+               (data_version_ != analyzed_version_ && state_ != SourceState::kError && state_ != SourceState::kLoading);
       });
       if (stop_) return;
       // Rate limit while live: at most one pass per analysis_interval_ms, and at most a fifth of
       // one core over time (the training job shares the machine).
-      const auto gap = std::max<std::chrono::steady_clock::duration>(std::chrono::milliseconds(opt_.analysis_interval_ms),
-                                                                     last_duration * 4);
+      const auto gap = std::max<std::chrono::steady_clock::duration>(
+          std::chrono::milliseconds(opt_.analysis_interval_ms), last_duration * 4);
       const auto due = last_start + gap;
       if (Clock::now() < due) {
         if (cv_.wait_until(lock, due, [&] { return stop_; })) return;

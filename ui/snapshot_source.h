@@ -28,11 +28,11 @@
 namespace stallscope::ui {
 
 struct SourceOptions {
-  int poll_ms = 50;                 // live polling period
-  int cut_off_poll_ms = 500;        // polling period of a recording whose recorder is gone
-  int analysis_interval_ms = 250;   // the analysis reruns at most this often while live, and never
-                                    // more than a fifth of the time: a pass that took 2 s waits 8 s
-  bool analysis = true;             // run the analysis thread at all
+  int poll_ms = 50;                // live polling period
+  int cut_off_poll_ms = 500;       // polling period of a recording whose recorder is gone
+  int analysis_interval_ms = 250;  // the analysis reruns at most this often while live, and never
+                                   // more than a fifth of the time: a pass that took 2 s waits 8 s
+  bool analysis = true;            // run the analysis thread at all
   // A backlog larger than this (opening a big recording, or joining a long live one) is read in
   // parts of about this many rows, each published as it lands: the timeline shows within a part's
   // read time and fills in. 0: one read.
@@ -84,7 +84,7 @@ class SnapshotSource {
   double open_seconds_ = 0, analysis_seconds_ = 0;  // analysis_seconds_ < 0: a pass is running
   double first_timeline_seconds_ = -1;
   double load_fraction_ = 0;
-  double last_analysis_seconds_ = 0;               // the last finished pass
+  double last_analysis_seconds_ = 0;  // the last finished pass
   uint64_t generation_ = 0;
   uint64_t data_version_ = 0;      // bumped by the reader when the data changed
   uint64_t analyzed_version_ = 0;  // the data version the analysis last started on

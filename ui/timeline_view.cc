@@ -115,7 +115,8 @@ std::vector<std::string> describe(const Frame& f, const Lane& l, const Track& tr
         const GpuDetail& g = tr.gpu[static_cast<size_t>(it.a1)];
         if (g.bytes > 0) s += ", " + fmt_bytes(static_cast<double>(g.bytes));
         if (g.copy_kind) s += std::string(", ") + copy_kind_name(g.copy_kind);
-        if (g.src_kind || g.dst_kind) s += std::string(" ") + mem_kind_name(g.src_kind) + " -> " + mem_kind_name(g.dst_kind);
+        if (g.src_kind || g.dst_kind)
+          s += std::string(" ") + mem_kind_name(g.src_kind) + " -> " + mem_kind_name(g.dst_kind);
         if (g.bytes > 0 && dur > 0) s += ", " + fmt_double(static_cast<double>(g.bytes) / dur, 2) + " GB/s";
         s += ", correlation " + std::to_string(g.correlation_id);
       }
@@ -183,10 +184,10 @@ void draw_batch_path(const Frame& f, const analysis::BatchInfo& b, const std::ve
 struct LanesArea {
   ImDrawList* dl = nullptr;
   TimeAxis ax;
-  ImVec2 cp, cs;           // the child window's screen position and size
-  float top = 0;           // screen y of content y = 0 (scrolled)
-  float vis0 = 0, vis1 = 0;  // the visible screen rows
-  float content_h = 0;     // all lanes, before scrolling
+  ImVec2 cp, cs;                // the child window's screen position and size
+  float top = 0;                // screen y of content y = 0 (scrolled)
+  float vis0 = 0, vis1 = 0;     // the visible screen rows
+  float content_h = 0;          // all lanes, before scrolling
   std::vector<LaneLayout> lay;  // one per lane
 };
 
@@ -330,7 +331,8 @@ void draw_label_column(const Frame& f, const LanesArea& a) {
     if (y1 - y0 > kRowH * 1.5f) {
       std::string sub = std::to_string(l.items) + " items";
       if (l.role == LaneRole::kWorker && !l.pids.empty()) {
-        sub = "pid " + std::to_string(l.pids.back()) + (l.pids.size() > 1 ? " +" + std::to_string(l.pids.size() - 1) : "");
+        sub = "pid " + std::to_string(l.pids.back()) +
+              (l.pids.size() > 1 ? " +" + std::to_string(l.pids.size() - 1) : "");
       }
       a.dl->AddText(nullptr, 0.0f, ImVec2(a.cp.x + 12, y0 + kRowH), kTextDim, sub.c_str(), nullptr, 0.0f, &clip);
     }
@@ -424,7 +426,8 @@ const analysis::BatchInfo* hover_and_click(Frame& f, const LanesArea& a) {
 }  // namespace
 
 void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size) {
-  begin_panel(f, "timeline", pos, size, kBackground, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  begin_panel(f, "timeline", pos, size, kBackground, true,
+              ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 wp = ImGui::GetWindowPos();
   const ImVec2 ws = ImGui::GetWindowSize();

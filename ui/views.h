@@ -39,21 +39,21 @@ struct ViewState {
   // The time range shown by the timeline, queue and worker views (shared x axis).
   double t0 = 0, t1 = 0;
   bool range_set = false;
-  bool follow = true;             // live: keep the newest data in view; replay: keep the playhead
-  double live_span_ns = 10e9;     // width of the followed window while live
+  bool follow = true;          // live: keep the newest data in view; replay: keep the playhead
+  double live_span_ns = 10e9;  // width of the followed window while live
   // Replay.
-  double playhead = -1;           // ns; -1: at the end
+  double playhead = -1;  // ns; -1: at the end
   bool playing = false;
   float speed = 1.0f;
   // Selection and highlights.
-  int heat_metric = 1;            // 0 cpu, 1 run queue (contention), 2 rss, 3 fetch time
-  int64_t highlight_pid = 0;      // lane pointed at by a recommendation
-  int64_t scroll_to_pid = 0;      // the timeline scrolls this lane into view once
-  double highlight_until = 0;     // wall seconds
-  std::optional<BatchKey> pinned; // clicked batch
+  int heat_metric = 1;              // 0 cpu, 1 run queue (contention), 2 rss, 3 fetch time
+  int64_t highlight_pid = 0;        // lane pointed at by a recommendation
+  int64_t scroll_to_pid = 0;        // the timeline scrolls this lane into view once
+  double highlight_until = 0;       // wall seconds
+  std::optional<BatchKey> pinned;   // clicked batch
   std::optional<BatchKey> hovered;  // this frame's hovered batch (set by the timeline)
   int selected_recommendation = -1;
-  std::string evidence_note;      // what the last clicked recommendation points at
+  std::string evidence_note;  // what the last clicked recommendation points at
   // Session picker: a path chosen this frame (the app opens it).
   std::string open_request;
   // Frame time.
@@ -64,13 +64,13 @@ struct ViewState {
 // Per-frame context handed to every view.
 struct Frame {
   const Snapshot* snap = nullptr;
-  const Timeline* tl = nullptr;        // null until the first read
-  const AnalysisView* an = nullptr;    // null until the analysis ran
+  const Timeline* tl = nullptr;      // null until the first read
+  const AnalysisView* an = nullptr;  // null until the analysis ran
   ViewState* st = nullptr;
-  LayoutDump* dump = nullptr;          // null unless a layout dump was asked for
+  LayoutDump* dump = nullptr;  // null unless a layout dump was asked for
   const UiFonts* fonts = nullptr;
-  double now_ns = 0;                   // live: the newest data; replay: the playhead
-  double data_t0 = 0, data_t1 = 1;     // the whole recording
+  double now_ns = 0;                // live: the newest data; replay: the playhead
+  double data_t0 = 0, data_t1 = 1;  // the whole recording
   // What "fit" and double-click show, and what a zoom or pan keeps in view: the whole recording,
   // or in the compare view the same span of both runs (measured from each one's origin).
   double fit_t0 = 0, fit_t1 = 1;
@@ -79,7 +79,7 @@ struct Frame {
   double origin_ns = 0;
   const char* side = nullptr;  // the compare view: "A" or "B" (the header shows it)
   bool replay = false;
-  GeometryCache* geo = nullptr;        // geometry kept across frames (null: draw everything)
+  GeometryCache* geo = nullptr;  // geometry kept across frames (null: draw everything)
 };
 
 void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size);

@@ -94,7 +94,8 @@ void strip_values(const Frame& f, const Strip& s, int metric, const TimeAxis& ax
     }
     for (int c = 0; c < ncells; ++c) {
       if (count[static_cast<size_t>(c)] > 0) {
-        values[c] = static_cast<double>(busy[static_cast<size_t>(c)]) / static_cast<double>(count[static_cast<size_t>(c)]);
+        values[c] =
+            static_cast<double>(busy[static_cast<size_t>(c)]) / static_cast<double>(count[static_cast<size_t>(c)]);
       }
     }
     return;
@@ -117,7 +118,8 @@ void strip_values(const Frame& f, const Strip& s, int metric, const TimeAxis& ax
     }
   }
   for (int c = 0; c < ncells; ++c) {
-    if (cov[static_cast<size_t>(c)] > 0) values[c] = sum[static_cast<size_t>(c)] / static_cast<double>(cov[static_cast<size_t>(c)]);
+    if (cov[static_cast<size_t>(c)] > 0)
+      values[c] = sum[static_cast<size_t>(c)] / static_cast<double>(cov[static_cast<size_t>(c)]);
   }
 }
 
@@ -211,8 +213,9 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
   dl->PushClipRect(ImVec2(wp.x, wp.y + kTopBar), ImVec2(wp.x + ws.x, strips_y1), true);
   for (size_t s = 0; s < strips.size(); ++s) {
     const float y0 = y_start + static_cast<float>(s) * (kStripH + 2), y1 = y0 + kStripH;
-    const bool hl = f.st->highlight_pid != 0 && f.st->wall_s < f.st->highlight_until &&
-                    std::find(strips[s].pids.begin(), strips[s].pids.end(), f.st->highlight_pid) != strips[s].pids.end();
+    const bool hl =
+        f.st->highlight_pid != 0 && f.st->wall_s < f.st->highlight_until &&
+        std::find(strips[s].pids.begin(), strips[s].pids.end(), f.st->highlight_pid) != strips[s].pids.end();
     dl->AddText(ImVec2(wp.x + 12, y0 - 1), hl ? kAccent : kText, strips[s].name.c_str());
     // The strip's mean over the visible cells, right-aligned in the label column.
     double sum = 0;
@@ -226,8 +229,10 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
     }
     if (n > 0) {
       const double m = sum / n;
-      const std::string t = metric == 0 ? fmt_double(m, 2) : metric == 1 ? fmt_double(m * 100, 0) + "%"
-                                                        : metric == 2 ? fmt_bytes(m) : fmt_duration(m);
+      const std::string t = metric == 0   ? fmt_double(m, 2)
+                            : metric == 1 ? fmt_double(m * 100, 0) + "%"
+                            : metric == 2 ? fmt_bytes(m)
+                                          : fmt_duration(m);
       dl->AddText(ImVec2(ax.x0 - 8 - ImGui::CalcTextSize(t.c_str()).x, y0 - 1), kTextDim, t.c_str());
     }
     for (int c = 0; c < ncells; ++c) {
@@ -249,9 +254,10 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
       dl->AddRectFilled(ImVec2(sx + static_cast<float>(i), sy), ImVec2(sx + static_cast<float>(i) + 1, sy + 8),
                         ramp(static_cast<float>(i) / 59.0f));
     }
-    const std::string top = metric == 1 ? fmt_double(vmax * 100, 0) + "%" : metric == 2 ? fmt_bytes(vmax)
-                                                                         : metric == 3 ? fmt_duration(vmax)
-                                                                                       : fmt_double(vmax, 1) + " cores";
+    const std::string top = metric == 1   ? fmt_double(vmax * 100, 0) + "%"
+                            : metric == 2 ? fmt_bytes(vmax)
+                            : metric == 3 ? fmt_duration(vmax)
+                                          : fmt_double(vmax, 1) + " cores";
     dl->AddText(ImVec2(sx + 64, sy - 4), kTextDim, top.c_str());
   }
   if (f.dump) {
@@ -260,7 +266,8 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
   }
   if (f.now_ns >= ax.t0 && f.now_ns <= ax.t1) {
     const float x = ax.x(f.now_ns);
-    dl->AddLine(ImVec2(x, wp.y + kTopBar), ImVec2(x, wp.y + ws.y), f.replay ? IM_COL32(255, 255, 255, 200) : kGood, 1.5f);
+    dl->AddLine(ImVec2(x, wp.y + kTopBar), ImVec2(x, wp.y + ws.y), f.replay ? IM_COL32(255, 255, 255, 200) : kGood,
+                1.5f);
   }
 
   handle_time_navigation(f, ax, ImVec2(ax.x0, wp.y + kTopBar), ImVec2(ax.x1, wp.y + ws.y));

@@ -91,12 +91,9 @@ ImageTransform::Crop crop_from(const std::string& name) {
 }
 const char* layout_name(ImageTransform::Layout l) {
   switch (l) {
-    case ImageTransform::Layout::kUInt8HWC:
-      return "uint8_hwc";
-    case ImageTransform::Layout::kUInt8CHW:
-      return "uint8_chw";
-    case ImageTransform::Layout::kFloat32CHW:
-      break;
+    case ImageTransform::Layout::kUInt8HWC: return "uint8_hwc";
+    case ImageTransform::Layout::kUInt8CHW: return "uint8_chw";
+    case ImageTransform::Layout::kFloat32CHW: break;
   }
   return "float32_chw";
 }

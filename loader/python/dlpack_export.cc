@@ -17,23 +17,15 @@ DLDataType dl_dtype(DType t) {
   d.lanes = 1;
   d.bits = static_cast<uint8_t>(dtype_size(t) * 8);
   switch (t) {
-    case DType::kUInt8:
-      d.code = kDLUInt;
-      break;
+    case DType::kUInt8: d.code = kDLUInt; break;
     case DType::kInt8:
     case DType::kInt16:
     case DType::kInt32:
-    case DType::kInt64:
-      d.code = kDLInt;
-      break;
+    case DType::kInt64: d.code = kDLInt; break;
     case DType::kFloat16:
     case DType::kFloat32:
-    case DType::kFloat64:
-      d.code = kDLFloat;
-      break;
-    case DType::kBool:
-      d.code = kBoolCode;
-      break;
+    case DType::kFloat64: d.code = kDLFloat; break;
+    case DType::kBool: d.code = kBoolCode; break;
   }
   return d;
 }

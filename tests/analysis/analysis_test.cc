@@ -165,8 +165,7 @@ TEST_F(AnalysisTest, QueueDepthByHand) {
     const int64_t wrow = b.process(2000, o);
     const int64_t w = b.thread(wrow, 2000);
     b.instant(m, "dl.epoch_begin", o, 0, 0, 1);
-    b.instant(m, "dl.config", o,
-              0, b.str(R"({"loader": 0, "batch_size": 32, "num_workers": 1, "prefetch_factor": 2,
+    b.instant(m, "dl.config", o, 0, b.str(R"({"loader": 0, "batch_size": 32, "num_workers": 1, "prefetch_factor": 2,
                             "persistent_workers": false, "pin_memory": false, "start_method": "fork"})"));
     b.instant(m, "dl.worker_start", o, 0, 0, 2000);
     b.instant(w, "dl.worker_ready", o, 0, 0);
@@ -504,7 +503,7 @@ TEST_F(AnalysisTest, LiveRecordingReadsWhatIsThere) {
   EXPECT_NEAR(r.wall_s, 0.925, kTight);
   for (int i = 10; i < 20; ++i, t += 100 * kMs) b.span(th, "dl.next", t, 25 * kMs, 0, i, 0);
   b.span(th, "dl.next", t, std::nullopt, 0, std::nullopt, 0);  // waiting right now
-  b.counter(1000, "proc.cpu", "cores", t + 60 * kMs, 1.0);      // the recording reaches t + 60 ms
+  b.counter(1000, "proc.cpu", "cores", t + 60 * kMs, 1.0);     // the recording reaches t + 60 ms
   b.commit();
   r = report(path());
   EXPECT_FALSE(r.complete);
@@ -539,8 +538,9 @@ TEST_F(AnalysisTest, HookFailureAndMissingConfigAreNoted) {
 // never ended or end before they start: the analysis must not crash and must stay self-consistent.
 TEST_F(AnalysisTest, RandomEventsDoNotCrash) {
   const char* const kSpans[] = {"dl.next", "dl.fetch", "dl.collate", "dl.pin"};
-  const char* const kInstants[] = {"dl.config", "dl.epoch_begin", "dl.epoch_end", "dl.sent", "dl.recv",
-                                   "dl.worker_start", "dl.worker_stop", "dl.worker_ready", "dl.put", "stallscope.hooks"};
+  const char* const kInstants[] = {"dl.config", "dl.epoch_begin",  "dl.epoch_end",   "dl.sent",
+                                   "dl.recv",   "dl.worker_start", "dl.worker_stop", "dl.worker_ready",
+                                   "dl.put",    "stallscope.hooks"};
   uint64_t x = 88172645463325252ull;
   auto rnd = [&](uint64_t n) {
     x ^= x << 13;
@@ -581,7 +581,9 @@ TEST_F(AnalysisTest, RandomEventsDoNotCrash) {
         } else {
           b.instant(th, kInstants[rnd(10)], ts, arg(), arg(), arg());
         }
-        if (rnd(10) == 0) b.counter(2000 + static_cast<int64_t>(rnd(4)), "proc.private_dirty", "bytes", ts, static_cast<double>(rnd(1u << 30)));
+        if (rnd(10) == 0)
+          b.counter(2000 + static_cast<int64_t>(rnd(4)), "proc.private_dirty", "bytes", ts,
+                    static_cast<double>(rnd(1u << 30)));
       }
       b.finish();
     }
@@ -609,7 +611,8 @@ TEST_F(AnalysisTest, LargeRecordingIsFast) {
     const int64_t w_row = b.process(2000, 0);
     const int64_t w = b.thread(w_row, 2000);
     b.instant(m, "dl.epoch_begin", 0, 0, 0, 1);
-    b.instant(m, "dl.config", 0, 0, b.str(R"({"loader": 0, "batch_size": 32, "num_workers": 1, "prefetch_factor": 2})"));
+    b.instant(m, "dl.config", 0, 0,
+              b.str(R"({"loader": 0, "batch_size": 32, "num_workers": 1, "prefetch_factor": 2})"));
     b.instant(m, "dl.worker_start", 0, 0, 0, 2000);
     const int64_t step = 4 * kMs;
     for (int i = 0; i < kBatches; ++i) {

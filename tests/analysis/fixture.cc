@@ -75,12 +75,15 @@ void RecordingBuilder::counter(int64_t pid, std::string_view name, std::string_v
   auto key = std::make_pair(std::string(name), pid);
   auto it = tracks_.find(key);
   if (it == tracks_.end()) {
-    it = tracks_.emplace(key, w_->add_counter_track(CounterTrackRow{0, std::string(name), std::string(unit), pid})).first;
+    it = tracks_.emplace(key, w_->add_counter_track(CounterTrackRow{0, std::string(name), std::string(unit), pid}))
+             .first;
   }
   w_->add_counter(CounterRow{it->second, ts_ns, value});
 }
 
-void RecordingBuilder::meta(std::string_view key, std::string_view value) { EXPECT_TRUE(w_->set_meta(key, value).ok()); }
+void RecordingBuilder::meta(std::string_view key, std::string_view value) {
+  EXPECT_TRUE(w_->set_meta(key, value).ok());
+}
 
 void RecordingBuilder::commit() {
   Status s = w_->commit();
@@ -99,13 +102,14 @@ void RecordingBuilder::finish() {
 std::string config_json(const SimConfig& c) {
   const bool workers = c.num_workers > 0;
   return "{\"loader\": " + std::to_string(c.loader) + ", \"batch_size\": " + std::to_string(c.batch_size) +
-         ", \"num_workers\": " + std::to_string(c.num_workers) + ", \"pin_memory\": false, \"pin_memory_effective\": false" +
+         ", \"num_workers\": " + std::to_string(c.num_workers) +
+         ", \"pin_memory\": false, \"pin_memory_effective\": false" +
          ", \"persistent_workers\": " + (c.persistent_workers ? "true" : "false") +
          ", \"prefetch_factor\": " + (workers ? std::to_string(c.prefetch_factor) : "null") +
          ", \"start_method\": " + (workers ? "\"" + c.start_method + "\"" : "null") +
          ", \"dataset_type\": \"map\", \"dataset_class\": \"SyntheticDataset\", \"dataset_len\": " +
-         std::to_string(c.batches_per_epoch * c.batch_size) + ", \"batches_per_epoch\": " +
-         std::to_string(c.batches_per_epoch) +
+         std::to_string(c.batches_per_epoch * c.batch_size) +
+         ", \"batches_per_epoch\": " + std::to_string(c.batches_per_epoch) +
          ", \"in_order\": true, \"drop_last\": false, \"created_at\": \"train.py:42\", \"torch_version\": \"2.4.0\"}";
 }
 

@@ -63,23 +63,23 @@ struct SimConfig {
   int prefetch_factor = 2;
   bool persistent_workers = false;
   std::string start_method = "fork";
-  int64_t start_ns = 1000 * kMs;        // the first dl.epoch_begin
-  int64_t compute_ns = 70 * kMs;        // the loop's work per step, after each hand-off
+  int64_t start_ns = 1000 * kMs;  // the first dl.epoch_begin
+  int64_t compute_ns = 70 * kMs;  // the loop's work per step, after each hand-off
   std::function<int64_t(int epoch, int batch)> fetch_ns = [](int, int) { return 30 * kMs; };
-  int64_t iter_ns = 0;                  // time inside __iter__ (epoch_begin -> first next())
-  int64_t worker_boot_ns = 0;           // worker_start -> worker ready, for each new worker
-  int64_t epoch_gap_ns = 0;             // epoch_end -> next epoch_begin
-  int64_t shutdown_ns = 0;              // non-persistent workers: shutting them down in the last next()
+  int64_t iter_ns = 0;         // time inside __iter__ (epoch_begin -> first next())
+  int64_t worker_boot_ns = 0;  // worker_start -> worker ready, for each new worker
+  int64_t epoch_gap_ns = 0;    // epoch_end -> next epoch_begin
+  int64_t shutdown_ns = 0;     // non-persistent workers: shutting them down in the last next()
   bool write_config = true;
-  bool write_worker_start = true;       // false: as if recording began after the workers started
+  bool write_worker_start = true;  // false: as if recording began after the workers started
   // Worker /proc counters (none when unset), sampled every sample_period_ns over each life.
   std::optional<double> worker_cpu, worker_runq;
   std::optional<int64_t> worker_private_start, worker_private_growth;
   int64_t sample_period_ns = 50 * kMs;
   int64_t main_pid = 1000;
   int64_t first_worker_pid = 2000;
-  bool finish = true;                   // mark complete and checkpoint
-  std::string command;                  // meta command, as `stallscope run` writes it (empty: none)
+  bool finish = true;   // mark complete and checkpoint
+  std::string command;  // meta command, as `stallscope run` writes it (empty: none)
 };
 
 // What the simulation wrote, computed independently of the analysis.

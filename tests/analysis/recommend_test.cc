@@ -16,8 +16,8 @@ using stallscope::testing::RecordingBuilder;
 using stallscope::testing::SimConfig;
 using stallscope::testing::simulate;
 
-const char* const kSpeedIds[] = {"increase_num_workers", "reduce_num_workers", "enable_persistent_workers",
-                                 "increase_prefetch_factor", "enable_pin_memory", "slow_dataset_getitem"};
+const char* const kSpeedIds[] = {"increase_num_workers",     "reduce_num_workers", "enable_persistent_workers",
+                                 "increase_prefetch_factor", "enable_pin_memory",  "slow_dataset_getitem"};
 
 class RecommendTest : public ::testing::Test {
  protected:
@@ -139,7 +139,8 @@ TEST_F(RecommendTest, WorkerCapIsTheTunedLoaderCount) {
   EXPECT_EQ(json::get_int(doc, "num_workers"), 5);
   EXPECT_EQ(json::get_int(doc, "usable_cores"), 6);
   EXPECT_EQ(json::get_bool(doc, "persistent_workers"), true);
-  EXPECT_EQ(json::get_string(doc, "basis"), "6 usable (affinity 6, cgroup quota none) - 1 for the training process = 5 workers");
+  EXPECT_EQ(json::get_string(doc, "basis"),
+            "6 usable (affinity 6, cgroup quota none) - 1 for the training process = 5 workers");
   // A cgroup quota of 1.5 CPUs on that machine: 2 usable, 1 worker.
   cpus::Budget quota = six;
   quota.quota = 1.5;
@@ -174,8 +175,8 @@ TEST_F(RecommendTest, OversubscribedWorkersGetReduceNumWorkers) {
   EXPECT_GE(rec->where.t1, r.window_end_ns);
   // The workers are saturated and the CPUs full: the dataset itself is too slow.
   ASSERT_NE(find(r, "slow_dataset_getitem"), nullptr) << ids(r);
-  EXPECT_NEAR(*json::get_double(find(r, "slow_dataset_getitem")->evidence, "fetch_speedup_needed"),
-              400.0 / (8 * 20.0), 1e-6);
+  EXPECT_NEAR(*json::get_double(find(r, "slow_dataset_getitem")->evidence, "fetch_speedup_needed"), 400.0 / (8 * 20.0),
+              1e-6);
 
   // With the machine's CPU count recorded: one worker per CPU.
   const Report two = run(c, {{"cpu_count", "2"}});
@@ -214,7 +215,8 @@ TEST_F(RecommendTest, RespawnEachEpochGetsPersistentWorkers) {
   EXPECT_NE(rec->message.find("spawn"), std::string::npos);
   // Its evidence: the slowest start of a later epoch, about 1.5 s from epoch begin to first batch.
   ASSERT_GE(rec->where.t1 - rec->where.t0, 1500 * kMs) << rec->where.what;
-  EXPECT_NE(rec->where.what.find(" to hand its first batch (new workers started)"), std::string::npos) << rec->where.what;
+  EXPECT_NE(rec->where.what.find(" to hand its first batch (new workers started)"), std::string::npos)
+      << rec->where.what;
   EXPECT_EQ(rec->where.what.rfind("epoch 0 ", 0), std::string::npos) << rec->where.what;
   EXPECT_EQ(find(r, "increase_num_workers"), nullptr) << ids(r);
   EXPECT_EQ(find(r, "increase_prefetch_factor"), nullptr) << ids(r);

@@ -43,8 +43,9 @@ TEST_F(ReportCliTest, TextMentionsTheKeyFigures) {
   ProcResult p = run_process({STALLSCOPE_BIN, "report", db});
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_TRUE(p.err.empty()) << p.err;
-  for (const char* s : {"Training window  10.000 s", "Steps            100", "320.0 samples/s", "30.0% of the window",
-                        "p50 100.0 ms", "batch_size 32", "num_workers 0", "increase_num_workers", "there is no queue"}) {
+  for (const char* s :
+       {"Training window  10.000 s", "Steps            100", "320.0 samples/s", "30.0% of the window", "p50 100.0 ms",
+        "batch_size 32", "num_workers 0", "increase_num_workers", "there is no queue"}) {
     EXPECT_NE(p.out.find(s), std::string::npos) << s << "\n" << p.out;
   }
 }
@@ -177,7 +178,8 @@ TEST_F(ReportCliTest, BadInputsGetOneLineAndExit1) {
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(other.c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr),
+              SQLITE_OK);
     sqlite3_close(db);
   }
   // A finished recording cut in half (no WAL beside it).

@@ -11,8 +11,8 @@
 #include <set>
 #include <thread>
 
-#include "storage/session_registry.h"
 #include "storage/reader.h"
+#include "storage/session_registry.h"
 #include "storage/sqlite.h"
 #include "tests/unit/test_util.h"
 
@@ -57,7 +57,7 @@ int64_t count_or_zero(const std::string& db, const std::string& sql) {
 void check_forked_run(bool spawn) {
   TempDir dir;
   const std::string db = dir.file("run.db");
-  std::vector<std::string> argv = {STALLSCOPE_BIN, "run", "-o", db, "--", FORK_EMITTER_BIN,
+  std::vector<std::string> argv = {STALLSCOPE_BIN, "run", "-o",      db,    "--",     FORK_EMITTER_BIN,
                                    "--children",   "3",   "--spans", "200", "--exit", "7"};
   if (spawn) argv.push_back("--spawn");
   ProcResult p = testing::run_process(argv);
@@ -118,9 +118,10 @@ TEST(RunTest, SigkillOfTheProgramLeavesACompleteDatabase) {
   pid_t launcher = testing::start_process(
       {STALLSCOPE_BIN, "run", "-o", db, "--", FORK_EMITTER_BIN, "--children", "1", "--spans", "10", "--hang"},
       dir.path());
-  ASSERT_TRUE(eventually([&] { return count_or_zero(db, "SELECT count(*) FROM span_view WHERE name='heartbeat'") >= 5; },
-                         20000));
-  const int64_t program = count_or_zero(db, "SELECT pid FROM processes WHERE cmdline LIKE '%--hang%' ORDER BY id LIMIT 1");
+  ASSERT_TRUE(eventually(
+      [&] { return count_or_zero(db, "SELECT count(*) FROM span_view WHERE name='heartbeat'") >= 5; }, 20000));
+  const int64_t program =
+      count_or_zero(db, "SELECT pid FROM processes WHERE cmdline LIKE '%--hang%' ORDER BY id LIMIT 1");
   ASSERT_GT(program, 0);
   ASSERT_EQ(::kill(static_cast<pid_t>(program), SIGKILL), 0);
   ProcResult p = testing::wait_process(launcher, 20000);
@@ -139,8 +140,8 @@ TEST(RunTest, SigkillOfEverythingLeavesWhatWasFlushed) {
   pid_t launcher = testing::start_process(
       {STALLSCOPE_BIN, "run", "-o", db, "--", FORK_EMITTER_BIN, "--children", "0", "--spans", "10", "--hang"},
       dir.path());
-  ASSERT_TRUE(eventually([&] { return count_or_zero(db, "SELECT count(*) FROM span_view WHERE name='heartbeat'") >= 10; },
-                         20000));
+  ASSERT_TRUE(eventually(
+      [&] { return count_or_zero(db, "SELECT count(*) FROM span_view WHERE name='heartbeat'") >= 10; }, 20000));
   ::kill(-launcher, SIGKILL);  // the launcher and the program (one process group)
   testing::wait_process(launcher, 10000);
   auto r = open_db(db);
@@ -178,8 +179,8 @@ TEST(RunTest, SigtermIsForwardedAndTheRecordingFinished) {
       {STALLSCOPE_BIN, "run", "-o", db, "--", FORK_EMITTER_BIN, "--children", "0", "--spans", "1", "--hang"},
       dir.path());
   // Running long enough for the sampler's first CPU rate (its second sample).
-  ASSERT_TRUE(eventually([&] { return count_or_zero(db, "SELECT count(*) FROM counter_view WHERE name = 'proc.cpu'") > 0; },
-                         20000));
+  ASSERT_TRUE(eventually(
+      [&] { return count_or_zero(db, "SELECT count(*) FROM counter_view WHERE name = 'proc.cpu'") > 0; }, 20000));
   ::kill(launcher, SIGTERM);
   ProcResult p = testing::wait_process(launcher, 20000);
   EXPECT_FALSE(p.timed_out);
@@ -201,9 +202,9 @@ TEST(RunTest, IgnoredSignalsStayIgnoredInTheProgram) {
   // A shell that ignores SIGINT (as for a background job) starts stallscope; the program inherits
   // the ignored SIGINT exactly as it would without stallscope, and survives one.
   TempDir dir;
-  ProcResult p = testing::run_process(
-      {"/bin/sh", "-c", "trap '' INT; exec " STALLSCOPE_BIN " run -q -o '" + dir.file("ign.db") +
-                            "' -- /bin/sh -c 'kill -INT $$; echo survived'"});
+  ProcResult p = testing::run_process({"/bin/sh", "-c",
+                                       "trap '' INT; exec " STALLSCOPE_BIN " run -q -o '" + dir.file("ign.db") +
+                                           "' -- /bin/sh -c 'kill -INT $$; echo survived'"});
   EXPECT_EQ(p.exit_code, 0) << p.err;
   EXPECT_NE(p.out.find("survived"), std::string::npos) << p.out << p.err;
 }
@@ -216,9 +217,8 @@ TEST(RunTest, MissingProgramExits127WithOneLine) {
 }
 
 TEST(RunTest, UnwritableOutputStillRunsTheProgram) {
-  ProcResult p = testing::run_process(
-      {STALLSCOPE_BIN, "run", "-o", "/proc/stallscope-cannot-write.db", "--", FORK_EMITTER_BIN, "--children", "1",
-       "--spans", "5", "--exit", "4"});
+  ProcResult p = testing::run_process({STALLSCOPE_BIN, "run", "-o", "/proc/stallscope-cannot-write.db", "--",
+                                       FORK_EMITTER_BIN, "--children", "1", "--spans", "5", "--exit", "4"});
   EXPECT_EQ(p.exit_code, 4);
   EXPECT_NE(p.err.find("not recording"), std::string::npos) << p.err;
   EXPECT_NE(p.out.find("fork_emitter: parent"), std::string::npos);
@@ -254,8 +254,9 @@ TEST(RunTest, LoaderChoiceReachesTheProgramAndTheMeta) {
     }
   }
   // From the environment, as --gpu.
-  ProcResult p = testing::run_process({STALLSCOPE_BIN, "run", "-q", "-o", dir.file("env.db"), "--", "/bin/sh", "-c", show},
-                                      60000, {{"STALLSCOPE_LOADER", "reference"}});
+  ProcResult p =
+      testing::run_process({STALLSCOPE_BIN, "run", "-q", "-o", dir.file("env.db"), "--", "/bin/sh", "-c", show}, 60000,
+                           {{"STALLSCOPE_LOADER", "reference"}});
   EXPECT_EQ(p.exit_code, 0) << p.err;
   EXPECT_EQ(p.out.rfind("loader=reference tuned={", 0), 0u) << p.out;
 }

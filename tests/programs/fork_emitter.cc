@@ -37,13 +37,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
-    if (a == "--children") children = next();
-    else if (a == "--spans") spans = next();
-    else if (a == "--exit") exit_code = next();
-    else if (a == "--sleep-us") sleep_us = next();
-    else if (a == "--spawn") spawn = true;
-    else if (a == "--hang") hang = true;
-    else if (a == "--child") child_index = next();
+    if (a == "--children")
+      children = next();
+    else if (a == "--spans")
+      spans = next();
+    else if (a == "--exit")
+      exit_code = next();
+    else if (a == "--sleep-us")
+      sleep_us = next();
+    else if (a == "--spawn")
+      spawn = true;
+    else if (a == "--hang")
+      hang = true;
+    else if (a == "--child")
+      child_index = next();
   }
   if (child_index >= 0) {  // a spawned child
     ss_thread_name("spawned-child");

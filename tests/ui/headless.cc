@@ -35,7 +35,8 @@ void Headless::frame(const std::function<void()>& draw, ImVec2 mouse, bool press
   ImGui::Render();
 }
 
-ui::LayoutDump Headless::dashboard(ui::Dashboard& dash, const ui::Snapshot& snap, ImVec2 mouse, int frames, bool press) {
+ui::LayoutDump Headless::dashboard(ui::Dashboard& dash, const ui::Snapshot& snap, ImVec2 mouse, int frames,
+                                   bool press) {
   ui::LayoutDump dump;
   for (int i = 0; i < frames; ++i) {
     dump.clear();

@@ -89,7 +89,8 @@ TEST(StepSeriesTest, MinMaxAndMeanMatchBruteForce) {
   }
   // Mean over [ts[10], ts[20]] by hand.
   double area = 0;
-  for (size_t i = 10; i < 20; ++i) area += static_cast<double>(f[i].value) * static_cast<double>(f[i + 1].ts_ns - f[i].ts_ns);
+  for (size_t i = 10; i < 20; ++i)
+    area += static_cast<double>(f[i].value) * static_cast<double>(f[i + 1].ts_ns - f[i].ts_ns);
   EXPECT_NEAR(s.mean(f[10].ts_ns, f[20].ts_ns), area / static_cast<double>(f[20].ts_ns - f[10].ts_ns), 1e-9);
   EXPECT_EQ(s.at(f[0].ts_ns - 1), 0);
   EXPECT_EQ(s.at(f[3].ts_ns), f[3].value);
@@ -196,7 +197,12 @@ TEST_F(SimTest, ReferenceLoaderThreadsGetWorkerLanes) {
     Writer& wr = **w;
     ASSERT_TRUE(wr.begin().ok());
     ASSERT_TRUE(wr.set_meta("complete", "1").ok());
-    const char* names[] = {"", "dl.next", "dl.fetch", "dl.put", "dl.config", "dl.epoch_begin",
+    const char* names[] = {"",
+                           "dl.next",
+                           "dl.fetch",
+                           "dl.put",
+                           "dl.config",
+                           "dl.epoch_begin",
                            R"({"loader": 3, "kind": "reference", "batch_size": 4, "num_workers": 2})"};
     for (uint32_t i = 1; i < std::size(names); ++i) wr.add_string(i, names[i]);
     ProcessRow p;
@@ -358,7 +364,10 @@ TEST_F(SimTest, ALargeFirstReadSplitAcrossTwoConnectionsMissesNothing) {
   ASSERT_TRUE(tracks.ok());
   int64_t wanted = 0;
   for (const CounterTrackRow& t : *tracks) {
-    const int metric = t.name == "proc.cpu" ? kCpu : t.name == "proc.runq_wait" ? kRunq : t.name == "proc.rss" ? kRss : -1;
+    const int metric = t.name == "proc.cpu"         ? kCpu
+                       : t.name == "proc.runq_wait" ? kRunq
+                       : t.name == "proc.rss"       ? kRss
+                                                    : -1;
     if (metric < 0) continue;
     auto rows = (*reader)->counters(t.id);
     ASSERT_TRUE(rows.ok());

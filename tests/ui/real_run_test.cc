@@ -17,8 +17,8 @@ TEST(RealRunTest, ARecordedDataLoaderRunShowsItsWorkersAndBatches) {
   testing::TempDir dir;
   const std::string db = dir.file("real.db");
   const auto run = testing::run_process({STALLSCOPE_BIN, "run", "-q", "-o", db, "--", "python3",
-                                         std::string(STALLSCOPE_SOURCE_DIR) + "/examples/slow_getitem.py", "--workers", "2",
-                                         "--epochs", "1", "--batches", "12"},
+                                         std::string(STALLSCOPE_SOURCE_DIR) + "/examples/slow_getitem.py", "--workers",
+                                         "2", "--epochs", "1", "--batches", "12"},
                                         120000);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   auto snap = testing::load_snapshot(db);
@@ -46,8 +46,9 @@ TEST(RealRunTest, ARecordedDataLoaderRunShowsItsWorkersAndBatches) {
   ui::LayoutDump d = h.dashboard(dash, *snap);
   const ui::DumpLane& lane = d.lanes.at(2);
   const float x0 = lane.rect.x0 + ui::kLabelWidth;
-  const float x = x0 + static_cast<float>((static_cast<double>(f.start_ns + f.end_ns) / 2 - d.view_t0) / (d.view_t1 - d.view_t0)) *
-                           (lane.rect.x1 - x0);
+  const float x =
+      x0 + static_cast<float>((static_cast<double>(f.start_ns + f.end_ns) / 2 - d.view_t0) / (d.view_t1 - d.view_t0)) *
+               (lane.rect.x1 - x0);
   d = h.dashboard(dash, *snap, ImVec2(x, lane.rect.y0 + 8), 3);
   ASSERT_TRUE(d.hover && d.hover->batch) << (d.hover ? d.hover->item : "no hover");
   EXPECT_EQ(d.hover->worker, 1);

@@ -237,8 +237,8 @@ SimTruth write_sim_recording(const std::string& path, const SimOptions& o) {
                  n_pin = sim.str("dl.pin"), n_sent = sim.str("dl.sent"), n_recv = sim.str("dl.recv"),
                  n_put = sim.str("dl.put"), n_wstart = sim.str("dl.worker_start"), n_wstop = sim.str("dl.worker_stop"),
                  n_wready = sim.str("dl.worker_ready"), n_ebegin = sim.str("dl.epoch_begin"),
-                 n_eend = sim.str("dl.epoch_end"), n_config = sim.str("dl.config"), n_kernel = sim.str("void sgemm_kernel<128>"),
-                 n_copy = sim.str("memcpy HtoD");
+                 n_eend = sim.str("dl.epoch_end"), n_config = sim.str("dl.config"),
+                 n_kernel = sim.str("void sgemm_kernel<128>"), n_copy = sim.str("memcpy HtoD");
   const int N = std::max(0, o.workers);
 
   ProcessRow mp;
@@ -267,8 +267,10 @@ SimTruth write_sim_recording(const std::string& path, const SimOptions& o) {
   int64_t next_pid = o.main_pid + 1000;
   int64_t t = o.start_ns;
   int64_t pin_free = 0;
-  const char* const extra_tracks[][2] = {{"proc.ctxsw_voluntary", "1/s"}, {"proc.ctxsw_involuntary", "1/s"},
-                                         {"proc.pss", "bytes"},           {"proc.private_dirty", "bytes"},
+  const char* const extra_tracks[][2] = {{"proc.ctxsw_voluntary", "1/s"},
+                                         {"proc.ctxsw_involuntary", "1/s"},
+                                         {"proc.pss", "bytes"},
+                                         {"proc.private_dirty", "bytes"},
                                          {"proc.read_bytes", "bytes/s"}};
   auto sample = [&](const Proc& p, int64_t a, int64_t b, int epoch) {
     if (!o.counters) return;

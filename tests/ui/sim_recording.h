@@ -21,11 +21,11 @@ struct SimOptions {
   int64_t main_pid = 1000;
   int workers = 4;
   int epochs = 2;
-  int batches = 40;            // per epoch
+  int batches = 40;  // per epoch
   int batch_size = 8;
   int prefetch = 2;
-  bool pin = true;             // a pin-memory thread pins each batch
-  bool persistent = false;     // false: new worker processes every epoch
+  bool pin = true;                 // a pin-memory thread pins each batch
+  bool persistent = false;         // false: new worker processes every epoch
   int64_t start_ns = 100 * kMsNs;  // the first dl.epoch_begin
   int64_t step_ns = 10 * kMsNs;    // the loop's work after each hand-off
   int64_t pin_ns = 500 * kUs;
@@ -36,9 +36,9 @@ struct SimOptions {
   bool all_counter_tracks = false;  // also the 5 other proc.* tracks the sampler writes
   int64_t sample_ns = 50 * kMsNs;
   std::function<double(int worker)> runq = [](int w) { return 0.05 * w; };
-  bool gpu = false;            // a kernel per step and an HtoD copy per batch on stream 7
-  bool complete = true;        // meta complete = 1
-  bool config = true;          // the dl.config instant
+  bool gpu = false;              // a kernel per step and an HtoD copy per batch on stream 7
+  bool complete = true;          // meta complete = 1
+  bool config = true;            // the dl.config instant
   int64_t commit_rows = 200000;  // rows per transaction (and flush row)
 };
 
@@ -53,8 +53,8 @@ struct SimTruth {
   std::vector<SimBatch> batches;  // every batch, epoch by epoch
   std::vector<int64_t> worker_pids;
   int64_t end_ns = 0;
-  int64_t stall_ns = 0;           // sum of dl.next durations
-  int64_t events = 0;             // spans + instants + counter samples + GPU activities
+  int64_t stall_ns = 0;  // sum of dl.next durations
+  int64_t events = 0;    // spans + instants + counter samples + GPU activities
   int64_t spans = 0;
   const SimBatch* find(int epoch, int batch) const;
 };

@@ -65,7 +65,8 @@ TEST_F(ViewsTest, PanelsAndLanesAreLaidOut) {
   }
   std::vector<std::string> names;
   for (const DumpLane& l : d.lanes) names.push_back(l.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"main thread", "pin memory", "worker 0", "worker 1", "worker 2", "worker 3"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"main thread", "pin memory", "worker 0", "worker 1", "worker 2", "worker 3"}));
   EXPECT_EQ(d.lanes[0].role, "main");
   EXPECT_EQ(d.lanes[1].role, "pin");
   EXPECT_EQ(d.lanes[2].role, "worker");
@@ -95,7 +96,8 @@ TEST_F(ViewsTest, ThePanelTableLaysOutDrawsAndTimesEveryPanel) {
   // Each panel of the table, in its order, is in the layout dump and the frame times by its name.
   std::vector<std::string> table;
   for (const Panel& p : dashboard_panels()) table.push_back(p.name);
-  EXPECT_EQ(table, (std::vector<std::string>{"header", "headline", "timeline", "queue", "workers", "recommendations", "batch"}));
+  EXPECT_EQ(table, (std::vector<std::string>{"header", "headline", "timeline", "queue", "workers", "recommendations",
+                                             "batch"}));
   struct Box {
     const char* name;
     DumpRect r;
@@ -121,21 +123,23 @@ TEST_F(ViewsTest, ThePanelTableLaysOutDrawsAndTimesEveryPanel) {
       EXPECT_EQ(p->rect.y1, b.r.y1) << b.name << " in " << w << "x" << h;
     }
   };
-  check(1600, 1000, {{"header", {0, 0, 1600, 40}},
-                     {"headline", {6, 46, 1594, 142}},
-                     {"timeline", {6, 148, 1188, 732}},
-                     {"queue", {6, 738, 1188, 862}},
-                     {"workers", {6, 868, 1188, 994}},
-                     {"recommendations", {1194, 148, 1594, 621}},
-                     {"batch", {1194, 627, 1594, 994}}});
+  check(1600, 1000,
+        {{"header", {0, 0, 1600, 40}},
+         {"headline", {6, 46, 1594, 142}},
+         {"timeline", {6, 148, 1188, 732}},
+         {"queue", {6, 738, 1188, 862}},
+         {"workers", {6, 868, 1188, 994}},
+         {"recommendations", {1194, 148, 1594, 621}},
+         {"batch", {1194, 627, 1594, 994}}});
   // A small window: the side column at its narrowest, the timeline gets what is left.
-  check(1000, 700, {{"header", {0, 0, 1000, 40}},
-                    {"headline", {6, 46, 994, 142}},
-                    {"timeline", {6, 148, 688, 432}},
-                    {"queue", {6, 438, 688, 562}},
-                    {"workers", {6, 568, 688, 694}},
-                    {"recommendations", {694, 148, 994, 453}},
-                    {"batch", {694, 459, 994, 694}}});
+  check(1000, 700,
+        {{"header", {0, 0, 1000, 40}},
+         {"headline", {6, 46, 994, 142}},
+         {"timeline", {6, 148, 688, 432}},
+         {"queue", {6, 438, 688, 562}},
+         {"workers", {6, 568, 688, 694}},
+         {"recommendations", {694, 148, 994, 453}},
+         {"batch", {694, 459, 994, 694}}});
 }
 
 TEST_F(ViewsTest, ZoomingOutMergesAndZoomingInDrawsEveryItemWithLabels) {
@@ -297,7 +301,8 @@ TEST_F(ViewsTest, RecommendationsAreListedAndJumpToTheirEvidence) {
   const auto& recs = snap_->analysis->report.recommendations;
   ASSERT_FALSE(recs.empty()) << "the fixture should get at least one recommendation";
   ASSERT_EQ(d.recommendations.size(), recs.size());
-  for (size_t i = 0; i < recs.size(); ++i) EXPECT_EQ(d.recommendations[i].rfind(recs[i].id, 0), 0u) << d.recommendations[i];
+  for (size_t i = 0; i < recs.size(); ++i)
+    EXPECT_EQ(d.recommendations[i].rfind(recs[i].id, 0), 0u) << d.recommendations[i];
   // Click the first one: the view jumps to its evidence.
   const DumpPanel* p = d.panel("recommendations");
   ASSERT_NE(p, nullptr);

@@ -95,9 +95,9 @@ class Xvfb {
   std::string why_;
 };
 
-#define NEED_XVFB()                                               \
-  do {                                                            \
-    if (!Xvfb::get().ok()) GTEST_SKIP() << Xvfb::get().why();     \
+#define NEED_XVFB()                                           \
+  do {                                                        \
+    if (!Xvfb::get().ok()) GTEST_SKIP() << Xvfb::get().why(); \
   } while (0)
 
 struct Image {
@@ -179,8 +179,8 @@ TEST(WindowTest, ScreenshotShowsTheDashboard) {
   o.epochs = 2;
   o.fetch_ns = [](int, int b) { return (b % 5 == 4 ? 80 : 30) * testing::kMsNs; };
   testing::write_sim_recording(dir.file("run.db"), o);
-  const auto r = run_ui({"--screenshot", dir.file("shot.png"), "--layout-dump", dir.file("layout.json"), "--frames", "4",
-                         dir.file("run.db")});
+  const auto r = run_ui({"--screenshot", dir.file("shot.png"), "--layout-dump", dir.file("layout.json"), "--frames",
+                         "4", dir.file("run.db")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Image img = load_png(dir.file("shot.png"));
   ASSERT_EQ(img.w, 1600);
@@ -232,16 +232,23 @@ TEST(WindowTest, BadInputShowsAMessageAndExitsNonZero) {
   testing::write_sim_recording(good, o);
   const std::string good_bytes = testing::read_file(good);
   const std::vector<BadFile> cases = {
-      {"corrupt.db", [](const std::string& p, const std::string&) { testing::write_file(p, std::string(8192, '\x5a')); },
+      {"corrupt.db",
+       [](const std::string& p, const std::string&) { testing::write_file(p, std::string(8192, '\x5a')); },
        "corrupt.db"},
       {"truncated.db",
-       [&](const std::string& p, const std::string&) { testing::write_file(p, good_bytes.substr(0, good_bytes.size() / 2)); },
+       [&](const std::string& p, const std::string&) {
+         testing::write_file(p, good_bytes.substr(0, good_bytes.size() / 2));
+       },
        "truncated"},
       {"foreign.db",
        [](const std::string& p, const std::string&) {
          auto db = Db::open(p, Db::Mode::kCreate);
          ASSERT_TRUE(db.ok());
-         ASSERT_TRUE((*db)->exec("CREATE TABLE photos (id INTEGER PRIMARY KEY, data BLOB); INSERT INTO photos VALUES (1, x'00');").ok());
+         ASSERT_TRUE(
+             (*db)
+                 ->exec(
+                     "CREATE TABLE photos (id INTEGER PRIMARY KEY, data BLOB); INSERT INTO photos VALUES (1, x'00');")
+                 .ok());
        },
        "not a stallscope recording"},
       {"newer.db",
@@ -284,7 +291,8 @@ TEST(WindowTest, ARecordingCutOffMidRunOpens) {
   o.epochs = 1;
   o.complete = false;
   testing::write_sim_recording(dir.file("killed.db"), o);
-  const auto r = run_ui({"--screenshot", dir.file("k.png"), "--layout-dump", dir.file("k.json"), dir.file("killed.db")});
+  const auto r =
+      run_ui({"--screenshot", dir.file("k.png"), "--layout-dump", dir.file("k.json"), dir.file("killed.db")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json layout = load_json(dir.file("k.json"));
   EXPECT_EQ(json::get_string(layout, "state").value_or(""), "cut off");
@@ -427,7 +435,8 @@ TEST(WindowTest, AnIdleReplayDrawsNothing) {
   ASSERT_GE(t0, 0);
   const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
   // Under 5 % of one core while idle (drawing continuously, as before: 10-17 % here).
-  EXPECT_LT(static_cast<double>(t1 - t0) / static_cast<double>(ticks_per_s) / 2.0, 0.05) << (t1 - t0) << " ticks in 2 s";
+  EXPECT_LT(static_cast<double>(t1 - t0) / static_cast<double>(ticks_per_s) / 2.0, 0.05)
+      << (t1 - t0) << " ticks in 2 s";
   EXPECT_FALSE(r.timed_out);
 }
 
@@ -454,7 +463,8 @@ TEST(WindowTest, WithoutAFileTheSessionPickerListsRecordings) {
   } else {
     ::unsetenv("XDG_RUNTIME_DIR");
   }
-  const auto r = run_ui({"--screenshot", dir.file("p.png"), "--layout-dump", dir.file("p.json")}, {{"XDG_RUNTIME_DIR", runtime}});
+  const auto r =
+      run_ui({"--screenshot", dir.file("p.png"), "--layout-dump", dir.file("p.json")}, {{"XDG_RUNTIME_DIR", runtime}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json layout = load_json(dir.file("p.json"));
   EXPECT_EQ(json::get_string(layout, "state").value_or(""), "picker");

@@ -1,13 +1,14 @@
 // The CUPTI layer without a GPU: synthetic CUPTI activity records go through the same decoding
 // and recording path as real ones, then through the drainer into gpu_activities rows, on the same
 // clock as host events.
+#include "collector/cupti_decode.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "collector/collector.h"
-#include "collector/cupti_decode.h"
 #include "stallscope/stallscope.h"
 #include "storage/ingest.h"
 #include "storage/reader.h"
@@ -135,7 +136,8 @@ TEST_F(CuptiDecodeTest, EveryRecordKindBecomesARow) {
   EXPECT_EQ(strings[(*rows)[4].name_id], "stream_synchronize");
   // The view joins it all for a user at the sqlite3 prompt.
   EXPECT_EQ(*r->db().query_int("SELECT count(*) FROM gpu_view WHERE kind = 'memcpy' AND src_kind = 'pageable' "
-                               "AND pid = " + std::to_string(getpid())),
+                               "AND pid = " +
+                               std::to_string(getpid())),
             1);
 }
 

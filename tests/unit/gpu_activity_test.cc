@@ -1,7 +1,7 @@
 // The two-slot GPU record: what the collector packs, the drainer unpacks unchanged.
-#include <gtest/gtest.h>
-
 #include "collector/gpu_activity.h"
+
+#include <gtest/gtest.h>
 
 namespace stallscope {
 namespace {

@@ -61,7 +61,7 @@ TEST_F(IngestTest, EveryEventKindBecomesRows) {
   ss_span_end();
   ss_counter(ss_counter_track("queue_depth", "batches"), 4.0);
   ss_counter_for(ss_counter_track("cpu", "percent"), 55.5, 4242);
-  ss_span_end();  // an end without a begin is ignored
+  ss_span_end();         // an end without a begin is ignored
   ss_span_begin(outer);  // never ended: written with no duration at the final drain
   ASSERT_TRUE(ingest_->drain(false).ok());
   ASSERT_TRUE(ingest_->drain(true).ok());

@@ -1,13 +1,13 @@
 // Tests of common/json's helpers over nlohmann::ordered_json: the typed look-ups (wrong types,
 // large integers), parse() (errors as one line, escapes and unicode, depth and range limits) and
 // write() (the report's form: indentation, integral doubles, NaN and infinities, invalid UTF-8).
+#include "common/json.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <optional>
-
-#include "common/json.h"
 
 namespace stallscope::json {
 namespace {
@@ -69,9 +69,10 @@ TEST(JsonTest, LargeIntegersAreExact) {
   EXPECT_EQ(get_int(*v, "f"), int64_t{1000000000000000000});
   EXPECT_FALSE(get_int(*v, "f_over").has_value());
   EXPECT_EQ(get_double(*v, "over"), 9223372036854775808.0);
-  EXPECT_EQ(write(*v), "{\n  \"big\": 9007199254740993,\n  \"max\": 9223372036854775807,\n"
-                       "  \"min\": -9223372036854775808,\n  \"over\": 9223372036854775808,\n"
-                       "  \"huge\": 1.8446744073709552e+19,\n  \"f\": 1e+18,\n  \"f_over\": 1e+19\n}\n");
+  EXPECT_EQ(write(*v),
+            "{\n  \"big\": 9007199254740993,\n  \"max\": 9223372036854775807,\n"
+            "  \"min\": -9223372036854775808,\n  \"over\": 9223372036854775808,\n"
+            "  \"huge\": 1.8446744073709552e+19,\n  \"f\": 1e+18,\n  \"f_over\": 1e+19\n}\n");
 }
 
 TEST(JsonTest, ParsesNestingEscapesAndUnicode) {

@@ -29,7 +29,8 @@ TEST(ProcSamplerTest, Parsers) {
   EXPECT_EQ(a, 12u);
   EXPECT_EQ(b, 3u);
   EXPECT_TRUE(ProcSampler::parse_smaps_rollup(
-      "55a-7ff ---p 0 00:00 0 [rollup]\nRss: 1684 kB\nPss:  269 kB\nPss_Dirty: 112 kB\nPrivate_Dirty: 112 kB\n", &a, &b));
+      "55a-7ff ---p 0 00:00 0 [rollup]\nRss: 1684 kB\nPss:  269 kB\nPss_Dirty: 112 kB\nPrivate_Dirty: 112 kB\n", &a,
+      &b));
   EXPECT_EQ(a, 269u * 1024);  // Pss, not Pss_Dirty
   EXPECT_EQ(b, 112u * 1024);
   EXPECT_TRUE(ProcSampler::parse_io_rchar("rchar: 6976\nwchar: 0\n", &a));
@@ -91,7 +92,8 @@ TEST(ProcSamplerTest, StartTimeParser) {
   uint64_t t = 0;
   // comm with spaces and a ')' of its own; starttime is the 22nd field.
   EXPECT_TRUE(ProcSampler::parse_stat_starttime(
-      "4242 (a b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 3 1 0 0 20 0 1 0 987654 1000 200 18446744073709551615\n", &t));
+      "4242 (a b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 3 1 0 0 20 0 1 0 987654 1000 200 18446744073709551615\n",
+      &t));
   EXPECT_EQ(t, 987654u);
   EXPECT_FALSE(ProcSampler::parse_stat_starttime("4242 (x) S 1 2 3\n", &t));
   EXPECT_FALSE(ProcSampler::parse_stat_starttime("no parenthesis", &t));
@@ -161,8 +163,8 @@ TEST(ProcSamplerTest, PrivateDirtyGrowth) {
   ASSERT_EQ(first.size(), 1u);
   ASSERT_EQ(last.size(), 1u);
   ASSERT_TRUE(first[0].private_dirty_bytes && last[0].private_dirty_bytes);
-  const int64_t growth = static_cast<int64_t>(*last[0].private_dirty_bytes) -
-                         static_cast<int64_t>(*first[0].private_dirty_bytes);
+  const int64_t growth =
+      static_cast<int64_t>(*last[0].private_dirty_bytes) - static_cast<int64_t>(*first[0].private_dirty_bytes);
   EXPECT_GT(growth, 60ll << 20);
   EXPECT_LT(growth, 72ll << 20);
 }

@@ -1,7 +1,6 @@
 // Tests for the per-thread rings and the hot path: single and multi-threaded producers,
 // wrap-around, and full-ring drops counted.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <atomic>
@@ -79,7 +78,9 @@ TEST_F(RingTest, SingleThreadEventsArriveInOrderWithFields) {
   double v;
   std::memcpy(&v, &ev[3].a0, sizeof v);
   EXPECT_DOUBLE_EQ(v, 2.5);
-  EXPECT_STREQ(a->string(ev[3].name), "depth\x1f" "batches");
+  EXPECT_STREQ(a->string(ev[3].name),
+               "depth\x1f"
+               "batches");
 }
 
 TEST_F(RingTest, WrapsAroundManyTimesWithoutLoss) {

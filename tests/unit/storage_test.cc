@@ -9,8 +9,8 @@
 
 #include "collector/event.h"
 #include "storage/reader.h"
-#include "storage/sqlite.h"
 #include "storage/schema.h"
+#include "storage/sqlite.h"
 #include "storage/writer.h"
 #include "tests/unit/test_util.h"
 

@@ -22,8 +22,8 @@ class TempDir {
 };
 
 struct ProcResult {
-  int exit_code = -1;    // when exited
-  int term_signal = 0;   // when killed by a signal
+  int exit_code = -1;   // when exited
+  int term_signal = 0;  // when killed by a signal
   bool timed_out = false;
   std::string out, err;
 };

@@ -1,19 +1,19 @@
 // The vocabulary (common/vocabulary.h) is the one home of every name: these tests fail when the
 // Python hooks or the docs use an event or counter name it does not have, when a name it has is
 // not documented, and when a look-up disagrees with the tables.
+#include "common/vocabulary.h"
+
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <filesystem>
-#include <optional>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include "common/vocabulary.h"
 
 namespace stallscope {
 namespace {
