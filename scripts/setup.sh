@@ -16,7 +16,9 @@ APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-d
               pybind11-dev libdlpack-dev python3-dev
               libjpeg62-turbo-dev libturbojpeg0-dev libarchive-dev libopencv-imgproc-dev
               # resize candidates that bench/resize_bench measures beside OpenCV (optional there)
-              libyuv-dev libswscale-dev)
+              libyuv-dev libswscale-dev
+              # formatting, checked by scripts/test.sh (scripts/check_format.sh)
+              clang-format)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

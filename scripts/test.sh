@@ -20,6 +20,9 @@ echo "== lint (ruff)"
 "$PY" -m ruff --version >/dev/null 2>&1 || "$PY" -m pip install -q ruff
 "$PY" -m ruff check python tests bench
 
+echo "== format (clang-format)"
+scripts/check_format.sh
+
 echo "== build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLSCOPE_WERROR=ON >/dev/null
 cmake --build build
