@@ -8,6 +8,7 @@ torch is not installed; every test is skipped when the build is missing.
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -27,6 +28,24 @@ PYTHON_DIR = REPO / "python"
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 LOADER_PROG = PROGRAMS / "loader_prog.py"
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
+# The reference loader's native module of this build, or None when it is not built.
+LOADER_MODULE = next((BUILD / "lib" / ("_stallscope_loader" + s) for s in importlib.machinery.EXTENSION_SUFFIXES
+                      if (BUILD / "lib" / ("_stallscope_loader" + s)).exists()), None)
+
+
+def import_stallscope():
+    """The stallscope package from python/, with the native loader module of this build."""
+    if "_stallscope_loader" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("_stallscope_loader", LOADER_MODULE)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        sys.modules["_stallscope_loader"] = mod
+    if str(PYTHON_DIR) not in sys.path:
+        sys.path.insert(0, str(PYTHON_DIR))
+    import stallscope
+    import stallscope.reference_loader
+
+    return stallscope
 
 
 def pytest_collection_modifyitems(config, items):

@@ -11,8 +11,6 @@ misbehaved, or that count threads, run in a child process with a timeout.
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import subprocess
 import sys
@@ -20,13 +18,12 @@ import textwrap
 
 import pytest
 
-from conftest import BUILD, HAVE_TORCH, PYTHON_DIR, base_env, run_recorded
+from conftest import BUILD, HAVE_TORCH, LOADER_MODULE, PYTHON_DIR, base_env, import_stallscope, run_recorded
 from loader_plain import FakeCuda, epoch_order, expected_batches
 
 pytestmark = pytest.mark.torch
 
-MODULE_PATHS = [BUILD / "lib" / ("_stallscope_loader" + s) for s in importlib.machinery.EXTENSION_SUFFIXES]
-MODULE = next((p for p in MODULE_PATHS if p.exists()), None)
+MODULE = LOADER_MODULE
 if MODULE is None:
     pytest.skip(f"the loader's Python module is not built in {BUILD / 'lib'}", allow_module_level=True)
 if not HAVE_TORCH:
@@ -36,21 +33,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-
-def _load():
-    if "_stallscope_loader" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("_stallscope_loader", MODULE)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        sys.modules["_stallscope_loader"] = mod
-    if str(PYTHON_DIR) not in sys.path:
-        sys.path.insert(0, str(PYTHON_DIR))
-    import stallscope
-
-    return stallscope
-
-
-ss = _load()
+ss = import_stallscope()
 RL = ss.ReferenceLoader
 
 # ---------------------------------------------------------------------------------------------

@@ -25,14 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, HAVE_TORCH, PYTHON_DIR, base_env
+from conftest import BUILD, HAVE_TORCH, LOADER_MODULE, PYTHON_DIR, base_env, import_stallscope
 from loader_plain import FakeCuda, expected_batches, expected_image, image_folder
 from test_jpeg_ops import ABS_MAX, MAE_SCALED, P99_MAX, photo
 from transform_cases import MEAN, STD, accepted, refused
 
 pytestmark = pytest.mark.torch
 
-MODULE = next((p for p in BUILD.glob("lib/_stallscope_loader*.so")), None)
+MODULE = LOADER_MODULE
 if MODULE is None:
     pytest.skip(f"the loader's Python module is not built in {BUILD / 'lib'}", allow_module_level=True)
 if not HAVE_TORCH:
@@ -42,25 +42,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-
-def _load():
-    """The package, with the native module of this build (as test_reference_loader.py loads it)."""
-    import importlib.util
-
-    if "_stallscope_loader" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("_stallscope_loader", MODULE)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        sys.modules["_stallscope_loader"] = mod
-    if str(PYTHON_DIR) not in sys.path:
-        sys.path.insert(0, str(PYTHON_DIR))
-    import stallscope
-    import stallscope.reference_loader
-
-    return stallscope
-
-
-ss = _load()
+ss = import_stallscope()
 RL = ss.ReferenceLoader
 IT = ss.reference_loader.ImageTransform
 native_transform = ss.reference_loader.native_transform
