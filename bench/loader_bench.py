@@ -450,7 +450,7 @@ class Child:
         except OSError:
             pass
         try:
-            self.proc.wait(timeout=60)
+            self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, 9)  # our own child's session
             self.proc.wait()

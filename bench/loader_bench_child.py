@@ -555,18 +555,28 @@ def measure(row):
         n += len(batch[0])
         del batch
     t1, c1 = time.perf_counter(), tree_cpu_s(me)
-    if hasattr(stream, "close"):
-        stream.close()
-    close()
+    # torchdata's process workers can block in their shutdown while sending a batch that will not
+    # be read (multiprocessing's resource_sharer), so that row's figures go out before it is shut.
+    shut_late = row["kind"] == "torchdata"
+    if not shut_late:
+        if hasattr(stream, "close"):
+            stream.close()
+        close()
     pool = info.pop("_pool", None)
     if pool is not None and "pool" in pool:
         info["pool_bytes"] = pool["pool"].get("bytes")
         info["pool_slots"] = pool["pool"].get("slots")
         info["pool_grown"] = pool["pool"].get("grown")
     result = {"id": row["id"], "samples": n, "seconds": t1 - t0, "cpu_s": c1 - c0, "warmup_s": warm_s, "info": info}
+    if shut_late:
+        print("RESULT " + json.dumps(result), flush=True)
+        if hasattr(stream, "close"):
+            stream.close()
+        close()
     del stream, make_stream, close
     gc.collect()
-    print("RESULT " + json.dumps(result), flush=True)
+    if not shut_late:
+        print("RESULT " + json.dumps(result), flush=True)
 
 
 def _import_stallscope(spec):
