@@ -6,6 +6,7 @@
 
 #include "analysis/session.h"
 #include "common/json.h"
+#include "ui/append_log.h"
 #include "ui/format.h"
 
 namespace stallscope::ui {
@@ -48,20 +49,14 @@ StepSeries::StepSeries(const analysis::StepFunction& f) {
 size_t StepSeries::lower_bound(int64_t t, size_t lo) const {
   const size_t n = ts_.size();
   if (lo >= n || ts_[lo] >= t) return std::min(lo, n);
-  // Gallop over the block index from the hint's block to the first block whose last point is at
-  // or after t (the index is 1/64 of the points: it stays in cache where a gallop over the points
-  // themselves touches ~log2(distance) far-apart lines), then search that block.
+  // Gallop over the block index (1/64 of the points) from the hint's block to the first block whose
+  // last point is at or after t, then search that block.
   const size_t nb = blocks_.size();
   size_t b = lo / kBlock;
   if (b < nb && blocks_[b] < t) {
-    size_t prev = b, step = 1, cur = b + 1;
-    while (cur < nb && blocks_[cur] < t) {
-      prev = cur;
-      step *= 2;
-      cur = prev + step;
-    }
-    b = static_cast<size_t>(std::lower_bound(blocks_.begin() + static_cast<ptrdiff_t>(prev + 1),
-                                             blocks_.begin() + static_cast<ptrdiff_t>(std::min(cur, nb)), t) -
+    const auto [first, last] = gallop_blocks(blocks_, b, t);
+    b = static_cast<size_t>(std::lower_bound(blocks_.begin() + static_cast<ptrdiff_t>(first),
+                                             blocks_.begin() + static_cast<ptrdiff_t>(last), t) -
                             blocks_.begin());
   }
   const size_t from = std::max(lo, b * kBlock), to = b < nb ? (b + 1) * kBlock : n;

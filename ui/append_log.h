@@ -15,9 +15,26 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace stallscope::ui {
+
+// For a lower_bound over a block index (the key of every kBlock-th item): given blocks[b] < t,
+// gallops from block b and returns the range [first, last) of block indices that holds the first
+// block whose key is >= t (last may be blocks.size(): no such block). The index is small enough to
+// stay in cache, where a gallop over the items themselves touches far-apart lines.
+template <typename Index>
+std::pair<size_t, size_t> gallop_blocks(const Index& blocks, size_t b, int64_t t) {
+  const size_t nb = blocks.size();
+  size_t prev = b, step = 1, cur = b + 1;
+  while (cur < nb && blocks[cur] < t) {
+    prev = cur;
+    step *= 2;
+    cur = prev + step;
+  }
+  return {prev + 1, cur < nb ? cur : nb};
+}
 
 template <typename T>
 class AppendLog {
@@ -107,14 +124,8 @@ class SortedLog {
     const size_t nb = blocks_.size();
     size_t b = lo / kBlock;
     if (b < nb && blocks_[b] < t) {
-      // Gallop over the block index: the first block whose last key is >= t.
-      size_t prev = b, step = 1, cur = b + 1;
-      while (cur < nb && blocks_[cur] < t) {
-        prev = cur;
-        step *= 2;
-        cur = prev + step;
-      }
-      b = blocks_.lower_bound(prev + 1, cur < nb ? cur : nb, t, [](int64_t k, int64_t x) { return k < x; });
+      const auto [first, last] = gallop_blocks(blocks_, b, t);  // the first block whose last key is >= t
+      b = blocks_.lower_bound(first, last, t, [](int64_t k, int64_t x) { return k < x; });
     }
     const size_t from = lo > b * kBlock ? lo : b * kBlock;
     const size_t to = b < nb ? (b + 1) * kBlock : n;
