@@ -10,16 +10,11 @@
 namespace stallscope {
 namespace {
 
+using testing::count_lines;
 using testing::ProcResult;
 using testing::RecordingBuilder;
 using testing::run_process;
 using testing::SimConfig;
-
-int lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
 
 class CompareCliTest : public ::testing::Test {
  protected:
@@ -87,7 +82,7 @@ TEST_F(CompareCliTest, AnUnreadableFileGetsTheReportCommandsLine) {
       argv.insert(argv.end(), args.begin(), args.end());
       const ProcResult p = run_process(argv);
       EXPECT_EQ(p.exit_code, 1) << bad << "\n" << p.err;
-      EXPECT_EQ(lines(p.err), 1) << p.err;
+      EXPECT_EQ(count_lines(p.err), 1) << p.err;
       EXPECT_EQ(p.err, report.err);
       EXPECT_TRUE(p.out.empty()) << p.out;
     }
@@ -102,7 +97,7 @@ TEST_F(CompareCliTest, UsageErrors) {
     argv.insert(argv.end(), args.begin(), args.end());
     const ProcResult p = run_process(argv);
     EXPECT_EQ(p.exit_code, 2) << p.err;
-    EXPECT_EQ(lines(p.err), 1) << p.err;
+    EXPECT_EQ(count_lines(p.err), 1) << p.err;
     EXPECT_EQ(p.err.rfind("stallscope: ", 0), 0u) << p.err;
     EXPECT_NE(p.err.find("(see 'stallscope compare --help')"), std::string::npos) << p.err;
     EXPECT_TRUE(p.out.empty()) << p.out;

@@ -13,17 +13,12 @@
 namespace stallscope {
 namespace {
 
+using testing::count_lines;
 using testing::kMs;
 using testing::ProcResult;
 using testing::RecordingBuilder;
 using testing::run_process;
 using testing::SimConfig;
-
-int lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
 
 class ReportCliTest : public ::testing::Test {
  protected:
@@ -205,7 +200,7 @@ TEST_F(ReportCliTest, BadInputsGetOneLineAndExit1) {
       argv.push_back(f);
       ProcResult p = run_process(argv);
       EXPECT_EQ(p.exit_code, 1) << f << "\n" << p.err;
-      EXPECT_EQ(lines(p.err), 1) << f << "\n" << p.err;
+      EXPECT_EQ(count_lines(p.err), 1) << f << "\n" << p.err;
       EXPECT_EQ(p.err.rfind("stallscope: ", 0), 0u) << p.err;
       EXPECT_TRUE(p.out.empty()) << f << "\n" << p.out;
       // Says what to do next.
@@ -235,7 +230,7 @@ TEST_F(ReportCliTest, HelpAndUsageErrors) {
     std::string cmd;
     for (const auto& a : argv) cmd += a + " ";
     EXPECT_EQ(p.exit_code, 2) << cmd;
-    EXPECT_EQ(lines(p.err), 1) << cmd << "\n" << p.err;
+    EXPECT_EQ(count_lines(p.err), 1) << cmd << "\n" << p.err;
     EXPECT_EQ(p.err.rfind("stallscope: ", 0), 0u) << cmd;
     EXPECT_NE(p.err.find("--help"), std::string::npos) << cmd;
   }

@@ -15,14 +15,9 @@
 namespace stallscope {
 namespace {
 
+using testing::count_lines;
 using testing::ProcResult;
 using testing::run_process;
-
-int lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
 
 // The commands `stallscope --help` lists: the first word of each line under "Commands:".
 std::vector<std::string> listed_commands() {
@@ -68,7 +63,7 @@ void expect_usage_error(const std::vector<std::string>& argv, const std::string&
   std::string shown;
   for (const auto& a : argv) shown += a + " ";
   EXPECT_EQ(p.exit_code, 2) << shown << "\n" << p.err;
-  EXPECT_EQ(lines(p.err), 1) << shown << "\n" << p.err;
+  EXPECT_EQ(count_lines(p.err), 1) << shown << "\n" << p.err;
   EXPECT_EQ(p.err.rfind("stallscope: ", 0), 0u) << shown << "\n" << p.err;
   const std::string see = "(see 'stallscope" + (cmd.empty() ? "" : " " + cmd) + " --help')\n";
   EXPECT_TRUE(p.err.size() >= see.size() && p.err.compare(p.err.size() - see.size(), see.size(), see) == 0)
@@ -123,7 +118,7 @@ TEST(CliTest, UsageErrorsAreOneLineAndExit2) {
     std::string cmd;
     for (const auto& a : argv) cmd += a + " ";
     EXPECT_EQ(p.exit_code, 2) << cmd;
-    EXPECT_EQ(lines(p.err), 1) << cmd << "\n" << p.err;
+    EXPECT_EQ(count_lines(p.err), 1) << cmd << "\n" << p.err;
     EXPECT_NE(p.err.find("stallscope: "), std::string::npos) << cmd;
     EXPECT_NE(p.err.find("--help"), std::string::npos) << cmd;  // says what to do next
   }
@@ -315,7 +310,7 @@ TEST(CliTest, AttachRefusesTargetsItCannotRecord) {
   ::waitpid(gone, nullptr, 0);
   ProcResult p = run_process({STALLSCOPE_BIN, "attach", "-o", db, std::to_string(gone)});
   EXPECT_EQ(p.exit_code, 1);
-  EXPECT_EQ(lines(p.err), 1) << p.err;
+  EXPECT_EQ(count_lines(p.err), 1) << p.err;
   EXPECT_NE(p.err.find("no process " + std::to_string(gone)), std::string::npos) << p.err;
   // Not Python: a child of this test, blocked in pause().
   pid_t child = ::fork();
@@ -325,7 +320,7 @@ TEST(CliTest, AttachRefusesTargetsItCannotRecord) {
   }
   p = run_process({STALLSCOPE_BIN, "attach", "-o", db, std::to_string(child)});
   EXPECT_EQ(p.exit_code, 1);
-  EXPECT_EQ(lines(p.err), 1) << p.err;
+  EXPECT_EQ(count_lines(p.err), 1) << p.err;
   EXPECT_NE(p.err.find("is not a Python program"), std::string::npos) << p.err;
   int st = 0;
   EXPECT_EQ(::waitpid(child, &st, WNOHANG), 0) << "the refused process was disturbed";

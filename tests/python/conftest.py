@@ -34,7 +34,12 @@ LOADER_MODULE = next((BUILD / "lib" / ("_stallscope_loader" + s) for s in import
 
 
 def import_stallscope():
-    """The stallscope package from python/, with the native loader module of this build."""
+    """The stallscope package from python/, with the native loader module of this build. Called at
+    a test module's top: skips the whole module when that module is not built or torch is absent."""
+    if LOADER_MODULE is None:
+        pytest.skip(f"the loader's Python module is not built in {BUILD / 'lib'}", allow_module_level=True)
+    if not HAVE_TORCH:
+        pytest.skip("torch is not installed", allow_module_level=True)
     if "_stallscope_loader" not in sys.modules:
         spec = importlib.util.spec_from_file_location("_stallscope_loader", LOADER_MODULE)
         mod = importlib.util.module_from_spec(spec)

@@ -18,22 +18,18 @@ import textwrap
 
 import pytest
 
-from conftest import BUILD, HAVE_TORCH, LOADER_MODULE, PYTHON_DIR, base_env, import_stallscope, run_recorded
+from conftest import LOADER_MODULE, PYTHON_DIR, base_env, import_stallscope, run_recorded
 from loader_plain import FakeCuda, epoch_order, expected_batches
 
 pytestmark = pytest.mark.torch
 
 MODULE = LOADER_MODULE
-if MODULE is None:
-    pytest.skip(f"the loader's Python module is not built in {BUILD / 'lib'}", allow_module_level=True)
-if not HAVE_TORCH:
-    pytest.skip("torch is not installed", allow_module_level=True)
+ss = import_stallscope()  # skips this module unless the loader is built and torch installed
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-ss = import_stallscope()
 RL = ss.ReferenceLoader
 
 # ---------------------------------------------------------------------------------------------

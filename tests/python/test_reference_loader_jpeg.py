@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, HAVE_TORCH, LOADER_MODULE, PYTHON_DIR, base_env, import_stallscope
+from conftest import LOADER_MODULE, PYTHON_DIR, base_env, import_stallscope
 from loader_plain import FakeCuda, expected_batches, expected_image, image_folder
 from test_jpeg_ops import ABS_MAX, MAE_SCALED, P99_MAX, photo
 from transform_cases import MEAN, STD, accepted, refused
@@ -33,16 +33,12 @@ from transform_cases import MEAN, STD, accepted, refused
 pytestmark = pytest.mark.torch
 
 MODULE = LOADER_MODULE
-if MODULE is None:
-    pytest.skip(f"the loader's Python module is not built in {BUILD / 'lib'}", allow_module_level=True)
-if not HAVE_TORCH:
-    pytest.skip("torch is not installed", allow_module_level=True)
+ss = import_stallscope()  # skips this module unless the loader is built and torch installed
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-ss = import_stallscope()
 RL = ss.ReferenceLoader
 IT = ss.reference_loader.ImageTransform
 native_transform = ss.reference_loader.native_transform

@@ -99,4 +99,10 @@ ProcResult run_process(const std::vector<std::string>& argv, int timeout_ms,
   return r;
 }
 
+int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
 }  // namespace stallscope::testing

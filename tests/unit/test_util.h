@@ -41,5 +41,7 @@ ProcResult wait_process(pid_t pid, int timeout_ms);
 std::string unique_name(const std::string& prefix);
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& content);
+// How many lines s holds (its '\n's): a command's error must be one line.
+int count_lines(const std::string& s);
 
 }  // namespace stallscope::testing
