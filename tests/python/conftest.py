@@ -33,6 +33,28 @@ LOADER_MODULE = next((BUILD / "lib" / ("_stallscope_loader" + s) for s in import
                       if (BUILD / "lib" / ("_stallscope_loader" + s)).exists()), None)
 
 
+# The start of a child program that runs the reference loader in a fresh interpreter: the native
+# module of this build, the package, torch's own threads started, and threads()/settle(n) to count
+# the process's threads (the loader's must be joined when it stops).
+LOADER_CHILD_PRELUDE = f"""
+import importlib.util, os, sys, time, json, gc, threading
+spec = importlib.util.spec_from_file_location("_stallscope_loader", {str(LOADER_MODULE)!r})
+M = importlib.util.module_from_spec(spec); spec.loader.exec_module(M); sys.modules["_stallscope_loader"] = M
+sys.path.insert(0, {str(PYTHON_DIR)!r})
+import numpy as np, torch, stallscope
+from stallscope import ReferenceLoader as RL, LoaderError
+torch.zeros(1).sum()  # torch's own threads start now, before the counts
+def threads():
+    return len(os.listdir("/proc/self/task"))
+def settle(n):
+    for _ in range(200):
+        if threads() <= n:
+            return threads()
+        time.sleep(0.01)
+    return threads()
+"""
+
+
 def import_stallscope():
     """The stallscope package from python/, with the native loader module of this build. Called at
     a test module's top: skips the whole module when that module is not built or torch is absent."""

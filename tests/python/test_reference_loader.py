@@ -18,7 +18,7 @@ import textwrap
 
 import pytest
 
-from conftest import LOADER_MODULE, PYTHON_DIR, base_env, import_stallscope, run_recorded
+from conftest import LOADER_CHILD_PRELUDE, LOADER_MODULE, PYTHON_DIR, base_env, import_stallscope, run_recorded
 from loader_plain import FakeCuda, epoch_order, expected_batches
 
 pytestmark = pytest.mark.torch
@@ -341,23 +341,7 @@ def test_device_path_logic_with_a_stand_in_for_cuda():
 # Child processes: errors, stopping, threads, signals
 
 
-PRELUDE = f"""
-import importlib.util, os, sys, time, json, gc, threading
-spec = importlib.util.spec_from_file_location("_stallscope_loader", {str(MODULE)!r})
-M = importlib.util.module_from_spec(spec); spec.loader.exec_module(M); sys.modules["_stallscope_loader"] = M
-sys.path.insert(0, {str(PYTHON_DIR)!r})
-import numpy as np, torch, stallscope
-from stallscope import ReferenceLoader as RL, LoaderError
-torch.zeros(1).sum()  # torch's own threads start now, before the counts
-def threads():
-    return len(os.listdir("/proc/self/task"))
-def settle(n):
-    for _ in range(200):
-        if threads() <= n:
-            return threads()
-        time.sleep(0.01)
-    return threads()
-"""
+PRELUDE = LOADER_CHILD_PRELUDE
 
 
 def child(body: str, timeout=60, env=None):

@@ -25,14 +25,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LOADER_MODULE, PYTHON_DIR, base_env, import_stallscope
+from conftest import LOADER_CHILD_PRELUDE, base_env, import_stallscope
 from loader_plain import FakeCuda, expected_batches, expected_image, image_folder
 from test_jpeg_ops import ABS_MAX, MAE_SCALED, P99_MAX, photo
 from transform_cases import MEAN, STD, accepted, refused
 
 pytestmark = pytest.mark.torch
 
-MODULE = LOADER_MODULE
 ss = import_stallscope()  # skips this module unless the loader is built and torch installed
 
 import numpy as np  # noqa: E402
@@ -391,23 +390,8 @@ def test_a_file_with_extraneous_bytes_reads_as_pillow_reads_it(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Errors: an exception naming the file and the sample index, no hang, threads joined (in a child)
 
-PRELUDE = f"""
-import importlib.util, os, sys, time, json
-spec = importlib.util.spec_from_file_location("_stallscope_loader", {str(MODULE)!r})
-M = importlib.util.module_from_spec(spec); spec.loader.exec_module(M); sys.modules["_stallscope_loader"] = M
-sys.path.insert(0, {str(PYTHON_DIR)!r})
-import torch, stallscope
-from stallscope import ReferenceLoader as RL, LoaderError
+PRELUDE = LOADER_CHILD_PRELUDE + """
 from stallscope.reference_loader import ImageTransform as IT
-torch.zeros(1).sum()
-def threads():
-    return len(os.listdir("/proc/self/task"))
-def settle(n):
-    for _ in range(200):
-        if threads() <= n:
-            return threads()
-        time.sleep(0.01)
-    return threads()
 def run(make):
     before = threads()
     t0 = time.monotonic()
