@@ -134,6 +134,11 @@ void describe_recording(const Session& s, const DataLoaderModel& m, Report* r) {
     const long long v = std::strtoll(it->second.c_str(), &end, 10);
     if (end != it->second.c_str() && v > 0) r->cpu_count = v;
   }
+  if (auto it = s.meta.find("usable_cores"); it != s.meta.end()) {
+    char* end = nullptr;
+    const long long v = std::strtoll(it->second.c_str(), &end, 10);
+    if (end != it->second.c_str() && v > 0) r->usable_cores = v;
+  }
   if (auto it = s.meta.find("mode"); it != s.meta.end()) r->recorded_by = it->second;
   if (auto it = s.meta.find("command"); it != s.meta.end()) r->command = it->second;
   r->dataloader_seen = m.seen;
@@ -384,6 +389,13 @@ void note_unexplained_wait(Report* r) {
   bool speed = false;
   for (const Recommendation& rec : r->recommendations) speed |= rec.speed;
   if (!r->data_bound || speed || !main) return;
+  if (r->whatif.available) {
+    r->notes.insert(r->notes.begin(), "the loop waits for input " + percent(r->input_wait_fraction) +
+                                          " of the window, but the what-if model finds no DataLoader setting that "
+                                          "gains " + percent(r->whatif.min_gain - 1, 0) +
+                                          " or more: the loop is bound by " + r->whatif.bound_text);
+    return;
+  }
   std::string n = "the loop waits for input " + percent(r->input_wait_fraction) +
                   " of the window, but no DataLoader setting explains it:";
   if (r->queue.available) {
@@ -457,6 +469,7 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
   loader_totals(loaders.stats, &r);
   queue_figures(s, m, loaders, &r);
   train_process_cpu(s, m, window, &r);
+  r.whatif = what_if(s, m, r);
   r.recommendations = recommend(r);
   note_unexplained_wait(&r);
   return r;

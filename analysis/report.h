@@ -13,6 +13,7 @@
 #include "analysis/dataloader.h"
 #include "analysis/gpu.h"
 #include "analysis/session.h"
+#include "analysis/whatif.h"
 #include "common/json.h"
 #include "common/vocabulary.h"
 
@@ -149,9 +150,11 @@ struct Report {
   std::vector<Recommendation> recommendations;
   std::vector<std::string> notes;
   std::optional<int64_t> cpu_count;         // meta cpu_count, when the recorder wrote it
+  std::optional<int64_t> usable_cores;      // meta usable_cores: affinity and cgroup quota (common/cpus.h)
   std::string recorded_by;                  // meta mode: "launcher", "in-process" or "attach" ("" if absent)
   std::string command;                      // meta command: the program that was recorded ("" if absent)
   GpuStats gpu;                             // mode "gpu": the GPU timeline's figures
+  WhatIf whatif;                            // the what-if model of the training loader (whatif.h)
   std::optional<EvidenceAt> longest_stall;  // the longest stall interval, to show
 
   // Share of the window the training loop waited in next() while it mattered: in CPU mode the

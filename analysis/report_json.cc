@@ -87,6 +87,65 @@ Json gpu_json(const GpuStats& g) {
   return v;
 }
 
+Json setting_json(const LoaderSetting& s) {
+  Json x = Json::object();
+  x["num_workers"] = s.num_workers;
+  x["prefetch_factor"] = s.num_workers > 0 ? Json(s.prefetch_factor) : Json();
+  x["persistent_workers"] = s.persistent_workers;
+  x["pin_memory"] = s.pin_memory;
+  x["arguments"] = s.arguments();
+  return x;
+}
+
+Json whatif_json(const WhatIf& w) {
+  Json x = Json::object();
+  x["available"] = w.available;
+  if (!w.available) {
+    x["why_not"] = w.why_not;
+    return x;
+  }
+  x["recorded"] = setting_json(w.recorded);
+  x["measured_samples_per_s"] = w.measured_samples_per_s;
+  x["predicted_recorded_samples_per_s"] = w.predicted_recorded_samples_per_s;
+  x["fit_error"] = w.fit_error;
+  x["confidence"] = w.confidence;
+  x["best"] = w.best ? setting_json(w.candidates[*w.best].setting) : Json();
+  x["best_samples_per_s"] = w.best ? Json(w.candidates[*w.best].samples_per_s) : Json();
+  x["best_gain"] = w.best_gain;
+  x["min_gain"] = w.min_gain;
+  x["bound"] = w.bound;
+  x["bound_text"] = w.bound_text;
+  Json cands = Json::array();
+  for (const WhatIfCandidate& c : w.candidates) {
+    Json y = setting_json(c.setting);
+    y["samples_per_s"] = c.samples_per_s;
+    y["stall"] = c.stall;
+    y["steady_step_ms"] = c.steady_step_ms;
+    y["recorded"] = c.recorded;
+    cands.push_back(std::move(y));
+  }
+  x["candidates"] = std::move(cands);
+  const WhatIfInputs& in = w.inputs;
+  Json inputs = Json::object();
+  inputs["usable_cores"] = in.usable_cores;
+  inputs["torch_threads"] = in.torch_threads;
+  inputs["compute_ms"] = in.compute_ms;
+  inputs["compute_cpu_ms"] = in.compute_cpu_ms;
+  inputs["fetch_ms"] = in.fetch_ms;
+  inputs["fetch_cpu_ms"] = in.fetch_cpu_ms;
+  inputs["recv_cpu_ms"] = in.recv_cpu_ms;
+  inputs["startup_s"] = in.startup_s;
+  inputs["shutdown_s"] = in.shutdown_s;
+  inputs["epochs"] = in.epochs;
+  inputs["steps"] = static_cast<int64_t>(in.steps.size());
+  inputs["fetches"] = static_cast<int64_t>(in.fetches.size());
+  inputs["train_s"] = in.train_s;
+  inputs["other_s"] = in.other_s;
+  x["inputs"] = std::move(inputs);
+  x["assumptions"] = w.assumptions;
+  return x;
+}
+
 }  // namespace
 
 Json to_json(const Report& r) {
@@ -195,6 +254,8 @@ Json to_json(const Report& r) {
   }
   d["recommendations"] = std::move(recs);
   d["cpu_count"] = r.cpu_count;
+  d["usable_cores"] = r.usable_cores;
+  d["whatif"] = whatif_json(r.whatif);
   d["recorded_by"] = r.recorded_by.empty() ? Json() : Json(r.recorded_by);
   Json train = Json::object();
   train["pid"] = r.train_pid ? Json(r.train_pid) : Json();

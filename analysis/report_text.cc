@@ -74,6 +74,54 @@ std::string swap_lines(const LoaderConfig& c) {
   return o;
 }
 
+// The what-if model's table: the recorded setting, the best, and the others it tried (at most
+// kMaxWhatIfRows), then what bounds the loop and the assumptions.
+constexpr size_t kMaxWhatIfRows = 12;
+std::string whatif_lines(const Report& r) {
+  const WhatIf& w = r.whatif;
+  std::string o = "\nWhat-if (model of the training loader; docs/report.md)\n";
+  if (!w.available) return o + "  not available: " + w.why_not + "\n";
+  o += "  confidence " + w.confidence + ": on the recorded setting it predicts " +
+       fixed(w.predicted_recorded_samples_per_s, 1) + " samples/s against " + fixed(w.measured_samples_per_s, 1) +
+       " measured (" + (w.fit_error >= 0 ? "+" : "") + fixed(100 * w.fit_error, 1) + "%)\n";
+  o += "  " + pad("setting", 64) + pad("samples/s", 11, true) + pad("stall", 8, true) + pad("step", 10, true) + "\n";
+  // The recorded setting, then the best one's prefetch and persistence at every worker count.
+  std::vector<size_t> rows;
+  const LoaderSetting* best = w.best ? &w.candidates[*w.best].setting : nullptr;
+  for (size_t i = 0; i < w.candidates.size(); ++i) {
+    const LoaderSetting& st = w.candidates[i].setting;
+    if (w.candidates[i].recorded || !best ||
+        (st.num_workers == 0 || (st.prefetch_factor == best->prefetch_factor &&
+                                 st.persistent_workers == best->persistent_workers))) {
+      rows.push_back(i);
+    }
+  }
+  std::stable_sort(rows.begin() + 1, rows.end(), [&](size_t a, size_t b) {
+    return w.candidates[a].setting.num_workers < w.candidates[b].setting.num_workers;
+  });
+  for (size_t k = 0; k < rows.size() && k < kMaxWhatIfRows; ++k) {
+    const size_t i = rows[k];
+    const WhatIfCandidate& c = w.candidates[i];
+    const std::string tag = c.recorded ? " (recorded)" : (w.best && *w.best == i ? " (best)" : "");
+    o += "  " + pad(c.setting.arguments() + tag, 64) + pad(fixed(c.samples_per_s, 1), 11, true) +
+         pad(percent(c.stall, 0), 8, true) + pad(duration_ms(c.steady_step_ms), 10, true) + "\n";
+  }
+  if (w.candidates.size() > std::min(rows.size(), kMaxWhatIfRows)) {
+    o += "  ... " + std::to_string(w.candidates.size() - std::min(rows.size(), kMaxWhatIfRows)) +
+         " more settings were tried (see --json)\n";
+  }
+  const bool advised = w.best && !w.candidates[*w.best].recorded && w.best_gain >= w.min_gain;
+  o += wrap(advised ? "  advised: " + w.candidates[*w.best].setting.arguments() + ", predicted " +
+                          fixed(w.best_gain, 2) + "x"
+                    : "  no setting is predicted to gain " + percent(w.min_gain - 1, 0) +
+                          " or more (the least gain worth a change: 5% plus the model's fit error)",
+              100, "    ") +
+       "\n";
+  o += wrap("  what bounds the loop: " + w.bound_text, 100, "    ") + "\n";
+  for (const std::string& a : w.assumptions) o += wrap("  assumes: " + a, 100, "    ") + "\n";
+  return o;
+}
+
 }  // namespace
 
 std::string render_text(const Report& r) {
@@ -183,6 +231,8 @@ std::string render_text(const Report& r) {
     o += "  (cpu: cores used; runq: share of time runnable but waiting for a CPU; mem growth: private dirty memory, "
          "last - first)\n";
   }
+
+  o += whatif_lines(r);
 
   o += "\nRecommendations\n";
   if (r.recommendations.empty()) {

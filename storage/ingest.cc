@@ -11,6 +11,7 @@
 
 #include "collector/event.h"
 #include "collector/gpu_activity.h"
+#include "common/cpus.h"
 #include "common/procfs.h"
 #include "stallscope/version.h"
 #include "storage/schema.h"
@@ -91,6 +92,7 @@ Status Ingest::write_meta(const std::map<std::string, std::string>& extra) {
       {"clock", h->uses_tsc ? "tsc->CLOCK_MONOTONIC" : "CLOCK_MONOTONIC"},
       {"owner_pid", std::to_string(h->owner_pid)},
       {"cpu_count", std::to_string(::sysconf(_SC_NPROCESSORS_ONLN))},
+      {"usable_cores", std::to_string(cpus::budget().usable)},
       {"ring_count", std::to_string(h->config.ring_count)},
       {"ring_capacity", std::to_string(h->config.ring_capacity)},
       {"complete", "0"},

@@ -28,13 +28,16 @@ DL_PIN = "dl.pin"
 DL_WORKER_READY = "dl.worker_ready"
 DL_PUT = "dl.put"
 
+# Training process and worker processes
+DL_CPU = "dl.cpu"
+
 # Hook health
 STALLSCOPE_HOOKS = "stallscope.hooks"
 
 # Every event name above, in the order of docs/events.md.
 EVENT_NAMES = (
     DL_CONFIG, DL_EPOCH_BEGIN, DL_EPOCH_END, DL_NEXT, DL_SENT, DL_RECV, DL_WORKER_START, DL_WORKER_STOP,
-    DL_FETCH, DL_COLLATE, DL_PIN, DL_WORKER_READY, DL_PUT, STALLSCOPE_HOOKS,
+    DL_FETCH, DL_COLLATE, DL_PIN, DL_WORKER_READY, DL_PUT, DL_CPU, STALLSCOPE_HOOKS,
 )
 
 # Which loader ran (`kind` in dl.config) and which `stallscope run --loader` asked for: torch's

@@ -110,7 +110,8 @@ std::string config_json(const SimConfig& c) {
          ", \"dataset_type\": \"map\", \"dataset_class\": \"SyntheticDataset\", \"dataset_len\": " +
          std::to_string(c.batches_per_epoch * c.batch_size) +
          ", \"batches_per_epoch\": " + std::to_string(c.batches_per_epoch) +
-         ", \"in_order\": true, \"drop_last\": false, \"created_at\": \"train.py:42\", \"torch_version\": \"2.4.0\"}";
+         ", \"in_order\": true, \"drop_last\": false, \"created_at\": \"train.py:42\", \"torch_version\": \"2.4.0\", \"torch_threads\": " +
+         std::to_string(c.torch_threads) + "}";
 }
 
 namespace {
@@ -133,6 +134,9 @@ void worker_counters(RecordingBuilder& b, const SimConfig& c, int64_t pid, int64
   }
 }
 
+// Microseconds of CPU for `cores` over `ns`.
+int64_t cpu_us(double cores, int64_t ns) { return static_cast<int64_t>(cores * static_cast<double>(ns) / 1000.0); }
+
 }  // namespace
 
 SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
@@ -148,6 +152,7 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
   auto samples_of = [&](int batch) {
     return batch == c.batches_per_epoch - 1 && c.last_batch_size ? *c.last_batch_size : c.batch_size;
   };
+  bool first_mark = true;
   for (int e = 0; e < c.epochs; ++e) {
     const int64_t begin = t;
     b.instant(main, "dl.epoch_begin", begin, L, e, n);
@@ -190,6 +195,7 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
       b.span(wk.thread, "dl.fetch", start, dur, batch, batch % n, generation, 0);
       b.span(wk.thread, "dl.collate", end - dur / 4, dur / 4, batch, samples_of(batch), generation, 1);
       b.instant(wk.thread, "dl.put", end, batch, batch % n, generation);
+      if (c.fetch_cpu) b.instant(wk.thread, "dl.cpu", end, batch, cpu_us(*c.fetch_cpu, dur), int64_t{0});
       wk.free_ns = end;
       put[batch] = end;
       truth.fetch_ms.push_back(static_cast<double>(dur) / 1e6);
@@ -217,6 +223,12 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
         b.instant(main, "dl.recv", handed, L, batch, batch % n);
       }
       b.span(main, "dl.next", call, handed - call, L, batch, e, 0);
+      if (c.fetch_cpu || c.compute_cpu) {
+        const int64_t in_next = n == 0 ? cpu_us(c.fetch_cpu.value_or(1.0), handed - call) : 0;
+        const int64_t before = first_mark ? -1 : cpu_us(c.compute_cpu.value_or(1.0), c.compute_ns);
+        b.instant(main, "dl.cpu", handed, L, in_next, before);
+        first_mark = false;
+      }
       if (e == 0 && first) truth.window_start_ns = call;
       if (first) truth.epoch_start_ns.push_back(handed - begin);
       first = false;

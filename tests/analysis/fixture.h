@@ -78,6 +78,10 @@ struct SimConfig {
   int64_t sample_period_ns = 50 * kMs;
   int64_t main_pid = 1000;
   int64_t first_worker_pid = 2000;
+  // dl.cpu marks (none when unset): the share of each fetch spent on a CPU, and the cores the
+  // training process uses while it computes between next() calls; torch_threads in dl.config.
+  std::optional<double> fetch_cpu, compute_cpu;
+  int torch_threads = 1;
   bool finish = true;   // mark complete and checkpoint
   std::string command;  // meta command, as `stallscope run` writes it (empty: none)
 };

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 from .. import _native as N
 from .. import _tb
@@ -24,6 +25,10 @@ _span_begin = N.span_begin_args
 _span_end = N.span_end
 _span_end_args = N.span_end_args
 _instant = N.instant
+_cpu_ns = time.process_time_ns
+# The process's CPU time at the end of the previous next() call (any loader): dl.cpu's arg2 is the
+# CPU the process used between two next() calls, i.e. while the loop computed. -1: none yet.
+_cpu_last = [-1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,10 +131,18 @@ def _config(loader, L, created_at, swap=None) -> str:
         "drop_last": bool(loader.drop_last),
         "created_at": created_at,
         "torch_version": str(torch.__version__),
+        "torch_threads": _torch_threads(torch),
         "kind": swap.kind if swap is not None else V.LOADER_TORCH,
         "replaced": swap.replaced_doc() if swap is not None else None,
     }
     return json.dumps(doc, separators=(",", ":"))
+
+
+def _torch_threads(torch):
+    try:
+        return int(torch.get_num_threads())
+    except Exception:
+        return None
 
 
 def _begin_epoch(loader):
@@ -253,6 +266,7 @@ def _it_next(self):
         ctx = s.ctx
         if ctx is not None:
             ctx.B = B
+        c0 = _cpu_ns()
         _span_begin(S._I_NEXT, L, B, E)
     except Exception:
         return S._orig_next(self)
@@ -261,6 +275,7 @@ def _it_next(self):
     except StopIteration:
         try:
             _span_end_args(L, -1, E)
+            _cpu_mark(L, c0)
             if not s.ended:
                 s.ended = True
                 _instant(S._I_EPOCH_END, L, E, self._num_yielded)
@@ -280,9 +295,20 @@ def _it_next(self):
             _span_end_args(L, _handed(self, s, B), E)
         else:
             _span_end()  # the batch handed is the one begun with: keep the begin's arguments
+        _cpu_mark(L, c0)
     except Exception:
         pass
     return data
+
+
+def _cpu_mark(L, c0):
+    """dl.cpu right after a dl.next span: the process's CPU time (all its threads) inside that
+    next() call and since the previous one ended, in microseconds; what the what-if model splits
+    into CPU and waiting (docs/events.md)."""
+    c1 = _cpu_ns()
+    last = _cpu_last[0]
+    _instant(S._I_CPU, L, (c1 - c0) // 1000, (c0 - last) // 1000 if last >= 0 else -1)
+    _cpu_last[0] = c1
 
 
 def _handed(it, s, default):

@@ -7,6 +7,7 @@ fetch sends to the training process has none of our frames.
 from __future__ import annotations
 
 import sys
+import time
 
 from .. import _native as N
 from .. import _tb
@@ -19,6 +20,7 @@ from ._state import _FetchCtx
 _span_begin = N.span_begin_args
 _span_end = N.span_end
 _instant = N.instant
+_cpu_ns = time.process_time_ns
 
 
 class _IndexQueueProxy:
@@ -126,9 +128,14 @@ def _instrument_fetcher(fetcher, w):
 
     # Each wrapper begins its span in a try (a failure there must neither stop the user's call nor
     # close someone else's span), runs torch's function untouched, and ends the span it began.
+    # dl.cpu after each fetch: the worker's CPU time in it and since the previous fetch ended (the
+    # put: pickling the batch into shared memory), in microseconds.
+    last = [-1]
+
     def fetch(possibly_batched_index):
         begun = False
         try:
+            c0 = _cpu_ns()
             _span_begin(S._I_FETCH, ctx.B, ctx.W, ctx.G)
             begun = True
         except Exception:
@@ -138,6 +145,12 @@ def _instrument_fetcher(fetcher, w):
         finally:
             if begun:
                 _span_end()
+                try:
+                    c1 = _cpu_ns()
+                    _instant(S._I_CPU, ctx.B, (c1 - c0) // 1000, (c0 - last[0]) // 1000 if last[0] >= 0 else -1)
+                    last[0] = c1
+                except Exception:
+                    pass
 
     def collate_fn(data):
         begun = False

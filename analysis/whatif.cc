@@ -1,0 +1,708 @@
+// The what-if model: inputs from the recording, the event-by-event simulation of the loader and the
+// training loop, and the candidate settings. See whatif.h and docs/report.md ("What-if model").
+#include "analysis/whatif.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "analysis/format.h"
+#include "analysis/report.h"
+#include "common/json.h"
+
+namespace stallscope::analysis {
+namespace {
+
+constexpr double kNs = 1e9;
+// Candidates whose predicted samples/s lie within this share of the best count as tied; among
+// them the advice takes the one that costs least (fewest workers, the recorded prefetch and
+// persistence, the smallest prefetch): a setting is not worth more processes for a gain the model
+// cannot tell from noise.
+constexpr double kTie = 0.02;
+// The least gain worth advising, before the model's own fit error is added: below it a rerun's
+// noise on a busy machine hides the change (docs/report.md).
+constexpr double kMinGain = 0.05;
+// Steps simulated per candidate (the recorded steps, cycled); enough that the start-up transient
+// is a small part, few enough that a report stays fast.
+constexpr int64_t kSimSteps = 600;
+
+double mean_of(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+// [SECTION] simulation
+enum class Phase : uint8_t { kIdle, kCpu, kGang, kWait, kBlocked };
+
+struct Actor {
+  Phase phase = Phase::kIdle;
+  double rem = 0;  // seconds of work left in the phase (at full speed)
+};
+
+class Sim {
+ public:
+  Sim(const WhatIfInputs& in, const LoaderSetting& st, int64_t steps)
+      : in_(in),
+        n_(std::max<int64_t>(0, st.num_workers)),
+        limit_(n_ > 0 ? std::max<int64_t>(1, st.prefetch_factor) * n_ : 0),
+        steps_(steps),
+        cores_(static_cast<double>(std::max<int64_t>(1, in.usable_cores))),
+        gang_(static_cast<int>(std::clamp<int64_t>(in.torch_threads, 1, std::max<int64_t>(1, in.usable_cores)))),
+        workers_(static_cast<size_t>(n_)),
+        queues_(static_cast<size_t>(n_)),
+        wphase_(static_cast<size_t>(n_), 0),
+        wbatch_(static_cast<size_t>(n_), -1),
+        ready_(static_cast<size_t>(steps), false),
+        hand_(static_cast<size_t>(steps), 0),
+        wait_(static_cast<size_t>(steps), 0) {}
+
+  SimResult run() {
+    while (sent_ < std::min(limit_, steps_)) send();
+    begin_step();
+    for (size_t w = 0; w < workers_.size(); ++w) start_worker(w);
+    // Bounded: every iteration ends at least one phase, and each step has a bounded number of them.
+    for (int64_t guard = 0; handed_ < steps_ && guard < steps_ * (12 + 4 * std::max<int64_t>(n_, 1)); ++guard) {
+      if (!advance()) break;
+    }
+    SimResult r;
+    if (handed_ < 2) return r;
+    // Steady state: past the start (the queue filling) and before the end (workers run out of
+    // batches to fetch, and the last ones come from a full queue).
+    const int64_t w0 = std::min<int64_t>(handed_ - 2, std::max<int64_t>(limit_ + 2, handed_ / 5));
+    const int64_t last = std::max<int64_t>(w0 + 1, handed_ - 1 - (limit_ + 2));
+    const double span = hand_[static_cast<size_t>(last)] - hand_[static_cast<size_t>(w0)];
+    double waited = 0;
+    for (int64_t i = w0 + 1; i <= last; ++i) waited += wait_[static_cast<size_t>(i)];
+    r.step_s = span / static_cast<double>(last - w0);
+    r.wait_frac = span > 0 ? std::min(1.0, waited / span) : 0;
+    r.fill_s = hand_[0];
+    return r;
+  }
+
+ private:
+  // Consumer phases per step: [fetch cpu, fetch wait] (no workers) or [blocked, recv], then
+  // gang, serial cpu, wait.
+  const StepDemand& step_demand(int64_t i) const { return in_.steps[static_cast<size_t>(i) % in_.steps.size()]; }
+  const Demand& fetch_demand(int64_t b) const { return in_.fetches[static_cast<size_t>(b) % in_.fetches.size()]; }
+
+  void send() {
+    queues_[static_cast<size_t>(sent_ % n_)].push_back(sent_);
+    ++sent_;
+  }
+
+  void begin_step() {
+    cstage_ = 0;
+    step_begin_ = now_;
+    next_consumer_phase();
+  }
+
+  // Moves the consumer to its next phase of the current step (skipping empty ones); at the end of
+  // the step, to the next step.
+  void next_consumer_phase() {
+    while (handed_ < steps_) {
+      const StepDemand& d = step_demand(handed_);
+      switch (cstage_++) {
+        case 0:
+          if (n_ == 0) {
+            set(&consumer_, Phase::kCpu, fetch_demand(handed_).cpu_s);
+          } else if (!ready_[static_cast<size_t>(handed_)]) {
+            consumer_.phase = Phase::kBlocked;
+            return;
+          } else {
+            continue;
+          }
+          break;
+        case 1:
+          if (n_ == 0) {
+            set(&consumer_, Phase::kWait, fetch_demand(handed_).wait_s);
+          } else {
+            set(&consumer_, Phase::kCpu, d.recv_cpu_s);
+          }
+          break;
+        case 2: {  // the batch is handed: next() returns
+          const size_t i = static_cast<size_t>(handed_);
+          hand_[i] = now_;
+          wait_[i] = now_ - step_begin_;
+          if (n_ > 0 && sent_ < steps_) {
+            send();
+            for (size_t w = 0; w < workers_.size(); ++w) {
+              if (workers_[w].phase == Phase::kIdle) start_worker(w);
+            }
+          }
+          continue;
+        }
+        case 3: set(&consumer_, Phase::kGang, d.gang_s); break;
+        case 4: set(&consumer_, Phase::kCpu, d.serial_cpu_s); break;
+        case 5: set(&consumer_, Phase::kWait, d.wait_s); break;
+        default:
+          ++handed_;
+          if (handed_ >= steps_) {
+            consumer_.phase = Phase::kIdle;
+            return;
+          }
+          cstage_ = 0;
+          step_begin_ = now_;
+          continue;
+      }
+      if (consumer_.rem > 0) return;
+    }
+  }
+
+  static void set(Actor* a, Phase p, double amount) {
+    a->phase = p;
+    a->rem = std::max(0.0, amount);
+  }
+
+  void start_worker(size_t w) {
+    while (true) {
+      Actor& a = workers_[w];
+      if (wbatch_[w] < 0) {
+        if (queues_[w].empty()) {
+          a.phase = Phase::kIdle;
+          return;
+        }
+        wbatch_[w] = queues_[w].front();
+        queues_[w].pop_front();
+        wphase_[w] = 0;
+      }
+      const Demand& d = fetch_demand(wbatch_[w]);
+      if (wphase_[w] == 0) {
+        set(&a, Phase::kCpu, d.cpu_s);
+      } else if (wphase_[w] == 1) {
+        set(&a, Phase::kWait, d.wait_s);
+      } else {
+        ready_[static_cast<size_t>(wbatch_[w])] = true;
+        if (consumer_.phase == Phase::kBlocked && wbatch_[w] == handed_) {
+          consumer_.phase = Phase::kIdle;
+          pending_consumer_ = true;
+        }
+        wbatch_[w] = -1;
+        continue;
+      }
+      ++wphase_[w];
+      if (a.rem > 0) return;
+    }
+  }
+
+  // Rates of progress given who is runnable: each of R runnable threads gets min(1, P/R) of a
+  // core; the consumer's parallel part advances as its slowest thread, i.e. at the share of the
+  // most loaded core, 1/ceil(R/P), once threads outnumber the cores.
+  bool advance() {
+    if (pending_consumer_) {
+      pending_consumer_ = false;
+      next_consumer_phase();
+    }
+    double runnable = 0;
+    auto count = [&](const Actor& a) {
+      if (a.phase == Phase::kCpu) runnable += 1;
+      if (a.phase == Phase::kGang) runnable += gang_;
+    };
+    count(consumer_);
+    for (const Actor& a : workers_) count(a);
+    const double share = runnable > cores_ ? cores_ / runnable : 1.0;
+    const double gang_rate = runnable > cores_ && gang_ > 1 ? 1.0 / std::ceil(runnable / cores_) : share;
+    auto rate = [&](const Actor& a) {
+      switch (a.phase) {
+        case Phase::kCpu: return share;
+        case Phase::kGang: return gang_rate;
+        case Phase::kWait: return 1.0;
+        default: return 0.0;
+      }
+    };
+    double dt = std::numeric_limits<double>::infinity();
+    auto consider = [&](const Actor& a) {
+      const double r = rate(a);
+      if (r > 0) dt = std::min(dt, a.rem / r);
+    };
+    consider(consumer_);
+    for (const Actor& a : workers_) consider(a);
+    if (!std::isfinite(dt)) return false;  // nothing can move: a deadlock the model does not have
+    now_ += dt;
+    auto progress = [&](Actor& a) {
+      const double r = rate(a);
+      if (r > 0) a.rem -= r * dt;
+    };
+    progress(consumer_);
+    for (Actor& a : workers_) progress(a);
+    constexpr double kEps = 1e-12;
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      Actor& a = workers_[w];
+      if ((a.phase == Phase::kCpu || a.phase == Phase::kWait) && a.rem <= kEps) start_worker(w);
+    }
+    const bool consumer_done =
+        (consumer_.phase == Phase::kCpu || consumer_.phase == Phase::kGang || consumer_.phase == Phase::kWait) &&
+        consumer_.rem <= kEps;
+    if (consumer_done || pending_consumer_) {
+      pending_consumer_ = false;
+      next_consumer_phase();
+    }
+    return true;
+  }
+
+  const WhatIfInputs& in_;
+  const int64_t n_, limit_, steps_;
+  const double cores_;
+  const int gang_;
+  Actor consumer_;
+  int cstage_ = 0;
+  bool pending_consumer_ = false;
+  double now_ = 0, step_begin_ = 0;
+  int64_t handed_ = 0, sent_ = 0;
+  std::vector<Actor> workers_;
+  std::vector<std::deque<int64_t>> queues_;
+  std::vector<int> wphase_;
+  std::vector<int64_t> wbatch_;
+  std::vector<bool> ready_;
+  std::vector<double> hand_, wait_;
+};
+
+// [SECTION] inputs from the recording
+struct CpuMark {
+  int64_t ts = 0;
+  int64_t in_us = 0, before_us = -1;
+};
+
+// dl.cpu instants by pid (worker processes) and on the training thread.
+struct CpuMarks {
+  std::vector<CpuMark> train;
+  std::unordered_map<int64_t, std::vector<CpuMark>> by_pid;
+};
+
+CpuMarks cpu_marks(const Session& s, const DataLoaderModel& m) {
+  CpuMarks out;
+  for (const InstantRow& in : s.instants) {
+    if (s.event(in.name_id) != vocab::Event::kDlCpu || !in.arg1) continue;
+    const CpuMark mark{in.ts_ns, *in.arg1, in.arg2.value_or(-1)};
+    if (in.thread_id == m.train_thread_id) {
+      out.train.push_back(mark);
+    } else {
+      out.by_pid[s.pid_of_thread(in.thread_id)].push_back(mark);
+    }
+  }
+  return out;
+}
+
+// The mark written right after a span that ended at `end` (and before `limit`), if any.
+const CpuMark* mark_after(const std::vector<CpuMark>& marks, int64_t end, int64_t limit) {
+  auto it = std::lower_bound(marks.begin(), marks.end(), end, [](const CpuMark& c, int64_t t) { return c.ts < t; });
+  if (it == marks.end() || it->ts > limit) return nullptr;
+  return &*it;
+}
+
+struct Built {
+  WhatIfInputs in;
+  bool from_marks = true;  // CPU split from dl.cpu (else from /proc means)
+  std::string why_not;
+};
+
+// The consumer's steps and the batches' fetches of loader `l`, as demands.
+Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, const LoaderStats& l,
+                   const LoaderInfo& li) {
+  Built b;
+  WhatIfInputs& in = b.in;
+  const int64_t n_rec = l.num_workers.value_or(0);
+  in.usable_cores = r.usable_cores.value_or(r.cpu_count.value_or(1));
+  in.torch_threads = json::get_int(l.config.doc, "torch_threads").value_or(in.usable_cores);
+  const CpuMarks marks = cpu_marks(s, m);
+  b.from_marks = !marks.train.empty();
+
+  // The training thread's next() calls in time order, and which are this loader's.
+  std::vector<const NextCall*> calls;
+  for (const NextCall& c : m.next_calls) {
+    if (c.ended) calls.push_back(&c);
+  }
+  const double train_cpu = r.train_cpu_util.value_or(1.0);
+  struct RawStep {
+    double gap = 0, gap_cpu = -1, next_wall = 0, next_cpu = -1;
+  };
+  std::vector<RawStep> raw;
+  std::map<int64_t, bool> first_seen;
+  for (size_t k = 1; k < calls.size(); ++k) {
+    const NextCall& c = *calls[k];
+    const NextCall& prev = *calls[k - 1];
+    if (c.loader != l.id || prev.loader != l.id || !c.handed() || !prev.handed() || c.epoch != prev.epoch) continue;
+    if (c.start_ns < r.window_start_ns || c.end_ns > r.window_end_ns) continue;
+    RawStep st;
+    st.gap = static_cast<double>(c.start_ns - prev.end_ns) / kNs;
+    st.next_wall = static_cast<double>(c.end_ns - c.start_ns) / kNs;
+    const int64_t limit = k + 1 < calls.size() ? calls[k + 1]->start_ns : std::numeric_limits<int64_t>::max();
+    if (const CpuMark* mk = mark_after(marks.train, c.end_ns, limit)) {
+      st.next_cpu = static_cast<double>(mk->in_us) / 1e6;
+      if (mk->before_us >= 0) st.gap_cpu = static_cast<double>(mk->before_us) / 1e6;
+    }
+    raw.push_back(st);
+  }
+  if (raw.size() < 3) {
+    b.why_not = "fewer than 3 steady steps of the training loader were recorded";
+    return b;
+  }
+
+  // Contention from the loader's own workers while recording: the training process's run-queue
+  // delay (its threads summed, per second) spread over its compute, per thread; the simulation
+  // adds back what the candidate's workers cause. Without workers the delay comes from elsewhere
+  // (the process's own threads, other programs) and is left in: it will be there again.
+  double gap_total = 0;
+  for (const RawStep& st : raw) gap_total += st.gap;
+  const double runq = n_rec > 0 ? r.train_runq_delay_fraction.value_or(0) * r.wall_s : 0.0;
+  const int64_t T = std::clamp<int64_t>(in.torch_threads, 1, in.usable_cores);
+
+  std::vector<double> c_ms, ccpu_ms, recv_ms;
+  for (const RawStep& st : raw) {
+    const double c = st.gap;
+    double w = st.gap_cpu >= 0 ? st.gap_cpu : c * train_cpu;
+    const double par = c > 0 ? std::max(1.0, w / c) : 1.0;
+    const double q = gap_total > 0 ? std::min(0.9, runq / gap_total / par) : 0.0;
+    const double c0 = std::max(w / static_cast<double>(T), c * (1 - q));
+    StepDemand d;
+    if (w >= c0 && T > 1) {
+      const double x = std::clamp((w - c0) / static_cast<double>(T - 1), 0.0, c0);
+      d.gang_s = x;
+      d.serial_cpu_s = c0 - x;
+    } else {
+      w = std::min(w, c0);
+      d.serial_cpu_s = w;
+      d.wait_s = c0 - w;
+    }
+    if (n_rec > 0) d.recv_cpu_s = st.next_cpu >= 0 ? std::min(st.next_cpu, st.next_wall) : 0;
+    in.steps.push_back(d);
+    c_ms.push_back(c * 1e3);
+    ccpu_ms.push_back(st.gap_cpu >= 0 ? st.gap_cpu * 1e3 : c * train_cpu * 1e3);
+    recv_ms.push_back(d.recv_cpu_s * 1e3);
+  }
+  in.compute_ms = mean_of(c_ms);
+  in.compute_cpu_ms = mean_of(ccpu_ms);
+  in.recv_cpu_ms = mean_of(recv_ms);
+
+  // Fetches: the main thread's next() calls (no workers), else the workers' dl.fetch spans with
+  // their dl.cpu marks, less the run-queue delay the worker saw while fetching.
+  std::vector<double> f_ms, fcpu_ms;
+  if (n_rec == 0) {
+    for (const RawStep& st : raw) {
+      Demand d;
+      const double cpu = st.next_cpu >= 0 ? st.next_cpu : st.next_wall * std::min(1.0, train_cpu);
+      d.cpu_s = std::min(cpu, st.next_wall);
+      d.wait_s = st.next_wall - d.cpu_s;
+      in.fetches.push_back(d);
+      f_ms.push_back(st.next_wall * 1e3);
+      fcpu_ms.push_back(d.cpu_s * 1e3);
+    }
+  } else {
+    std::unordered_map<int64_t, double> worker_runq;  // pid -> run-queue seconds per busy second
+    std::unordered_map<int64_t, double> worker_cpu;   // pid -> cores while alive (fallback)
+    for (const WorkerStats& w : r.workers) {
+      if (w.loader != l.id || w.thread) continue;
+      if (w.runq_delay_fraction && w.busy_s > 0) {
+        worker_runq[w.pid] = std::min(0.9, *w.runq_delay_fraction * w.life_s / w.busy_s);
+      }
+      if (w.cpu_util && w.busy_s > 0) worker_cpu[w.pid] = std::min(1.0, *w.cpu_util * w.life_s / w.busy_s);
+    }
+    for (size_t k = 0; k < m.fetches.size(); ++k) {
+      const FetchInfo& f = m.fetches[k];
+      if (f.loader != l.id || f.worker_index < 0) continue;
+      if (f.start_ns < r.window_start_ns || f.end_ns > r.window_end_ns) continue;
+      const WorkerInfo& w = m.workers[static_cast<size_t>(f.worker_index)];
+      if (w.thread_id != 0) continue;
+      const double wall = static_cast<double>(f.end_ns - f.start_ns) / kNs;
+      double cpu = -1, put = 0;
+      auto mk = marks.by_pid.find(w.pid);
+      if (mk != marks.by_pid.end()) {
+        if (const CpuMark* c = mark_after(mk->second, f.end_ns, f.end_ns + 50'000'000)) {
+          cpu = static_cast<double>(c->in_us) / 1e6;
+          // The CPU between this fetch's end and the worker's next one: its put.
+          if (const CpuMark* nx = mark_after(mk->second, c->ts + 1, std::numeric_limits<int64_t>::max());
+              nx && nx->before_us >= 0) {
+            put = static_cast<double>(nx->before_us) / 1e6;
+          }
+        }
+      }
+      if (cpu < 0) {
+        auto wc = worker_cpu.find(w.pid);
+        cpu = wall * (wc == worker_cpu.end() ? 1.0 : wc->second);
+      }
+      auto q = worker_runq.find(w.pid);
+      const double delay = q == worker_runq.end() ? 0.0 : q->second * wall;
+      Demand d;
+      d.cpu_s = std::min(cpu, wall) + put;
+      d.wait_s = std::max(0.0, wall - std::min(cpu, wall) - delay);
+      in.fetches.push_back(d);
+      f_ms.push_back(wall * 1e3);
+      fcpu_ms.push_back(d.cpu_s * 1e3);
+    }
+    if (in.fetches.empty()) {
+      b.why_not = "the workers' fetches were not recorded";
+      return b;
+    }
+  }
+  in.fetch_ms = mean_of(f_ms);
+  in.fetch_cpu_ms = mean_of(fcpu_ms);
+
+  // Epochs of the training loader in the window, their batches, and what starting and stopping
+  // workers cost per epoch at the recorded num_workers.
+  double startup_sum = 0, shutdown_sum = 0;
+  int startups = 0, shutdowns = 0;
+  for (const auto& [e, info] : li.epochs) {
+    if (!info.begin_ns || !info.last_next_end_ns || *info.begin_ns < r.window_start_ns - 1) {
+      // An epoch begun before the window (attach) counts from its first next().
+      if (!(info.first_next_ns && info.last_next_end_ns && *info.first_next_ns >= r.window_start_ns)) continue;
+    }
+    const int64_t begin = info.begin_ns && *info.begin_ns >= r.window_start_ns ? *info.begin_ns : *info.first_next_ns;
+    in.train_s += static_cast<double>(*info.last_next_end_ns - begin) / kNs;
+    in.batches_per_epoch.push_back(info.handed);
+    ++in.epochs;
+    if (n_rec > 0 && info.workers_started > 0 && info.begin_ns && info.first_next_ns && info.first_handed_ns) {
+      const double iter = static_cast<double>(*info.first_next_ns - *info.begin_ns) / kNs;
+      const double first = static_cast<double>(*info.first_handed_ns - *info.first_next_ns) / kNs;
+      startup_sum += iter + std::max(0.0, first - in.fetch_ms / 1e3);
+      ++startups;
+    }
+  }
+  if (n_rec > 0 && l.shutdown_s > 0) {
+    for (const WorkerInfo& w : m.workers) {
+      if (w.loader == l.id && w.stop_ns && w.worker_id == 0) ++shutdowns;
+    }
+    shutdown_sum = l.shutdown_s;
+  }
+  in.startup_s = startups > 0 ? startup_sum / startups : 0;
+  in.shutdown_s = shutdowns > 0 ? shutdown_sum / shutdowns : 0;
+  in.other_s = std::max(0.0, r.wall_s - in.train_s);
+  in.samples_per_step = l.batches_handed > 0 ? static_cast<double>(l.samples) / static_cast<double>(l.batches_handed) : 1;
+  if (in.epochs == 0) b.why_not = "no epoch of the training loader lies in the window";
+  return b;
+}
+
+// The training loader's time in the window under `st`: per epoch, starting workers (when they
+// start), the first batch, the other batches at the steady step time, and stopping workers.
+struct Predicted {
+  double train_s = 0, wait_s = 0, step_s = 0;
+};
+Predicted predict(const WhatIfInputs& in, const LoaderSetting& st, int64_t n_rec) {
+  const SimResult sim = simulate(in, st, kSimSteps);
+  Predicted p;
+  p.step_s = sim.step_s;
+  const double cores = static_cast<double>(std::max<int64_t>(1, in.usable_cores));
+  // Starting n workers: the recorded start-up scaled to n. Created one by one in __iter__, then
+  // their start-up runs in parallel on the cores: at most P at once.
+  const double rec_scale = std::max(1.0, static_cast<double>(std::max<int64_t>(1, n_rec)) / cores);
+  const double scale = std::max(1.0, static_cast<double>(st.num_workers) / cores);
+  const double startup = st.num_workers > 0 ? in.startup_s * scale / rec_scale : 0;
+  for (size_t e = 0; e < in.batches_per_epoch.size(); ++e) {
+    const int64_t batches = in.batches_per_epoch[e];
+    if (batches <= 0) continue;
+    const bool starts = st.num_workers > 0 && (e == 0 || !st.persistent_workers);
+    const double edge = (starts ? startup : 0) + (st.num_workers > 0 && !st.persistent_workers ? in.shutdown_s : 0);
+    p.train_s += edge + sim.fill_s + static_cast<double>(batches - 1) * sim.step_s;
+    p.wait_s += edge + sim.fill_s + static_cast<double>(batches - 1) * sim.step_s * sim.wait_frac;
+  }
+  return p;
+}
+
+std::string yes_no(bool b) { return b ? "True" : "False"; }
+
+}  // namespace
+
+std::string LoaderSetting::describe() const { return arguments(); }
+
+std::string LoaderSetting::arguments() const {
+  std::string s = "num_workers=" + std::to_string(num_workers);
+  if (num_workers > 0) {
+    s += ", prefetch_factor=" + std::to_string(prefetch_factor) + ", persistent_workers=" + yes_no(persistent_workers);
+  }
+  return s;
+}
+
+SimResult simulate(const WhatIfInputs& in, const LoaderSetting& setting, int64_t steps) {
+  if (in.steps.empty() || in.fetches.empty() || steps < 2) return {};
+  return Sim(in, setting, steps).run();
+}
+
+WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
+  WhatIf w;
+  const LoaderStats* l = r.loader();
+  const LoaderInfo* li = l ? m.loader(l->id) : nullptr;
+  if (!l || !li || r.steps < 4) {
+    w.why_not = "no training loop with steps was recorded";
+    return w;
+  }
+  if (l->config.kind == vocab::kLoaderReference) {
+    w.why_not = "the reference loader: its threads share the training process, which the model does not cover";
+    return w;
+  }
+  Built b = build_inputs(s, m, r, *l, *li);
+  if (!b.why_not.empty()) {
+    w.why_not = b.why_not;
+    return w;
+  }
+  w.inputs = std::move(b.in);
+  const WhatIfInputs& in = w.inputs;
+  const int64_t n_rec = l->num_workers.value_or(0);
+  w.recorded.num_workers = n_rec;
+  w.recorded.prefetch_factor = n_rec > 0 ? l->config.prefetch_factor.value_or(2) : 2;
+  w.recorded.persistent_workers = l->config.persistent_workers.value_or(false);
+  w.recorded.pin_memory = l->config.pin_memory.value_or(false);
+
+  const double samples = in.samples_per_step;
+  auto to_candidate = [&](const LoaderSetting& st) {
+    const Predicted p = predict(in, st, n_rec);
+    WhatIfCandidate c;
+    c.setting = st;
+    const double window = in.other_s + p.train_s;
+    double handed = 0;
+    for (int64_t bpe : in.batches_per_epoch) handed += static_cast<double>(bpe);
+    c.samples_per_s = window > 0 ? handed * samples / window : 0;
+    c.stall = window > 0 ? std::min(1.0, p.wait_s / window) : 0;
+    c.steady_step_ms = p.step_s * 1e3;
+    c.recorded = st == w.recorded;
+    return c;
+  };
+
+  // The recorded setting: the model's fit.
+  const WhatIfCandidate rec = to_candidate(w.recorded);
+  double handed = 0;
+  for (int64_t bpe : in.batches_per_epoch) handed += static_cast<double>(bpe);
+  w.measured_samples_per_s = r.wall_s > 0 ? handed * samples / r.wall_s : 0;
+  w.predicted_recorded_samples_per_s = rec.samples_per_s;
+  w.fit_error = w.measured_samples_per_s > 0 ? rec.samples_per_s / w.measured_samples_per_s - 1 : 0;
+  w.candidates.push_back(rec);
+
+  // num_workers: 0 to what the fetch's waiting could use (at least twice the cores), recorded
+  // prefetch and persistence; then, at the best of those, deeper prefetch and persistent workers.
+  const double cores = static_cast<double>(in.usable_cores);
+  const double ratio = in.compute_ms > 0 ? in.fetch_ms / in.compute_ms : cores;
+  const int64_t n_max = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(2 * std::max(ratio, cores))), 2, 64);
+  std::vector<int64_t> grid;
+  for (int64_t n = 0; n <= n_max; n += n < 8 ? 1 : (n < 16 ? 2 : (n < 32 ? 4 : 8))) grid.push_back(n);
+  const bool multi_epoch = in.epochs > 1;
+  for (int64_t n : grid) {
+    LoaderSetting st = w.recorded;
+    st.num_workers = n;
+    if (n > 0 && n_rec == 0) {
+      st.prefetch_factor = 2;
+      st.persistent_workers = multi_epoch;  // new workers are not re-created per epoch when advised
+    }
+    if (st == w.recorded) continue;
+    w.candidates.push_back(to_candidate(st));
+  }
+  auto best_index = [&]() {
+    size_t best = 0;
+    for (size_t i = 1; i < w.candidates.size(); ++i) {
+      if (w.candidates[i].samples_per_s > w.candidates[best].samples_per_s) best = i;
+    }
+    return best;
+  };
+  // Deeper prefetch and persistent workers at every worker count up to the best one: a smaller
+  // count with a deeper queue may match a larger one.
+  const LoaderSetting top = w.candidates[best_index()].setting;
+  for (int64_t n : grid) {
+    if (n == 0 || n > top.num_workers) continue;
+    for (int64_t pf : {int64_t{2}, int64_t{4}, int64_t{8}}) {
+      for (bool persistent : {top.persistent_workers, true}) {
+        LoaderSetting st = top;
+        st.num_workers = n;
+        st.prefetch_factor = pf;
+        st.persistent_workers = persistent;
+        bool have = false;
+        for (const WhatIfCandidate& c : w.candidates) have |= c.setting == st;
+        if (!have) w.candidates.push_back(to_candidate(st));
+      }
+    }
+  }
+  // The advice: the cheapest candidate tied with the best.
+  const double best_sps = w.candidates[best_index()].samples_per_s;
+  size_t pick = best_index();
+  auto cost = [&](const LoaderSetting& st) {
+    return std::make_tuple(st.num_workers, st.persistent_workers != w.recorded.persistent_workers,
+                           st.num_workers > 0 && st.prefetch_factor != w.recorded.prefetch_factor, st.prefetch_factor);
+  };
+  for (size_t i = 0; i < w.candidates.size(); ++i) {
+    if (w.candidates[i].samples_per_s >= best_sps * (1 - kTie) &&
+        cost(w.candidates[i].setting) < cost(w.candidates[pick].setting)) {
+      pick = i;
+    }
+  }
+  w.best = pick;
+  w.best_gain = rec.samples_per_s > 0 ? w.candidates[pick].samples_per_s / rec.samples_per_s : 1;
+  w.min_gain = 1 + kMinGain + std::abs(w.fit_error);
+  {
+    const LoaderSetting& to = w.candidates[pick].setting;
+    auto alone = [&](auto change) {
+      LoaderSetting st = w.recorded;
+      change(st);
+      if (st == w.recorded || rec.samples_per_s <= 0) return 1.0;
+      for (const WhatIfCandidate& c : w.candidates) {
+        if (c.setting == st) return c.samples_per_s / rec.samples_per_s;
+      }
+      return to_candidate(st).samples_per_s / rec.samples_per_s;
+    };
+    w.gain_num_workers = alone([&](LoaderSetting& st) {
+      st.num_workers = to.num_workers;
+      if (w.recorded.num_workers == 0) st = to;  // starting workers comes with their settings
+    });
+    if (w.recorded.num_workers > 0) {
+      w.gain_prefetch_factor = alone([&](LoaderSetting& st) { st.prefetch_factor = to.prefetch_factor; });
+      w.gain_persistent_workers = alone([&](LoaderSetting& st) { st.persistent_workers = to.persistent_workers; });
+    }
+  }
+  w.available = true;
+
+  // What bounds the loop at the advised setting.
+  const WhatIfCandidate& bc = w.candidates[pick];
+  const double step_ms = bc.steady_step_ms;
+  const double cpu_per_step = in.compute_cpu_ms + in.fetch_cpu_ms + (bc.setting.num_workers > 0 ? in.recv_cpu_ms : 0);
+  const double busy = step_ms > 0 ? cpu_per_step / (cores * step_ms) : 0;
+  const std::string cores_s = std::to_string(in.usable_cores) + (in.usable_cores == 1 ? " core" : " cores");
+  if (bc.stall < kDataBoundFraction) {
+    w.bound = "compute";
+    w.bound_text = "the training step itself: at " + bc.setting.arguments() + " the loop waits for input only " +
+                   percent(bc.stall) + " of the window";
+  } else if (busy >= 0.85) {
+    w.bound = "cpu";
+    w.bound_text = "the " + cores_s + " are busy: loading (" + duration_ms(in.fetch_cpu_ms) +
+                   " of CPU per batch) and training (" + duration_ms(in.compute_cpu_ms) +
+                   " per step) share them, so more workers take CPU from the step they feed";
+  } else if (in.startup_s > 0 && bc.setting.num_workers > 0 && !bc.setting.persistent_workers &&
+             in.startup_s * static_cast<double>(in.epochs) > 0.3 * (in.other_s + in.train_s)) {
+    w.bound = "start-up";
+    w.bound_text = "starting the workers: " + fixed(in.startup_s, 2) + " s per epoch";
+  } else {
+    w.bound = "fetch";
+    w.bound_text = "fetching: one batch takes " + duration_ms(in.fetch_ms) + " (" + duration_ms(in.fetch_cpu_ms) +
+                   " of it on a CPU) against " + duration_ms(in.compute_ms) + " of compute per step";
+  }
+
+  {
+    WhatIfInputs half = in;
+    for (Demand& d : half.fetches) {
+      d.cpu_s /= 2;
+      d.wait_s /= 2;
+    }
+    const Predicted p = predict(half, bc.setting, n_rec);
+    double handed_all = 0;
+    for (int64_t bpe : in.batches_per_epoch) handed_all += static_cast<double>(bpe);
+    const double window = in.other_s + p.train_s;
+    w.cheaper_fetch_samples_per_s = window > 0 ? handed_all * samples / window : 0;
+  }
+
+  const double err = std::abs(w.fit_error);
+  w.confidence = err <= 0.05 && b.from_marks ? "high" : (err <= 0.15 ? "medium" : "low");
+  w.assumptions.push_back("the training step's work and the batches' fetch times stay as recorded; only the "
+                          "DataLoader settings change");
+  w.assumptions.push_back("the " + cores_s +
+                          " are shared evenly among runnable threads; torch's " + std::to_string(in.torch_threads) +
+                          " intra-op thread(s) advance together, as fast as the slowest");
+  if (!b.from_marks) {
+    w.assumptions.push_back("no dl.cpu events: CPU and waiting are split by the /proc CPU means, not per batch");
+  }
+  if (n_rec == 0) {
+    w.assumptions.push_back(
+        "recorded without workers: handing batches over from worker processes is taken to cost nothing, and "
+        "starting workers to take no time (fork)");
+  }
+  return w;
+}
+
+}  // namespace stallscope::analysis

@@ -1,0 +1,121 @@
+// The what-if model of the input pipeline: predicts samples/s and stall of the training loop for
+// DataLoader settings other than the recorded ones (num_workers, prefetch_factor,
+// persistent_workers, pin_memory), from the recording alone.
+//
+// The loader is modelled as the producer-consumer system it is and simulated event by event:
+//  - the consumer (the training loop) takes batches in order; for each step it receives the batch
+//    (CPU, one thread), then computes: a part on torch's intra-op threads (T threads that advance
+//    together, as a parallel region waits for its slowest thread), a part on one thread, and a
+//    part waiting (sleep, I/O, the GPU);
+//  - each of N workers fetches the batches torch sends it round-robin, keeping at most
+//    prefetch_factor x N batches sent but not yet handed: CPU (one thread) then waiting;
+//  - with N = 0 the consumer fetches inside next();
+//  - the usable cores P (affinity and cgroup quota) are shared among the runnable threads: each
+//    gets min(1, P/R) of a core when R threads are runnable.
+// Every duration comes from the recording: compute and fetch times per step and per batch, split
+// into CPU and waiting by the process CPU times of `dl.cpu`, with the contention seen while
+// recording taken out (run-queue delay); worker start-up and shutdown per epoch from the epochs'
+// starts and ends. The model simulates the recorded setting as well: the gap between that and the
+// measured steps is its fit error, which sets the confidence and the least gain worth advising.
+// docs/report.md ("What-if model") has the details and the assumptions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stallscope::analysis {
+
+struct Report;
+struct Session;
+struct DataLoaderModel;
+
+struct LoaderSetting {
+  int64_t num_workers = 0;
+  int64_t prefetch_factor = 2;  // meaningful with num_workers > 0
+  bool persistent_workers = false;
+  bool pin_memory = false;
+  bool operator==(const LoaderSetting&) const = default;
+  // "num_workers=4, prefetch_factor=2, persistent_workers=True"
+  std::string describe() const;
+  // The DataLoader arguments to paste: "num_workers=4, prefetch_factor=2, persistent_workers=True"
+  // (prefetch_factor and persistent_workers only with workers).
+  std::string arguments() const;
+};
+
+struct WhatIfCandidate {
+  LoaderSetting setting;
+  double samples_per_s = 0;  // predicted, over the training window
+  double stall = 0;          // predicted share of the window waiting for input
+  double steady_step_ms = 0;  // predicted step time once the pipeline runs
+  bool recorded = false;      // the setting the recording ran with
+};
+
+// One step or one batch as the model uses it: wall time split into work on the CPU and waiting.
+struct Demand {
+  double cpu_s = 0;  // CPU work (seconds of one core)
+  double wait_s = 0;  // not on a CPU (sleep, I/O, GPU)
+};
+struct StepDemand {
+  double recv_cpu_s = 0;   // receiving the batch in next() (workers only)
+  double gang_s = 0;       // wall time on T threads together, uncontended
+  double serial_cpu_s = 0;  // CPU on one thread
+  double wait_s = 0;
+};
+
+// What the model was fed, in the units it uses; kept for the report's evidence.
+struct WhatIfInputs {
+  int64_t usable_cores = 1;
+  int64_t torch_threads = 1;  // intra-op threads of the training process (T)
+  std::vector<StepDemand> steps;  // per steady step, in time order
+  std::vector<Demand> fetches;    // per batch (fetch + put), in time order
+  double startup_s = 0;    // per epoch whose workers start, at the recorded num_workers (0: unknown)
+  double shutdown_s = 0;   // per epoch whose workers stop
+  int64_t epochs = 0;      // epochs of the training loader inside the window
+  std::vector<int64_t> batches_per_epoch;
+  double samples_per_step = 1;
+  double other_s = 0;  // window time outside the training loader's epochs (evaluation, set-up)
+  double train_s = 0;  // window time inside them (measured)
+  // Means, for the report.
+  double compute_ms = 0, compute_cpu_ms = 0, fetch_ms = 0, fetch_cpu_ms = 0, recv_cpu_ms = 0;
+};
+
+struct WhatIf {
+  bool available = false;
+  std::string why_not;  // when not available
+  LoaderSetting recorded;
+  WhatIfInputs inputs;
+  double measured_samples_per_s = 0;   // the report's figure for the training loader's window
+  double predicted_recorded_samples_per_s = 0;
+  double fit_error = 0;               // predicted / measured - 1, for the recorded setting's steady steps
+  std::vector<WhatIfCandidate> candidates;  // the recorded setting first
+  std::optional<size_t> best;               // index into candidates: the advised setting
+  double best_gain = 1;                     // best / recorded predicted samples/s
+  // The gain of changing one argument alone to its advised value (1 when it is not changed):
+  // what each recommendation is worth by itself.
+  double gain_num_workers = 1, gain_prefetch_factor = 1, gain_persistent_workers = 1;
+  double min_gain = 1;                      // the gain below which no setting is advised
+  std::string bound;       // what bounds the loop at the best setting: "cpu", "compute", "fetch", "start-up"
+  std::string bound_text;  // one sentence
+  std::string confidence;  // "high", "medium", "low"
+  // The same loop if fetching a batch took half the time (CPU and waiting), at the advised
+  // setting: what "make __getitem__ cheaper" is worth.
+  double cheaper_fetch_samples_per_s = 0;
+  std::vector<std::string> assumptions;
+};
+
+// The model of the report's training loader (r.loader()); not available without one, without
+// steps, for the reference loader, or without dl.cpu events (recordings made before them).
+WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r);
+
+// The simulation alone, for tests: the steady step time (seconds) and the consumer's waiting share
+// of it for one setting, over `steps` steps of the inputs (cycled).
+struct SimResult {
+  double step_s = 0;      // steady-state seconds per step
+  double wait_frac = 0;   // share of steady time the consumer waits for a batch
+  double fill_s = 0;      // time from the start to the first batch handed
+};
+SimResult simulate(const WhatIfInputs& in, const LoaderSetting& setting, int64_t steps);
+
+}  // namespace stallscope::analysis

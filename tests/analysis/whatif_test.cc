@@ -1,0 +1,189 @@
+// Tests of the what-if model: the simulation against queueing results worked out by hand, and the
+// model on synthetic recordings whose every figure is known by construction.
+#include "analysis/whatif.h"
+
+#include <gtest/gtest.h>
+
+#include "analysis/report.h"
+#include "analysis/session.h"
+#include "tests/analysis/fixture.h"
+#include "tests/unit/test_util.h"
+
+namespace stallscope::analysis {
+namespace {
+
+using stallscope::testing::kMs;
+using stallscope::testing::RecordingBuilder;
+using stallscope::testing::SimConfig;
+
+constexpr double kS = 1e-3;  // one millisecond in seconds
+
+// One kind of step and one kind of batch, repeated.
+WhatIfInputs inputs(int64_t cores, int64_t threads, StepDemand step, Demand fetch) {
+  WhatIfInputs in;
+  in.usable_cores = cores;
+  in.torch_threads = threads;
+  in.steps = {step};
+  in.fetches = {fetch};
+  return in;
+}
+
+LoaderSetting workers(int64_t n, int64_t pf = 2) {
+  LoaderSetting s;
+  s.num_workers = n;
+  s.prefetch_factor = pf;
+  return s;
+}
+
+// Without workers the loop fetches, then computes: the step is their sum, the wait the fetch.
+TEST(WhatIfSimTest, NoWorkersIsFetchPlusCompute) {
+  StepDemand step;
+  step.serial_cpu_s = 70 * kS;
+  const WhatIfInputs in = inputs(2, 1, step, Demand{10 * kS, 20 * kS});
+  const SimResult r = simulate(in, workers(0), 200);
+  EXPECT_NEAR(r.step_s, 100 * kS, 1e-9);
+  EXPECT_NEAR(r.wait_frac, 0.30, 1e-9);
+  EXPECT_NEAR(r.fill_s, 30 * kS, 1e-9);
+}
+
+// A fetch that only waits (I/O) overlaps the step completely with one worker when it is shorter
+// than the step, and needs ceil(fetch / step) workers when longer.
+TEST(WhatIfSimTest, WaitingFetchIsHiddenByEnoughWorkers) {
+  StepDemand step;
+  step.serial_cpu_s = 10 * kS;
+  const WhatIfInputs in = inputs(2, 1, step, Demand{0, 35 * kS});
+  // (Within 0.5%: the steady window need not hold a whole number of round-robin rounds.)
+  EXPECT_NEAR(simulate(in, workers(1), 400).step_s, 35 * kS, 0.005 * 35 * kS);
+  EXPECT_NEAR(simulate(in, workers(2), 400).step_s, 17.5 * kS, 0.005 * 17.5 * kS);
+  EXPECT_NEAR(simulate(in, workers(3), 400).step_s, 35.0 / 3 * kS, 0.005 * 35.0 / 3 * kS);
+  const SimResult four = simulate(in, workers(4), 400);
+  EXPECT_NEAR(four.step_s, 10 * kS, 0.005 * 10 * kS);  // the step bounds it now
+  EXPECT_NEAR(four.wait_frac, 0, 0.005);
+  // Waiting needs no core: 16 workers on 2 cores still deliver one batch per 35/16 ms.
+  step.serial_cpu_s = 1 * kS;
+  const WhatIfInputs fast = inputs(2, 1, step, Demand{0, 32 * kS});
+  EXPECT_NEAR(simulate(fast, workers(16), 800).step_s, 2 * kS, 0.015 * 2 * kS);
+}
+
+// CPU fetches on too few cores: the cores bound the loop at P / (CPU per step).
+TEST(WhatIfSimTest, CpuFetchesAreBoundByTheCores) {
+  StepDemand step;
+  step.serial_cpu_s = 4 * kS;
+  const WhatIfInputs in = inputs(2, 1, step, Demand{10 * kS, 0});
+  // 14 ms of CPU per step on 2 cores: at best 7 ms per step, whatever the worker count.
+  for (int64_t n : {2, 4, 8}) {
+    const double s = simulate(in, workers(n), 600).step_s;
+    EXPECT_GE(s, 7 * kS * 0.995) << n;
+    EXPECT_LE(s, 7 * kS * 1.15) << n;
+  }
+  // One worker: 10 ms per batch, the step overlaps it on the other core.
+  EXPECT_NEAR(simulate(in, workers(1), 600).step_s, 10 * kS, 1e-6);
+}
+
+// A step on two intra-op threads that advance together: one worker on a 2-core machine halves
+// the step's speed while it fetches, as a parallel region waits for its slowest thread.
+TEST(WhatIfSimTest, ParallelStepSlowsWhenWorkersTakeItsCores) {
+  StepDemand step;
+  step.gang_s = 20 * kS;  // 40 ms of CPU on 2 threads
+  const WhatIfInputs in = inputs(2, 2, step, Demand{10 * kS, 0});
+  EXPECT_NEAR(simulate(in, workers(0), 200).step_s, 30 * kS, 1e-9);
+  // With a worker: 3 runnable threads on 2 cores; the gang advances at 1/2, the worker at 2/3.
+  // The worker's 10 ms take 15 ms, in which the step advances 7.5 ms; 12.5 ms remain alone.
+  EXPECT_NEAR(simulate(in, workers(1), 600).step_s, 27.5 * kS, 0.5 * kS);
+  // Two workers: 4 threads, everybody at 1/2: no faster than one worker.
+  EXPECT_GE(simulate(in, workers(2), 600).step_s, 27.5 * kS * 0.995);
+}
+
+// prefetch_factor: a slow batch every so often drains a shallow queue; a deep one hides it.
+TEST(WhatIfSimTest, DeeperPrefetchHidesSlowBatches) {
+  WhatIfInputs in;
+  in.usable_cores = 16;
+  in.torch_threads = 1;
+  StepDemand step;
+  step.serial_cpu_s = 20 * kS;
+  in.steps = {step};
+  for (int i = 0; i < 20; ++i) in.fetches.push_back(Demand{0, (i == 0 ? 200 : 5) * kS});
+  const double shallow = simulate(in, workers(2, 1), 1000).step_s;
+  const double deep = simulate(in, workers(2, 8), 1000).step_s;
+  EXPECT_GT(shallow, 22 * kS);
+  EXPECT_NEAR(deep, 20 * kS, 0.5 * kS);
+}
+
+// [SECTION] the model on recordings
+class WhatIfTest : public ::testing::Test {
+ protected:
+  stallscope::testing::TempDir dir_;
+
+  Report run(const SimConfig& c, int cores) {
+    const std::string p = dir_.file(stallscope::testing::unique_name("whatif") + ".db");
+    {
+      RecordingBuilder b(p);
+      b.meta("usable_cores", std::to_string(cores));
+      b.meta("cpu_count", std::to_string(cores));
+      simulate(b, c);
+    }
+    auto s = load_session(p);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.ok() ? analyze(*s) : Report{};
+  }
+};
+
+const WhatIfCandidate* candidate(const WhatIf& w, int64_t n, int64_t pf, bool persistent) {
+  for (const WhatIfCandidate& c : w.candidates) {
+    if (c.setting.num_workers == n && (n == 0 || (c.setting.prefetch_factor == pf &&
+                                                  c.setting.persistent_workers == persistent))) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+// num_workers=0, fetch 30 ms of waiting, step 70 ms on one core: the recorded setting is
+// predicted as measured, and one worker hides the fetch: 100 ms -> 70 ms per step.
+TEST_F(WhatIfTest, PredictsTheRecordedRunAndOneWorker) {
+  SimConfig c;
+  c.epochs = 2;
+  c.fetch_cpu = 0.0;
+  c.compute_cpu = 1.0;
+  const Report r = run(c, 2);
+  const WhatIf& w = r.whatif;
+  ASSERT_TRUE(w.available) << w.why_not;
+  EXPECT_EQ(w.inputs.usable_cores, 2);
+  EXPECT_NEAR(w.inputs.compute_ms, 70, 1e-6);
+  EXPECT_NEAR(w.inputs.fetch_ms, 30, 1e-6);
+  EXPECT_NEAR(w.inputs.fetch_cpu_ms, 0, 1e-6);
+  EXPECT_LT(std::abs(w.fit_error), 0.01) << w.fit_error;
+  EXPECT_EQ(w.confidence, "high");
+  const WhatIfCandidate* one = candidate(w, 1, 2, true);
+  ASSERT_NE(one, nullptr);
+  // 2 epochs x (first batch 30 ms + 99 steps x 70 ms + the last step's compute) in the window.
+  EXPECT_NEAR(one->steady_step_ms, 70, 0.01);
+  EXPECT_NEAR(one->samples_per_s / w.candidates.front().samples_per_s, 100.0 / 70.0, 0.03);
+  ASSERT_TRUE(w.best.has_value());
+  EXPECT_EQ(w.candidates[*w.best].setting.num_workers, 1);  // the fewest workers that reach the best
+  EXPECT_EQ(w.bound, "compute");
+}
+
+// Recordings made before dl.cpu: the CPU split comes from /proc means, and the model says so.
+TEST_F(WhatIfTest, WithoutCpuMarksTheProcMeansAreUsed) {
+  SimConfig c;
+  const Report r = run(c, 2);
+  ASSERT_TRUE(r.whatif.available) << r.whatif.why_not;
+  bool said = false;
+  for (const std::string& a : r.whatif.assumptions) said |= a.find("no dl.cpu events") != std::string::npos;
+  EXPECT_TRUE(said);
+  EXPECT_NE(r.whatif.confidence, "high");
+}
+
+// The reference loader is not modelled; a run without steady steps neither.
+TEST_F(WhatIfTest, NotAvailableSaysWhy) {
+  SimConfig c;
+  c.batches_per_epoch = 2;
+  const Report r = run(c, 2);
+  EXPECT_FALSE(r.whatif.available);
+  EXPECT_FALSE(r.whatif.why_not.empty());
+  EXPECT_NE(render_text(r).find("not available: "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stallscope::analysis
