@@ -13,8 +13,8 @@ Json loader_json(const LoaderStats& l) {
   // The recorded configuration first, as the hooks wrote it; then what was measured.
   Json v = l.config.doc.is_object() ? l.config.doc : Json::object();
   v["loader"] = l.id;
-  for (const char* key :
-       {"batch_size", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "start_method"}) {
+  for (const char* key : {"batch_size", "num_workers", "pin_memory", "pin_memory_effective", "persistent_workers",
+                          "prefetch_factor", "start_method"}) {
     if (!v.contains(key)) v[key] = nullptr;
   }
   if (!l.config.num_workers && l.num_workers) v["num_workers"] = *l.num_workers;

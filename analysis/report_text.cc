@@ -13,6 +13,14 @@ constexpr size_t kMaxWorkerRows = 16;
 std::string yes_no(const std::optional<bool>& b) { return b ? (*b ? "true" : "false") : "?"; }
 std::string num(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "?"; }
 
+// pin_memory as asked, and when torch ignored it (no accelerator to pin for) that it had no effect:
+// "pin_memory true" alone reads as pinned batches on a CPU-only run.
+std::string pin_text(const LoaderConfig& c) {
+  std::string s = "pin_memory " + yes_no(c.pin_memory);
+  if (c.pin_memory.value_or(false) && c.pin_memory_effective == false) s += " (no effect: no GPU)";
+  return s;
+}
+
 std::string loader_line(const LoaderStats& l) {
   const LoaderConfig& c = l.config;
   if (c.kind == vocab::kLoaderReference) {
@@ -21,10 +29,10 @@ std::string loader_line(const LoaderStats& l) {
   std::string s = c.kind == vocab::kLoaderTuned ? "torch DataLoader, tuned: " : "";
   s += "batch_size " + num(c.batch_size) + ", num_workers " + num(l.num_workers);
   if (l.has_config && l.num_workers.value_or(0) == 0) {
-    s += ", pin_memory " + yes_no(c.pin_memory);
+    s += ", " + pin_text(c);
   } else if (l.has_config) {
-    s += ", persistent_workers " + yes_no(c.persistent_workers) + ", prefetch_factor " + num(c.prefetch_factor) +
-         ", pin_memory " + yes_no(c.pin_memory);
+    s += ", persistent_workers " + yes_no(c.persistent_workers) + ", prefetch_factor " + num(c.prefetch_factor) + ", " +
+         pin_text(c);
     if (c.start_method) s += ", start_method " + *c.start_method;
   }
   return s;

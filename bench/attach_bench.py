@@ -6,7 +6,8 @@ throughput before the attach, while attached and after the detach (all in the sa
 the comparison is side by side; the cost is taken against the mean of before and after, which
 cancels a steady drift), the longest step around the attach (the one-off pause: the
 stopped thread, then the Python side holding the GIL) against the median step, and what the attach
-command itself reports.
+command itself reports. Then what `stallscope attach --list` costs, with a training process to
+find (it reads every process's /proc files).
     python3 bench/attach_bench.py [--reps N] [--build DIR]
 """
 import argparse
@@ -14,6 +15,7 @@ import itertools
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -63,6 +65,27 @@ def one(launcher, mode, tmp, rep):
     }
 
 
+def list_cost(launcher, reps):
+    """`attach --list` while a training process runs: median (wall s, CPU s) over `reps` runs."""
+    p = subprocess.Popen([sys.executable, os.path.join(HERE, "overhead_train.py"), "--mode", "compute", "--seconds",
+                          "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if p.stdout.readline().strip() != "TRAINING":
+            sys.exit(f"attach_bench: the training loop did not start: {p.stderr.read()[-500:]}")
+        runs = []
+        for _ in range(reps):
+            r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+            out = subprocess.run([launcher, "attach", "--list"], capture_output=True, text=True)
+            wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+            if str(p.pid) not in out.stdout:
+                sys.exit(f"attach_bench: attach --list did not list the training process: {out.stdout}{out.stderr}")
+            runs.append((wall, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime))
+    finally:
+        p.kill()
+        p.communicate()
+    return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
@@ -90,6 +113,10 @@ def main():
         print(f"| {mode}-bound | {m['before']:.0f} | {m['attached']:.0f} | {m['after']:.0f} | {drift:+.1f} % | "
               f"{cost:+.1f} % | {m['median_step_ms']:.1f} ms | {m['longest_at_attach_ms']:.0f} ms | "
               f"{m['stopped_ms']:.1f} ms | {m['gil_ms']:.0f} ms | < 2 % ({verdict}) |")
+    wall, cpu = list_cost(launcher, max(args.reps, 3))
+    print()
+    print(f"`stallscope attach --list` ({len(os.listdir('/proc'))} entries in /proc, one training process): "
+          f"{wall * 1e3:.0f} ms wall, {cpu * 1e3:.0f} ms CPU (median)")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ struct AttachArgs {
 
 Body define(CLI::App& app) {
   auto a = std::make_shared<AttachArgs>();
-  add_recording_options(app, {a->opt.output, a->opt.ring_events, a->opt.rings, a->opt.quiet});
+  add_recording_options(app, {a->opt.output, a->opt.overwrite, a->opt.ring_events, a->opt.rings, a->opt.quiet});
   parse_with(app.add_option("-d,--duration")
                  ->type_name("SEC")
                  ->description("detach after SEC seconds (default: until the process exits or Ctrl-C)"),
@@ -49,6 +49,7 @@ Body define(CLI::App& app) {
     char* end = nullptr;
     const long pid = std::strtol(arg.c_str(), &end, 10);
     if (*end != '\0' || pid <= 0 || pid > (1l << 22)) return usage_error(app, "'" + arg + "' is not a process id");
+    if (int rc = check_output(app, a->opt.output, a->opt.overwrite); rc != 0) return rc;
     a->opt.pid = static_cast<pid_t>(pid);
     a->opt.summary = print_summary;
     return attach_command(a->opt);
@@ -66,8 +67,10 @@ const Command kAttachCommand = {
     "loads the collector into it (ptrace), installs the DataLoader hooks, including on the\n"
     "iterators that run now (followed from their next batch), and records into a session\n"
     "database until the process exits, the duration is up, or Ctrl-C. Ctrl-C detaches: the\n"
-    "process goes on, unrecorded. Worker processes that exist already are sampled (CPU, run\n"
-    "queue, memory); batch events come from the workers started after the attach.\n"
+    "process goes on, unrecorded. DataLoader worker processes that exist already are joined and\n"
+    "instrumented too (their batches from the next one they fetch), as are the workers started\n"
+    "after the attach; another Python child is only sampled (CPU, run queue, memory). An -o file\n"
+    "that exists is refused (exit status 2) unless --force is given.\n"
     "\n"
     "Needs permission to trace PID: the same user (root with kernel.yama.ptrace_scope >= 1).\n"
     "x86-64 Linux; GPU capture (CUPTI, NVTX) needs `stallscope run`.",

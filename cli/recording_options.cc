@@ -1,6 +1,8 @@
 // The options shared by the commands that record; see recording_options.h.
 #include "cli/recording_options.h"
 
+#include <sys/stat.h>
+
 #include "cli/command.h"
 
 namespace stallscope::cli {
@@ -14,6 +16,7 @@ void add_recording_options(CLI::App& app, RecordingSettings s) {
                out = v;
                return "";
              });
+  app.add_flag("--force", s.force, "replace the -o file (and its -wal/-shm files) if it exists");
   parse_with(app.add_option("--ring-events", "events buffered per thread between flushes (power of two, default 16384)")
                  ->type_name("N"),
              [&out = s.ring_events](const std::string& v) -> std::string {
@@ -26,6 +29,12 @@ void add_recording_options(CLI::App& app, RecordingSettings s) {
   parse_with(app.add_option("--rings", "threads that can record at once (default 64)")->type_name("N"),
              [&out = s.rings](const std::string& v) { return parse_count(v, &out) ? "" : "needs a positive number"; });
   app.add_flag("-q,--quiet", s.quiet, "print nothing but errors");
+}
+
+int check_output(const CLI::App& app, const std::string& output, bool force) {
+  struct stat st;
+  if (output.empty() || force || ::lstat(output.c_str(), &st) != 0) return 0;
+  return usage_error(app, output + " exists; pass --force to overwrite it or choose another -o");
 }
 
 }  // namespace stallscope::cli

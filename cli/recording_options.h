@@ -1,6 +1,7 @@
 // The options that every command which records shares (`stallscope run`, `stallscope attach`):
 // where the recording goes, how much each thread buffers, and --quiet. Declared once so that they
-// read, check and explain themselves the same way in each command.
+// read, check and explain themselves the same way in each command, and the check that an existing
+// recording is only replaced when asked to.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,12 +13,19 @@ namespace stallscope::cli {
 // inject/attach.h AttachOptions).
 struct RecordingSettings {
   std::string& output;
+  bool& force;  // --force: replace an existing -o file
   unsigned& ring_events;
   unsigned& rings;
   bool& quiet;
 };
 
-// Adds -o/--output FILE, --ring-events N, --rings N and -q/--quiet to `app`.
+// Adds -o/--output FILE, --force, --ring-events N, --rings N and -q/--quiet to `app`.
 void add_recording_options(CLI::App& app, RecordingSettings settings);
+
+// Before anything starts: 0 when `output` can be written (empty: the default name, which is new;
+// a file that does not exist; or `force`), else the usage error (exit status 2) that says the file
+// exists and what to do. A recording is never replaced by accident, and the old one is not left
+// for `report` to read as if it were the new run.
+int check_output(const CLI::App& app, const std::string& output, bool force);
 
 }  // namespace stallscope::cli

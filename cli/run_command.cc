@@ -20,7 +20,7 @@ namespace {
 Body define(CLI::App& app) {
   auto opt = std::make_shared<RunOptions>();
   auto gpu = std::make_shared<std::string>();
-  add_recording_options(app, {opt->output, opt->ring_events, opt->rings, opt->quiet});
+  add_recording_options(app, {opt->output, opt->overwrite, opt->ring_events, opt->rings, opt->quiet});
   parse_with(app.add_option("--gpu")
                  ->type_name("SPEC")
                  ->envname("STALLSCOPE_GPU")
@@ -65,7 +65,8 @@ Body define(CLI::App& app) {
     if (opt->command.empty()) {
       return usage_error(app, "run: no program given; usage: stallscope run [-o FILE] -- PROGRAM [ARGS...]");
     }
-    if (!gpu->empty()) ::setenv("STALLSCOPE_GPU", gpu->c_str(), 1);  // the program's processes read it
+    if (int rc = check_output(app, opt->output, opt->overwrite); rc != 0) return rc;  // before the program starts
+    if (!gpu->empty()) ::setenv("STALLSCOPE_GPU", gpu->c_str(), 1);                   // the program's processes read it
     if (opt->loader != vocab::kLoaderTorch) {
       // reference falls back to tuned for a dataset it cannot read, so both need the settings.
       opt->loader_tuned = analysis::to_json(analysis::tuned_loader(cpus::budget())).dump();  // one line
@@ -83,7 +84,8 @@ const Command kRunCommand = {
     "stallscope run [OPTIONS] [--] PROGRAM [ARGS...]",
     "Starts PROGRAM with libstallscope.so preloaded and records every process it starts (forked\n"
     "or spawned) into one SQLite session database, readable while it is written. Signals sent to\n"
-    "stallscope are passed to PROGRAM; stallscope exits with PROGRAM's exit status.\n"
+    "stallscope are passed to PROGRAM; stallscope exits with PROGRAM's exit status. An -o file\n"
+    "that exists is refused before PROGRAM starts (exit status 2) unless --force is given.\n"
     "The options end at `--` or at PROGRAM: the words after it are PROGRAM's.",
     "Examples:\n"
     "  stallscope run -o run.db -- python train.py --epochs 2\n"

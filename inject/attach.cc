@@ -24,6 +24,7 @@
 #include "inject/launcher.h"
 #include "storage/recorder.h"
 #include "storage/session_registry.h"
+#include "storage/writer.h"
 
 namespace stallscope {
 namespace {
@@ -84,6 +85,12 @@ bool start_recording(const AttachOptions& opt, Attachment* a) {
   ArenaConfig cfg;
   cfg.ring_capacity = opt.ring_events;
   cfg.ring_count = opt.rings;
+  if (opt.overwrite) {
+    if (Status s = Writer::remove(a->output); !s.ok()) {
+      std::fprintf(stderr, "stallscope: %s; remove it yourself or choose another -o\n", s.message().c_str());
+      return false;
+    }
+  }
   std::string why;
   a->arena = Arena::create(a->payload.shm, cfg, &why);
   if (a->arena == nullptr) {
@@ -112,8 +119,7 @@ bool load_collector(Attachment* a) {
   if (failure.empty()) return true;
   (void)a->recorder->stop();  // the recording is deleted below
   Arena::unlink(p.shm);
-  ::unlink(a->output.c_str());
-  for (const char* suffix : {"-wal", "-shm"}) ::unlink((a->output + suffix).c_str());
+  (void)Writer::remove(a->output);  // best effort: the attach failed, which is the news
   a->status.remove();
   std::fprintf(stderr, "stallscope: cannot attach to process %d: %s\n", static_cast<int>(a->pid), failure.c_str());
   return false;

@@ -19,8 +19,9 @@ namespace stallscope {
 
 struct AttachOptions {
   pid_t pid = 0;
-  std::string output;     // database path; empty: stallscope-<prog>-<time>.db
-  double duration_s = 0;  // 0: until the process exits or Ctrl-C
+  std::string output;      // database path; empty: stallscope-<prog>-<time>.db
+  bool overwrite = false;  // --force: replace `output` (and its -wal/-shm files) if it exists
+  double duration_s = 0;   // 0: until the process exits or Ctrl-C
   bool quiet = false;
   unsigned ring_events = 16384;
   unsigned rings = 64;

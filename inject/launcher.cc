@@ -20,6 +20,7 @@
 #include "collector/arena.h"
 #include "storage/recorder.h"
 #include "storage/session_registry.h"
+#include "storage/writer.h"
 
 extern char** environ;
 
@@ -173,7 +174,12 @@ int run_command(const RunOptions& opt) {
     ArenaConfig cfg;
     cfg.ring_capacity = opt.ring_events;
     cfg.ring_count = opt.rings;
-    Arena* arena = Arena::create(shm_name, cfg, &why_not);
+    Arena* arena = nullptr;
+    if (Status s = opt.overwrite ? Writer::remove(output) : Status::Ok(); !s.ok()) {
+      why_not = s.message();
+    } else {
+      arena = Arena::create(shm_name, cfg, &why_not);
+    }
     if (arena != nullptr) {
       std::map<std::string, std::string> meta = {
           {"mode", "launcher"}, {"command", shell_join(opt.command)}, {"loader", opt.loader}};

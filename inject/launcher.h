@@ -12,6 +12,7 @@ namespace stallscope {
 
 struct RunOptions {
   std::string output;                // database path; empty: stallscope-<prog>-<time>.db
+  bool overwrite = false;            // --force: replace `output` (and its -wal/-shm files) if it exists
   std::vector<std::string> command;  // program and its arguments
   unsigned ring_events = 16384;      // events per thread ring (power of two)
   unsigned rings = 64;               // threads that can record at once

@@ -1,6 +1,11 @@
 // Session database writer; see writer.h.
 #include "storage/writer.h"
 
+#include <errno.h>
+#include <unistd.h>
+
+#include <cstring>
+
 #include "storage/schema.h"
 
 namespace stallscope {
@@ -27,6 +32,18 @@ Result<std::unique_ptr<Writer>> Writer::create(const std::string& path) {
   std::unique_ptr<Writer> w(new Writer(std::move(*db)));
   if (Status s = w->prepare_all(); !s.ok()) return s;
   return w;
+}
+
+Status Writer::remove(const std::string& path) {
+  // The side files first: a -wal left beside a new database of the same name would be read as its
+  // own.
+  for (const char* suffix : {"-wal", "-shm", ""}) {
+    const std::string p = path + suffix;
+    if (::unlink(p.c_str()) != 0 && errno != ENOENT) {
+      return Status::Error("cannot remove " + p + ": " + std::strerror(errno));
+    }
+  }
+  return Status::Ok();
 }
 
 Writer::~Writer() = default;

@@ -16,6 +16,9 @@ class Writer {
  public:
   // Creates a new recording at `path` (mode 0600, WAL). Fails if the file exists.
   static Result<std::unique_ptr<Writer>> create(const std::string& path);
+  // Deletes the recording at `path` with its -wal and -shm side files (those that exist), so that
+  // create() can make a new one there: `--force`, and a recording given up on.
+  static Status remove(const std::string& path);
   ~Writer();
 
   Status set_meta(std::string_view key, std::string_view value);

@@ -1,7 +1,9 @@
-// Headline: four cards with the figures that say whether the input pipeline holds the job back,
-// each "now" (the last kNowNs before the live edge or the playhead), over the whole run (from the
-// analysis), and as a sparkline over the last minutes: samples/s, stall %, GPU busy % (or, on a
-// CPU-only run, the share of time the loop computes), and batches ready in the queue.
+// Headline: four cards with the figures that say whether the input pipeline holds the job back:
+// samples/s, stall %, GPU busy % (or, on a CPU-only run, the share of time the loop computes), and
+// batches ready in the queue. Each has two figures, the run's (from the analysis, over the training
+// window) and the last kNowNs before the live edge or the playhead, and a sparkline over the last
+// minutes. The big figure is the run's in a replay, where a first look reads it as the run's
+// result, and the last seconds' while following a live run; each is labelled.
 #include <algorithm>
 #include <cmath>
 
@@ -36,11 +38,35 @@ void draw_sparkline(ImDrawList* dl, const std::vector<float>& values, float vmax
 }
 
 struct Card {
-  std::string label, now, whole, unit;
+  std::string label, unit;
+  std::string now = "-", run = "-";  // the figures: the last kNowNs, the whole run ("-": unknown)
+  std::string run_detail;            // said after the run's figure: "400 steps"
+  std::string note;                  // in place of the smaller line when a card has no figures
   std::vector<float> spark;
   float spark_max = 1;
   ImU32 color = kAccent;
 };
+
+// A figure with its unit: "30.0%", "320 samples/s", "-".
+std::string with_unit(const std::string& v, const std::string& unit) {
+  if (v == "-" || unit.empty()) return v;
+  return unit == "%" ? v + unit : v + " " + unit;
+}
+
+// What a card shows, by whether the run is followed live (see the file comment).
+struct CardText {
+  std::string big, scope, small;
+};
+CardText card_text(const Card& c, bool live) {
+  const std::string last = "last " + std::to_string(kNowNs / 1'000'000'000) + " s";
+  const std::string detail = c.run_detail.empty() ? "" : ", " + c.run_detail;
+  if (live) {
+    return {c.now, last, c.note.empty() ? "run: " + with_unit(c.run, c.unit) + detail : c.note};
+  }
+  return {c.run, "run",
+          c.note.empty() ? (c.run_detail.empty() ? "" : c.run_detail + "; ") + last + ": " + with_unit(c.now, c.unit)
+                         : c.note};
+}
 
 // Sums a Bin field over [t0, t1) (whole bins).
 template <typename F>
@@ -52,18 +78,24 @@ double bin_sum(const std::vector<Bin>& bins, int64_t t0, int64_t t1, F field) {
   return s;
 }
 
-void draw_card(ImDrawList* dl, const UiFonts& fonts, const Card& c, ImVec2 p0, ImVec2 p1) {
+void draw_card(ImDrawList* dl, const UiFonts& fonts, const Card& c, const CardText& t, ImVec2 p0, ImVec2 p1) {
   dl->AddRectFilled(p0, p1, kPanelBg, 4.0f);
   dl->AddRectFilled(p0, ImVec2(p0.x + 3, p1.y), c.color, 2.0f);
-  dl->AddText(ImVec2(p0.x + 12, p0.y + 6), kTextDim, c.label.c_str());
+  const std::string top = c.label + " \xc2\xb7 " + t.scope;  // U+00B7, in every font's default range
   ImFont* big = fonts.big ? fonts.big : ImGui::GetFont();
   const float big_size = fonts.big ? fonts.big->FontSize : ImGui::GetFontSize() * 2.0f;
-  dl->AddText(big, big_size, ImVec2(p0.x + 12, p0.y + 24), kText, c.now.c_str());
-  const float vw = big->CalcTextSizeA(big_size, FLT_MAX, 0.0f, c.now.c_str()).x;
-  dl->AddText(ImVec2(p0.x + 16 + vw, p0.y + 24 + big_size - ImGui::GetFontSize() - 4), kTextDim, c.unit.c_str());
-  dl->AddText(ImVec2(p0.x + 12, p1.y - ImGui::GetFontSize() - 6), kTextDim, c.whole.c_str());
-  const float sx0 = p0.x + (p1.x - p0.x) * 0.52f;
+  const float vw = big->CalcTextSizeA(big_size, FLT_MAX, 0.0f, t.big.c_str()).x;
+  // The sparkline takes the right of the card from where the text ends, keeping at least the right
+  // 30% (at most 48%); on a narrow card it runs under the text, which is drawn over it.
+  const float text_w = std::max({ImGui::CalcTextSize(top.c_str()).x, 4 + vw + ImGui::CalcTextSize(c.unit.c_str()).x,
+                                 ImGui::CalcTextSize(t.small.c_str()).x});
+  const float w = p1.x - p0.x;
+  const float sx0 = std::clamp(p0.x + 12 + text_w + 12, p0.x + w * 0.52f, p0.x + w * 0.70f);
   draw_sparkline(dl, c.spark, c.spark_max, ImVec2(sx0, p0.y + 14), ImVec2(p1.x - 10, p1.y - 10), c.color);
+  dl->AddText(ImVec2(p0.x + 12, p0.y + 6), kTextDim, top.c_str());
+  dl->AddText(big, big_size, ImVec2(p0.x + 12, p0.y + 24), kText, t.big.c_str());
+  dl->AddText(ImVec2(p0.x + 16 + vw, p0.y + 24 + big_size - ImGui::GetFontSize() - 4), kTextDim, c.unit.c_str());
+  dl->AddText(ImVec2(p0.x + 12, p1.y - ImGui::GetFontSize() - 6), kTextDim, t.small.c_str());
 }
 
 }  // namespace
@@ -113,9 +145,10 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
     c.label = bs > 0 ? "throughput" : "throughput (batches)";
     c.unit = bs > 0 ? "samples/s" : "batches/s";
     c.now = w > 0 ? fmt_double(handed * (bs > 0 ? bs : 1) / (w / 1e9), 0) : "-";
-    c.whole = rep && rep->samples_per_s ? "run: " + fmt_double(*rep->samples_per_s, 0) + " samples/s, " +
-                                              std::to_string(rep->steps) + " steps"
-                                        : "run: -";
+    if (rep && rep->samples_per_s) {
+      c.run = fmt_double(*rep->samples_per_s, 0);
+      c.run_detail = std::to_string(rep->steps) + " steps";
+    }
     c.spark = series([&](int64_t a, int64_t b) {
       return bin_sum(bins, a, b, [](const Bin& x) { return x.handed; }) * (bs > 0 ? bs : 1) /
              (static_cast<double>(b - a) / 1e9);
@@ -130,9 +163,10 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
     c.label = "stalled on input";
     c.unit = "%";
     c.now = w > 0 ? fmt_double(std::min(100.0, 100 * st / w), 0) : "-";
-    c.whole =
-        rep ? "run: " + fmt_double(rep->stall.fraction * 100, 1) + "% (" + fmt_duration(rep->stall.seconds * 1e9) + ")"
-            : "run: -";
+    if (rep) {
+      c.run = fmt_double(rep->stall.fraction * 100, 1);
+      c.run_detail = fmt_duration(rep->stall.seconds * 1e9) + " waiting";
+    }
     c.spark = series([&](int64_t a, int64_t b) {
       return std::min(100.0, 100 * bin_sum(bins, a, b, [](const Bin& x) { return static_cast<double>(x.stall_ns); }) /
                                  static_cast<double>(b - a));
@@ -151,10 +185,8 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
     if (rep && rep->window_end_ns > rep->window_start_ns) {
       const double whole = bin_sum(bins, rep->window_start_ns, rep->window_end_ns, field) /
                            static_cast<double>(rep->window_end_ns - rep->window_start_ns);
-      c.whole = "run: " + fmt_double(std::min(100.0, whole * 100), 1) + "%" +
-                (gpu ? std::string() : ", " + fmt_double(rep->compute_per_step_ms, 1) + " ms/step");
-    } else {
-      c.whole = "run: -";
+      c.run = fmt_double(std::min(100.0, whole * 100), 1);
+      if (!gpu) c.run_detail = fmt_double(rep->compute_per_step_ms, 1) + " ms/step";
     }
     c.spark = series([&](int64_t a, int64_t b) {
       return std::min(100.0, 100 * bin_sum(bins, a, b, field) / static_cast<double>(b - a));
@@ -169,25 +201,33 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
     c.unit = "in queue";
     if (an && !an->ready.empty()) {
       c.now = fmt_double(an->ready.mean(w_begin, w_end), 1);
-      c.whole = an->report.queue.mean_ready ? "run: " + fmt_double(*an->report.queue.mean_ready, 1) + " mean, empty " +
-                                                  fmt_double(an->report.queue.empty_fraction.value_or(0) * 100, 0) + "%"
-                                            : "run: -";
+      if (an->report.queue.mean_ready) {
+        c.run = fmt_double(*an->report.queue.mean_ready, 1);
+        c.run_detail = "empty " + fmt_double(an->report.queue.empty_fraction.value_or(0) * 100, 0) + "%";
+      }
       c.spark = series([&](int64_t a, int64_t b) { return an->ready.mean(a, b); });
       c.spark_max = vmax(c.spark, 1);
     } else {
-      c.now = "-";
-      c.whole =
+      c.note =
           an ? (an->report.queue.note.empty() ? "no queue events" : "no queue (num_workers=0)") : "analysis running...";
     }
     c.color = IM_COL32(104, 200, 120, 255);
   }
 
+  // Following a recording still being written: the last seconds first. A replay (finished, cut
+  // off, or a finished file still being read): the run's figures first.
+  const SourceState state = f.snap ? f.snap->state : SourceState::kFinished;
+  const bool live = state == SourceState::kLive || (state == SourceState::kLoading && f.tl && !f.tl->complete);
   const float gap = 8;
   const float cw = (size.x - gap * 3) / 4;
   for (size_t i = 0; i < cards.size(); ++i) {
     const ImVec2 p0(pos.x + static_cast<float>(i) * (cw + gap), pos.y);
-    draw_card(dl, *f.fonts, cards[i], p0, ImVec2(p0.x + cw, pos.y + size.y));
-    if (f.dump) f.dump->headline.push_back(cards[i].label + ": " + cards[i].now + " " + cards[i].unit);
+    const CardText t = card_text(cards[i], live);
+    draw_card(dl, *f.fonts, cards[i], t, p0, ImVec2(p0.x + cw, pos.y + size.y));
+    if (f.dump) {
+      f.dump->headline.push_back(cards[i].label + ": " + t.big + " " + cards[i].unit);
+      f.dump->cards.push_back({cards[i].label, with_unit(t.big, cards[i].unit), t.scope, t.small});
+    }
   }
   ImGui::EndChild();
 }

@@ -43,6 +43,16 @@ Json dump_json(const LayoutDump& d) {
   root["lanes"] = ls;
   root["items_recorded"] = static_cast<int64_t>(d.items.size());
   root["headline"] = d.headline;
+  Json cards = Json::array();
+  for (const DumpCard& c : d.cards) {
+    Json o = Json::object();
+    o["label"] = c.label;
+    o["big"] = c.big;
+    o["scope"] = c.scope;
+    o["small"] = c.small;
+    cards.push_back(o);
+  }
+  root["cards"] = cards;
   root["recommendations"] = d.recommendations;
   root["sessions"] = d.sessions;
   if (d.hover) {

@@ -52,6 +52,14 @@ struct DumpHover {
   std::vector<std::string> life;  // the batch's life, one stage per line
 };
 
+// One headline card: which figure is drawn big and what it covers, and the smaller line under it.
+struct DumpCard {
+  std::string label;  // "throughput"
+  std::string big;    // the big figure with its unit: "320 samples/s"
+  std::string scope;  // what the big figure covers: "run" (a replay) or "last 2 s" (live)
+  std::string small;  // the other figure, labelled: "last 2 s: 310 samples/s" or "run: ..."
+};
+
 struct LayoutDump {
   bool record_items = true;  // also record every rectangle (tests); lanes and panels always
   std::string state;         // snapshot state name; "compare" for the compare view's window
@@ -69,7 +77,8 @@ struct LayoutDump {
   std::vector<DumpPanel> panels;
   std::vector<DumpLane> lanes;
   std::vector<DumpItem> items;
-  std::vector<std::string> headline;         // "label: value"
+  std::vector<std::string> headline;         // "label: value", the big figure
+  std::vector<DumpCard> cards;               // the same cards in full
   std::vector<std::string> recommendations;  // as listed
   std::vector<std::string> sessions;         // the session picker's entries
   std::optional<DumpHover> hover;

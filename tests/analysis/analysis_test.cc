@@ -150,6 +150,42 @@ TEST_F(AnalysisTest, SamplesFromCollateThenBatchSize) {
   EXPECT_NEAR(r.stall.fraction, 50.0 / 410.0, kTight);
 }
 
+// pin_memory=True where torch had nothing to pin for (pin_memory_effective false) is said to have
+// had no effect in the text; the JSON keeps both fields as recorded.
+TEST_F(AnalysisTest, PinMemoryWithoutEffectIsSaidSo) {
+  struct Case {
+    const char* name;
+    const char* pin;  // the dl.config fields
+    const char* text;
+    bool no_effect;
+  };
+  const Case cases[] = {
+      {"cpu.db", R"("pin_memory": true, "pin_memory_effective": false)", "pin_memory true (no effect: no GPU)", true},
+      {"gpu.db", R"("pin_memory": true, "pin_memory_effective": true)", "pin_memory true", false},
+      {"old.db", R"("pin_memory": true)", "pin_memory true", false},  // a recording from before the field
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    {
+      RecordingBuilder b(path(c.name));
+      const int64_t th = b.thread(b.process(1000, 0), 1000);
+      b.instant(th, "dl.epoch_begin", 0, 0, 0, 0);
+      b.instant(th, "dl.config", 0, 0,
+                b.str(std::string(R"({"loader": 0, "batch_size": 8, "num_workers": 0, )") + c.pin + "}"));
+      for (int i = 0; i < 3; ++i) b.span(th, "dl.next", i * 100 * kMs, 10 * kMs, 0, i, 0);
+      b.finish();
+    }
+    const Report r = report(path(c.name));
+    const std::string text = render_text(r);
+    EXPECT_NE(text.find(std::string(c.text) + "\n"), std::string::npos) << text;
+    EXPECT_EQ(text.find("no effect") != std::string::npos, c.no_effect) << text;
+    const Json loader = to_json(r)["loader"];
+    EXPECT_EQ(loader["pin_memory"], true);
+    ASSERT_TRUE(loader.contains("pin_memory_effective"));
+    EXPECT_EQ(loader["pin_memory_effective"] == false, c.no_effect);
+  }
+}
+
 // One worker, four batches, every time chosen by hand (ms, offset by 1 s):
 //   sent b0,b1 @0; worker fetches b0 [0,100], b1 [100,200], b2 [200,300], b3 [300,400]
 //   next0 [0,100] hands b0 (sends b2 @100); next1 [250,250] b1 (sends b3 @250);

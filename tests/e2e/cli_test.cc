@@ -329,5 +329,39 @@ TEST(CliTest, AttachRefusesTargetsItCannotRecord) {
   EXPECT_NE(::access(db.c_str(), F_OK), 0) << "a refused attach left a recording";
 }
 
+// attach's help says what happens to the DataLoader workers already running: they are joined and
+// instrumented (docs/attach.md), not only sampled.
+TEST(CliTest, AttachHelpSaysRunningWorkersAreInstrumented) {
+  const ProcResult p = run_process({STALLSCOPE_BIN, "attach", "--help"});
+  ASSERT_EQ(p.exit_code, 0);
+  std::string text = p.out;
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  EXPECT_NE(text.find("worker processes that exist already are joined and instrumented"), std::string::npos) << p.out;
+  EXPECT_EQ(text.find("exist already are sampled"), std::string::npos) << p.out;
+}
+
+// An -o file that exists: attach refuses it before touching the process (exit 2, one line); with
+// --force a target that cannot be recorded still leaves the old file as it was.
+TEST(CliTest, AttachRefusesAnExistingOutputUnlessForced) {
+  testing::TempDir dir;
+  const std::string db = dir.file("old.db");
+  testing::write_file(db, "an old recording");
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ProcResult p = run_process({STALLSCOPE_BIN, "attach", "-o", db, std::to_string(child)});
+  EXPECT_EQ(p.exit_code, 2);
+  EXPECT_EQ(count_lines(p.err), 1) << p.err;
+  EXPECT_NE(p.err.find(db + " exists; pass --force to overwrite it or choose another -o"), std::string::npos) << p.err;
+  p = run_process({STALLSCOPE_BIN, "attach", "--force", "-o", db, std::to_string(child)});
+  EXPECT_EQ(p.exit_code, 1);
+  EXPECT_NE(p.err.find("is not a Python program"), std::string::npos) << p.err;
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(testing::read_file(db), "an old recording");
+}
+
 }  // namespace
 }  // namespace stallscope

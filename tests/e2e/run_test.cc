@@ -261,6 +261,33 @@ TEST(RunTest, LoaderChoiceReachesTheProgramAndTheMeta) {
   EXPECT_EQ(p.out.rfind("loader=reference tuned={", 0), 0u) << p.out;
 }
 
+// An -o file that exists is refused before the program starts: exit 2, one line, the old
+// recording kept. --force replaces it, and its side files, with the new run.
+TEST(RunTest, AnExistingOutputIsRefusedUnlessForced) {
+  TempDir dir;
+  const std::string db = dir.file("out.db"), marker = dir.file("started");
+  auto command_of = [&] {
+    auto r = open_db(db);
+    return r ? (*r->meta())["command"] : std::string();
+  };
+  ProcResult p = testing::run_process({STALLSCOPE_BIN, "run", "-q", "-o", db, "--", "/bin/sh", "-c", "echo old run"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  ASSERT_NE(command_of().find("old run"), std::string::npos);
+  const std::string new_run = "touch '" + marker + "'; exit 3";
+  p = testing::run_process({STALLSCOPE_BIN, "run", "-o", db, "--", "/bin/sh", "-c", new_run});
+  EXPECT_EQ(p.exit_code, 2);
+  EXPECT_EQ(testing::count_lines(p.err), 1) << p.err;
+  EXPECT_EQ(p.err.rfind("stallscope: " + db + " exists; pass --force to overwrite it or choose another -o", 0), 0u)
+      << p.err;
+  EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "the program was started";
+  EXPECT_NE(command_of().find("old run"), std::string::npos);
+  p = testing::run_process({STALLSCOPE_BIN, "run", "-q", "--force", "-o", db, "--", "/bin/sh", "-c", new_run});
+  EXPECT_EQ(p.exit_code, 3) << p.err;
+  EXPECT_EQ(::access(marker.c_str(), F_OK), 0) << "the program did not run";
+  EXPECT_NE(command_of().find("exit 3"), std::string::npos) << command_of();
+  EXPECT_EQ(count_or_zero(db, "SELECT COUNT(*) FROM processes WHERE exit_code = 3"), 1);
+}
+
 TEST(RunTest, DefaultOutputNameInTheCurrentDirectory) {
   TempDir dir;
   ProcResult p = testing::run_process(

@@ -246,6 +246,28 @@ def test_workers_still_starting_up_are_joined_when_they_reach_the_worker_loop(tm
     assert 40 - 2 <= sum(puts.values()) <= 40, puts
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_iterator_whose_epoch_ended_is_not_followed(tmp_path, workers):
+    # The attach comes between epochs: the loop holds the first epoch's finished iterator (with
+    # persistent workers, the loader keeps it for the next epoch). The recording has one epoch,
+    # the next, not an extra one of no batches.
+    args = ["--workers", workers, "--epochs", 2, "--first-epoch-done", *(["--persistent"] if workers else [])]
+    t = Target(tmp_path, *args)
+    db = tmp_path / "e.db"
+    rc, out, err, a = run_attached(t, db, "stallscope: DataLoader hooks installed")
+    assert rc == 0 and without_tracker_noise(err) == "", err
+    assert json.loads(out.split("RESULT ", 1)[1])["handed"] == 80
+    hooks = next(line for line in a.lines if line.startswith("stallscope: DataLoader hooks installed"))
+    assert "no DataLoader iterator runs now" in hooks, hooks
+    rec = Recording(db)
+    assert len(rec.instants("dl.epoch_begin")) == 1
+    assert handed_batches(rec) == 40
+    rep = subprocess.run([str(LAUNCHER), "report", "--json", str(db)], capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stderr
+    doc = json.loads(rep.stdout)
+    assert doc["loader"]["epochs"] == 1 and doc["steps"] == 40, doc["loader"]
+
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()

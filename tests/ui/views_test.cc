@@ -12,6 +12,7 @@
 #include "tests/unit/test_util.h"
 #include "ui/analysis_view.h"
 #include "ui/dashboard.h"
+#include "ui/format.h"
 #include "ui/row_draw.h"
 #include "ui/time_axis.h"
 
@@ -90,6 +91,41 @@ TEST_F(ViewsTest, PanelsAndLanesAreLaidOut) {
   EXPECT_EQ(d.heat_rows, 5);
   EXPECT_GE(d.heat_cells, opt_.epochs * opt_.batches);  // fetch time: a cell wherever a fetch starts
   EXPECT_GT(d.stall_rects, 0);
+}
+
+// The cards' big figure: the run's in a replay, where a first look reads it as the run's result;
+// the last 2 s while following a live run. The other figure is the smaller line, labelled.
+TEST_F(ViewsTest, TheHeadlineShowsTheRunInAReplayAndTheLastSecondsLive) {
+  testing::Headless h;
+  Dashboard replay_dash, live_dash;
+  const LayoutDump replay = h.dashboard(replay_dash, *snap_);
+  Snapshot following = *snap_;
+  following.state = SourceState::kLive;
+  const LayoutDump live = h.dashboard(live_dash, following);
+  ASSERT_EQ(replay.state, "finished");
+  ASSERT_EQ(live.state, "live");
+  ASSERT_EQ(replay.cards.size(), 4u);
+  ASSERT_EQ(live.cards.size(), 4u);
+  const analysis::Report& rep = snap_->analysis->report;
+  ASSERT_TRUE(rep.samples_per_s && rep.queue.mean_ready);
+  const std::string run[] = {fmt_double(*rep.samples_per_s, 0) + " samples/s",
+                             fmt_double(rep.stall.fraction * 100, 1) + "%", "",
+                             fmt_double(*rep.queue.mean_ready, 1) + " in queue"};
+  for (size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE(replay.cards[i].label);
+    if (!run[i].empty()) {
+      EXPECT_EQ(replay.cards[i].big, run[i]);
+    }
+    EXPECT_EQ(replay.cards[i].scope, "run");
+    EXPECT_NE(replay.cards[i].small.find("last 2 s: "), std::string::npos) << replay.cards[i].small;
+    EXPECT_EQ(live.cards[i].scope, "last 2 s");
+    EXPECT_EQ(live.cards[i].small.rfind("run: " + replay.cards[i].big, 0), 0u) << live.cards[i].small;
+    const std::string& big = replay.cards[i].big;  // the headline lines are the big figures too
+    EXPECT_EQ(replay.headline[i].rfind(replay.cards[i].label + ": " + big.substr(0, big.find_first_of(" %")), 0), 0u);
+  }
+  // Live, the stall card's big figure is the last 2 s (whole percent), not the run's (one decimal).
+  EXPECT_EQ(live.cards[1].big.find('.'), std::string::npos) << live.cards[1].big;
+  EXPECT_NE(replay.cards[1].big.find('.'), std::string::npos) << replay.cards[1].big;
 }
 
 TEST_F(ViewsTest, ThePanelTableLaysOutDrawsAndTimesEveryPanel) {

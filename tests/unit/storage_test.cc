@@ -158,6 +158,17 @@ TEST_F(StorageTest, WriterRefusesToOverwrite) {
   EXPECT_NE(w.status().message().find("File exists"), std::string::npos) << w.status().message();
 }
 
+// remove() takes the file and its side files, so that create() makes a new one there (--force);
+// a file that is not there is no error.
+TEST_F(StorageTest, RemoveTakesTheSideFilesToo) {
+  write_sample();
+  for (const char* suffix : {"-wal", "-shm"}) testing::write_file(db_path() + suffix, "left over");
+  ASSERT_TRUE(Writer::remove(db_path()).ok());
+  for (const char* suffix : {"", "-wal", "-shm"}) EXPECT_NE(::access((db_path() + suffix).c_str(), F_OK), 0) << suffix;
+  EXPECT_TRUE(Writer::remove(db_path()).ok());
+  EXPECT_TRUE(Writer::create(db_path()).ok());
+}
+
 TEST_F(StorageTest, NewerSchemaIsRefusedWithAnUpgradeHint) {
   write_sample();
   sqlite3* db;

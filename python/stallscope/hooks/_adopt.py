@@ -33,13 +33,32 @@ def _loader_of(it, loaders):
     return None
 
 
+def _exhausted(it, mp: bool) -> bool:
+    """Whether a running iterator will hand no more batches: its epoch ended (StopIteration was
+    raised, or the last batch was taken) and the loop still holds it, e.g. a persistent-workers
+    iterator between epochs. Following it would count an epoch of no batches; its loader's next
+    epoch is followed when it starts (a persistent iterator's through _reset)."""
+    if mp and getattr(it, "_shutdown", False):
+        return True
+    try:  # a map-style dataset: the batch sampler's length is the epoch's
+        return it._num_yielded >= len(it)
+    except Exception:  # an IterableDataset
+        pass
+    if mp:
+        # Torch keeps indices sent to the workers until they run out; none outstanding and none
+        # received but not handed means the epoch is over.
+        return getattr(it, "_tasks_outstanding", None) == 0 and not getattr(it, "_task_info", True)
+    return bool(getattr(it.__dict__.get("_dataset_fetcher"), "ended", False))
+
+
 def adopt_running() -> tuple[int, int]:
     """For `stallscope attach`: follow the DataLoader iterators that were already running when the
-    hooks were installed, from their next batch on. Their loader's settings (dl.config) and a
-    dl.epoch_begin are emitted now; the epoch is numbered from the attach, not from the start of
-    training. Worker processes that exist already are announced (dl.worker_start); the attach
-    command joins them too, where adopt_worker() instruments their loop, and the workers started
-    after the attach are instrumented as usual. Returns (iterators followed, workers announced)."""
+    hooks were installed, from their next batch on; not one whose epoch has ended (_exhausted).
+    Their loader's settings (dl.config) and a dl.epoch_begin are emitted now; the epoch is numbered
+    from the attach, not from the start of training. Worker processes that exist already are
+    announced (dl.worker_start); the attach command joins them too, where adopt_worker()
+    instruments their loop, and the workers started after the attach are instrumented as usual.
+    Returns (iterators followed, workers announced)."""
     if not S._shallow_done or not N.is_recording():
         return 0, 0
     _deep_install()
@@ -75,7 +94,7 @@ def adopt_running() -> tuple[int, int]:
         try:
             d = it.__dict__
             mp = S._M is not None and isinstance(it, S._M)
-            if mp and getattr(it, "_shutdown", False):
+            if _exhausted(it, mp):
                 continue
             loader = _loader_of(it, loaders)
             if loader is None:

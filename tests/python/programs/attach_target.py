@@ -8,6 +8,8 @@ READY and waits for the --go file; then it trains. Items are known numbers, so t
   --fail-at K         the dataset raises ValueError for item K (in the worker that fetches it)
   --exit-code C       exit with C after the RESULT line
   --slow-child-import S   spawned workers take S seconds to import this module
+  --first-epoch-done  the first epoch runs to its end before READY: the loop holds a finished
+                      iterator when the attach comes, and starts the next epoch after --go
   --child             after training, start a Python child and report the stallscope variables
                       it sees in its environment
 """
@@ -63,6 +65,7 @@ def main():
     ap.add_argument("--exit-code", type=int, default=0)
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--slow-child-import", type=float, default=0)
+    ap.add_argument("--first-epoch-done", action="store_true")
     ap.add_argument("--go", required=True)
     ap.add_argument("--stop", default="")
     a = ap.parse_args()
@@ -81,8 +84,15 @@ def main():
     first = next(it)
     handed += 1
     checksum += float(first.sum())
+    if a.first_epoch_done:
+        for x in it:
+            handed += 1
+            checksum += float(x.sum())
+        epoch += 1
     print("READY", flush=True)
     wait_for(a.go)
+    if a.first_epoch_done:
+        it = iter(loader)
     while True:
         for x in it:
             handed += 1
