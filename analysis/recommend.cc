@@ -35,10 +35,9 @@ EvidenceAt stall_evidence(const Report& r) {
   return r.longest_stall ? *r.longest_stall : window_evidence(r, "the training window");
 }
 
-
 // [SECTION] speed advice from the what-if model (whatif.h)
-constexpr double kGainHigh = 1.3;    // predicted gain that makes a recommendation "high"
-constexpr double kGainMedium = 1.1;  // ... "medium"
+constexpr double kGainHigh = 1.3;     // predicted gain that makes a recommendation "high"
+constexpr double kGainMedium = 1.1;   // ... "medium"
 constexpr double kNoticeable = 1.01;  // a gain worth printing beside an argument
 
 std::string gain_severity(double g) {
@@ -93,9 +92,9 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
   const LoaderSetting& to = best.setting;
   if (to == from) return false;
   const std::string predicted = prediction(rec, best);
-  const std::string bound = " The ideal bound, if all input wait vanished, is 1/(1-" + fixed(r.data_wait_fraction(), 2) +
-                            ") = " + speedup(ideal_speedup(r.data_wait_fraction())) + "; at " + to.arguments() +
-                            " the loop is bound by " + w.bound_text + ".";
+  const std::string bound = " The ideal bound, if all input wait vanished, is 1/(1-" +
+                            fixed(r.data_wait_fraction(), 2) + ") = " + speedup(ideal_speedup(r.data_wait_fraction())) +
+                            "; at " + to.arguments() + " the loop is bound by " + w.bound_text + ".";
   // One recommendation per argument changed, each with what it gains alone; the message gives
   // the whole advised setting and what it gains.
   auto make = [&](const char* id, double alone, std::string action, std::string why) {
@@ -124,11 +123,17 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
     const double g = w.gain_num_workers;
     std::string why;
     if (more) {
-      why = "The " + std::to_string(from.num_workers) + " workers cannot keep the queue full, and the cores have room "
+      why = "The " + std::to_string(from.num_workers) +
+            " workers cannot keep the queue full, and the cores have room "
             "for more.";
+    } else if (to.num_workers == 0) {
+      why = "Starting the workers costs " + fixed(w.inputs.startup_s, 2) +
+            " s per epoch, more than fetching the batches inside the loop (" + duration_ms(w.inputs.fetch_ms) +
+            " each) costs.";
     } else if (g >= kNoticeable) {
-      why = "The " + std::to_string(from.num_workers) + " workers compete with the training step for the cores: " +
-            std::to_string(to.num_workers) + " deliver batches as fast and give the step its CPU back.";
+      why = "The " + std::to_string(from.num_workers) +
+            " workers compete with the training step for the cores: " + std::to_string(to.num_workers) +
+            " deliver batches as fast and give the step its CPU back.";
     } else {
       why = std::to_string(to.num_workers) + (to.num_workers == 1 ? " worker keeps" : " workers keep") +
             " up as well as " + std::to_string(from.num_workers) +
@@ -168,14 +173,12 @@ void slow_dataset_getitem(const Report& r, const WhatIf& w, std::vector<Recommen
   rec.expected_speedup = gain;
   rec.action = "make Dataset.__getitem__ cheaper (fetch " + duration_ms(w.inputs.fetch_ms) +
                " per batch; half of it: predicted " + speedup(gain) + ")";
-  rec.message = "No DataLoader setting makes this loop faster: it is bound by " + w.bound_text + ". " +
-                model_basis(w) + fixed(best.samples_per_s, 1) + " samples/s at best (" + best.setting.arguments() +
-                "), and " + fixed(w.cheaper_fetch_samples_per_s, 1) +
-                " samples/s if fetching a batch took half the time" +
+  rec.message = "No DataLoader setting makes this loop faster: it is bound by " + w.bound_text + ". " + model_basis(w) +
+                fixed(best.samples_per_s, 1) + " samples/s at best (" + best.setting.arguments() + "), and " +
+                fixed(w.cheaper_fetch_samples_per_s, 1) + " samples/s if fetching a batch took half the time" +
                 (bs > 0 ? " (" + duration_ms(w.inputs.fetch_ms / 2 / static_cast<double>(bs)) +
-                                     " per sample instead of " +
-                                     duration_ms(w.inputs.fetch_ms / static_cast<double>(bs)) + ")"
-                               : std::string()) +
+                              " per sample instead of " + duration_ms(w.inputs.fetch_ms / static_cast<double>(bs)) + ")"
+                        : std::string()) +
                 ": decode or augment less on the CPU, cache preprocessed samples, move augmentation to the GPU, "
                 "fetch whole batches with __getitems__.";
   rec.evidence = model_evidence(r, w);

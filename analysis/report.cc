@@ -392,8 +392,9 @@ void note_unexplained_wait(Report* r) {
   if (r->whatif.available) {
     r->notes.insert(r->notes.begin(), "the loop waits for input " + percent(r->input_wait_fraction) +
                                           " of the window, but the what-if model finds no DataLoader setting that "
-                                          "gains " + percent(r->whatif.min_gain - 1, 0) +
-                                          " or more: the loop is bound by " + r->whatif.bound_text);
+                                          "gains " +
+                                          percent(r->whatif.min_gain - 1, 0) + " or more: the loop is bound by " +
+                                          r->whatif.bound_text);
     return;
   }
   std::string n = "the loop waits for input " + percent(r->input_wait_fraction) +

@@ -99,8 +99,8 @@ std::string whatif_lines(const Report& r) {
   for (size_t i = 0; i < w.candidates.size(); ++i) {
     const LoaderSetting& st = w.candidates[i].setting;
     if (w.candidates[i].recorded || !best ||
-        (st.num_workers == 0 || (st.prefetch_factor == best->prefetch_factor &&
-                                 st.persistent_workers == best->persistent_workers))) {
+        (st.num_workers == 0 ||
+         (st.prefetch_factor == best->prefetch_factor && st.persistent_workers == best->persistent_workers))) {
       rows.push_back(i);
     }
   }
@@ -123,7 +123,7 @@ std::string whatif_lines(const Report& r) {
                           fixed(w.best_gain, 2) + "x"
                     : "  no setting is predicted to gain " + percent(w.min_gain - 1, 0) +
                           " or more (the least gain worth a change: 5% plus the model's fit error)",
-              100, "    ") +
+            100, "    ") +
        "\n";
   o += wrap("  what bounds the loop: " + w.bound_text, 100, "    ") + "\n";
   for (const std::string& a : w.assumptions) o += wrap("  assumes: " + a, 100, "    ") + "\n";

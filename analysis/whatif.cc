@@ -25,9 +25,10 @@ constexpr double kTie = 0.02;
 // The least gain worth advising, before the model's own fit error is added: below it a rerun's
 // noise on a busy machine hides the change (docs/report.md).
 constexpr double kMinGain = 0.05;
-// Steps simulated per candidate (the recorded steps, cycled); enough that the start-up transient
-// is a small part, few enough that a report stays fast.
-constexpr int64_t kSimSteps = 600;
+// Steps of one epoch simulated step by step (the recorded steps, cycled); a longer epoch's other
+// steps go at the simulated steady rate. Enough that the ends of an epoch are a small part, few
+// enough that a report stays fast.
+constexpr int64_t kMaxDirect = 1500;
 
 double mean_of(const std::vector<double>& v) {
   if (v.empty()) return 0;
@@ -70,6 +71,9 @@ class Sim {
       if (!advance()) break;
     }
     SimResult r;
+    // The last step computes to its end: run the consumer out.
+    while (consumer_.phase != Phase::kIdle && advance()) {
+    }
     if (handed_ < 2) return r;
     // Steady state: past the start (the queue filling) and before the end (workers run out of
     // batches to fetch, and the last ones come from a full queue).
@@ -81,6 +85,8 @@ class Sim {
     r.step_s = span / static_cast<double>(last - w0);
     r.wait_frac = span > 0 ? std::min(1.0, waited / span) : 0;
     r.fill_s = hand_[0];
+    r.total_s = now_;
+    for (double x : wait_) r.waited_s += x;
     return r;
   }
 
@@ -401,8 +407,15 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
       }
       if (w.cpu_util && w.busy_s > 0) worker_cpu[w.pid] = std::min(1.0, *w.cpu_util * w.life_s / w.busy_s);
     }
-    for (size_t k = 0; k < m.fetches.size(); ++k) {
-      const FetchInfo& f = m.fetches[k];
+    // In batch order (epoch, batch): the order the sampler hands them out, which the simulation
+    // replays; workers finish them in another order.
+    std::vector<const FetchInfo*> order;
+    for (const FetchInfo& f : m.fetches) order.push_back(&f);
+    std::stable_sort(order.begin(), order.end(), [](const FetchInfo* a, const FetchInfo* b) {
+      return std::make_pair(a->epoch, a->batch) < std::make_pair(b->epoch, b->batch);
+    });
+    for (const FetchInfo* fp : order) {
+      const FetchInfo& f = *fp;
       if (f.loader != l.id || f.worker_index < 0) continue;
       if (f.start_ns < r.window_start_ns || f.end_ns > r.window_end_ns) continue;
       const WorkerInfo& w = m.workers[static_cast<size_t>(f.worker_index)];
@@ -443,6 +456,12 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
 
   // Epochs of the training loader in the window, their batches, and what starting and stopping
   // workers cost per epoch at the recorded num_workers.
+  std::map<int64_t, int64_t> first_fetch;  // epoch -> the first dl.fetch start of the loader's workers
+  for (const FetchInfo& f : m.fetches) {
+    if (f.loader != l.id || f.worker_index < 0) continue;
+    auto [it, added] = first_fetch.emplace(f.epoch, f.start_ns);
+    if (!added) it->second = std::min(it->second, f.start_ns);
+  }
   double startup_sum = 0, shutdown_sum = 0;
   int startups = 0, shutdowns = 0;
   for (const auto& [e, info] : li.epochs) {
@@ -454,11 +473,14 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     in.train_s += static_cast<double>(*info.last_next_end_ns - begin) / kNs;
     in.batches_per_epoch.push_back(info.handed);
     ++in.epochs;
-    if (n_rec > 0 && info.workers_started > 0 && info.begin_ns && info.first_next_ns && info.first_handed_ns) {
-      const double iter = static_cast<double>(*info.first_next_ns - *info.begin_ns) / kNs;
-      const double first = static_cast<double>(*info.first_handed_ns - *info.first_next_ns) / kNs;
-      startup_sum += iter + std::max(0.0, first - in.fetch_ms / 1e3);
-      ++startups;
+    // Start-up: from __iter__ to the first fetch of the epoch's new workers (creating them,
+    // their boot and imports).
+    if (n_rec > 0 && info.workers_started > 0 && info.begin_ns) {
+      const auto first = first_fetch.find(e);
+      if (first != first_fetch.end()) {
+        startup_sum += static_cast<double>(std::max<int64_t>(0, first->second - *info.begin_ns)) / kNs;
+        ++startups;
+      }
     }
   }
   if (n_rec > 0 && l.shutdown_s > 0) {
@@ -470,7 +492,8 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   in.startup_s = startups > 0 ? startup_sum / startups : 0;
   in.shutdown_s = shutdowns > 0 ? shutdown_sum / shutdowns : 0;
   in.other_s = std::max(0.0, r.wall_s - in.train_s);
-  in.samples_per_step = l.batches_handed > 0 ? static_cast<double>(l.samples) / static_cast<double>(l.batches_handed) : 1;
+  in.samples_per_step =
+      l.batches_handed > 0 ? static_cast<double>(l.samples) / static_cast<double>(l.batches_handed) : 1;
   if (in.epochs == 0) b.why_not = "no epoch of the training loader lies in the window";
   return b;
 }
@@ -481,22 +504,29 @@ struct Predicted {
   double train_s = 0, wait_s = 0, step_s = 0;
 };
 Predicted predict(const WhatIfInputs& in, const LoaderSetting& st, int64_t n_rec) {
-  const SimResult sim = simulate(in, st, kSimSteps);
   Predicted p;
-  p.step_s = sim.step_s;
   const double cores = static_cast<double>(std::max<int64_t>(1, in.usable_cores));
   // Starting n workers: the recorded start-up scaled to n. Created one by one in __iter__, then
   // their start-up runs in parallel on the cores: at most P at once.
   const double rec_scale = std::max(1.0, static_cast<double>(std::max<int64_t>(1, n_rec)) / cores);
   const double scale = std::max(1.0, static_cast<double>(st.num_workers) / cores);
   const double startup = st.num_workers > 0 ? in.startup_s * scale / rec_scale : 0;
+  // An epoch is simulated whole (its first batch, the steady state and the last batches from a
+  // full queue); a long one is simulated for kMaxDirect steps and the rest at the steady rate.
+  std::map<int64_t, SimResult> by_batches;
   for (size_t e = 0; e < in.batches_per_epoch.size(); ++e) {
     const int64_t batches = in.batches_per_epoch[e];
     if (batches <= 0) continue;
+    const int64_t direct = std::min(batches, kMaxDirect);
+    auto it = by_batches.find(direct);
+    if (it == by_batches.end()) it = by_batches.emplace(direct, simulate(in, st, std::max<int64_t>(direct, 2))).first;
+    const SimResult& sim = it->second;
+    const double rest = static_cast<double>(batches - direct);
     const bool starts = st.num_workers > 0 && (e == 0 || !st.persistent_workers);
     const double edge = (starts ? startup : 0) + (st.num_workers > 0 && !st.persistent_workers ? in.shutdown_s : 0);
-    p.train_s += edge + sim.fill_s + static_cast<double>(batches - 1) * sim.step_s;
-    p.wait_s += edge + sim.fill_s + static_cast<double>(batches - 1) * sim.step_s * sim.wait_frac;
+    p.train_s += edge + sim.total_s + rest * sim.step_s;
+    p.wait_s += edge + sim.waited_s + rest * sim.step_s * sim.wait_frac;
+    p.step_s = sim.step_s;
   }
   return p;
 }
@@ -596,7 +626,14 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   };
   // Deeper prefetch and persistent workers at every worker count up to the best one: a smaller
   // count with a deeper queue may match a larger one.
-  const LoaderSetting top = w.candidates[best_index()].setting;
+  LoaderSetting top = w.candidates[best_index()].setting;
+  if (top.num_workers == 0) {  // the best with workers: persistent ones may still beat none
+    const WhatIfCandidate* with = nullptr;
+    for (const WhatIfCandidate& c : w.candidates) {
+      if (c.setting.num_workers > 0 && (!with || c.samples_per_s > with->samples_per_s)) with = &c;
+    }
+    if (with) top = with->setting;
+  }
   for (int64_t n : grid) {
     if (n == 0 || n > top.num_workers) continue;
     for (int64_t pf : {int64_t{2}, int64_t{4}, int64_t{8}}) {
@@ -661,8 +698,8 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
                    percent(bc.stall) + " of the window";
   } else if (busy >= 0.85) {
     w.bound = "cpu";
-    w.bound_text = "the " + cores_s + " are busy: loading (" + duration_ms(in.fetch_cpu_ms) +
-                   " of CPU per batch) and training (" + duration_ms(in.compute_cpu_ms) +
+    w.bound_text = "the " + cores_s + (in.usable_cores == 1 ? " is" : " are") + " busy: loading (" +
+                   duration_ms(in.fetch_cpu_ms) + " of CPU per batch) and training (" + duration_ms(in.compute_cpu_ms) +
                    " per step) share them, so more workers take CPU from the step they feed";
   } else if (in.startup_s > 0 && bc.setting.num_workers > 0 && !bc.setting.persistent_workers &&
              in.startup_s * static_cast<double>(in.epochs) > 0.3 * (in.other_s + in.train_s)) {
@@ -689,10 +726,11 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
 
   const double err = std::abs(w.fit_error);
   w.confidence = err <= 0.05 && b.from_marks ? "high" : (err <= 0.15 ? "medium" : "low");
-  w.assumptions.push_back("the training step's work and the batches' fetch times stay as recorded; only the "
-                          "DataLoader settings change");
-  w.assumptions.push_back("the " + cores_s +
-                          " are shared evenly among runnable threads; torch's " + std::to_string(in.torch_threads) +
+  w.assumptions.push_back(
+      "the training step's work and the batches' fetch times stay as recorded; only the "
+      "DataLoader settings change");
+  w.assumptions.push_back("the " + cores_s + " are shared evenly among runnable threads; torch's " +
+                          std::to_string(in.torch_threads) +
                           " intra-op thread(s) advance together, as fast as the slowest");
   if (!b.from_marks) {
     w.assumptions.push_back("no dl.cpu events: CPU and waiting are split by the /proc CPU means, not per batch");

@@ -46,20 +46,20 @@ struct LoaderSetting {
 
 struct WhatIfCandidate {
   LoaderSetting setting;
-  double samples_per_s = 0;  // predicted, over the training window
-  double stall = 0;          // predicted share of the window waiting for input
+  double samples_per_s = 0;   // predicted, over the training window
+  double stall = 0;           // predicted share of the window waiting for input
   double steady_step_ms = 0;  // predicted step time once the pipeline runs
   bool recorded = false;      // the setting the recording ran with
 };
 
 // One step or one batch as the model uses it: wall time split into work on the CPU and waiting.
 struct Demand {
-  double cpu_s = 0;  // CPU work (seconds of one core)
+  double cpu_s = 0;   // CPU work (seconds of one core)
   double wait_s = 0;  // not on a CPU (sleep, I/O, GPU)
 };
 struct StepDemand {
-  double recv_cpu_s = 0;   // receiving the batch in next() (workers only)
-  double gang_s = 0;       // wall time on T threads together, uncontended
+  double recv_cpu_s = 0;    // receiving the batch in next() (workers only)
+  double gang_s = 0;        // wall time on T threads together, uncontended
   double serial_cpu_s = 0;  // CPU on one thread
   double wait_s = 0;
 };
@@ -67,12 +67,12 @@ struct StepDemand {
 // What the model was fed, in the units it uses; kept for the report's evidence.
 struct WhatIfInputs {
   int64_t usable_cores = 1;
-  int64_t torch_threads = 1;  // intra-op threads of the training process (T)
+  int64_t torch_threads = 1;      // intra-op threads of the training process (T)
   std::vector<StepDemand> steps;  // per steady step, in time order
   std::vector<Demand> fetches;    // per batch (fetch + put), in time order
-  double startup_s = 0;    // per epoch whose workers start, at the recorded num_workers (0: unknown)
-  double shutdown_s = 0;   // per epoch whose workers stop
-  int64_t epochs = 0;      // epochs of the training loader inside the window
+  double startup_s = 0;           // per epoch whose workers start, at the recorded num_workers (0: unknown)
+  double shutdown_s = 0;          // per epoch whose workers stop
+  int64_t epochs = 0;             // epochs of the training loader inside the window
   std::vector<int64_t> batches_per_epoch;
   double samples_per_step = 1;
   double other_s = 0;  // window time outside the training loader's epochs (evaluation, set-up)
@@ -86,16 +86,16 @@ struct WhatIf {
   std::string why_not;  // when not available
   LoaderSetting recorded;
   WhatIfInputs inputs;
-  double measured_samples_per_s = 0;   // the report's figure for the training loader's window
+  double measured_samples_per_s = 0;  // the report's figure for the training loader's window
   double predicted_recorded_samples_per_s = 0;
-  double fit_error = 0;               // predicted / measured - 1, for the recorded setting's steady steps
+  double fit_error = 0;                     // predicted / measured - 1, for the recorded setting's steady steps
   std::vector<WhatIfCandidate> candidates;  // the recorded setting first
   std::optional<size_t> best;               // index into candidates: the advised setting
   double best_gain = 1;                     // best / recorded predicted samples/s
   // The gain of changing one argument alone to its advised value (1 when it is not changed):
   // what each recommendation is worth by itself.
   double gain_num_workers = 1, gain_prefetch_factor = 1, gain_persistent_workers = 1;
-  double min_gain = 1;                      // the gain below which no setting is advised
+  double min_gain = 1;     // the gain below which no setting is advised
   std::string bound;       // what bounds the loop at the best setting: "cpu", "compute", "fetch", "start-up"
   std::string bound_text;  // one sentence
   std::string confidence;  // "high", "medium", "low"
@@ -112,9 +112,11 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r);
 // The simulation alone, for tests: the steady step time (seconds) and the consumer's waiting share
 // of it for one setting, over `steps` steps of the inputs (cycled).
 struct SimResult {
-  double step_s = 0;      // steady-state seconds per step
-  double wait_frac = 0;   // share of steady time the consumer waits for a batch
-  double fill_s = 0;      // time from the start to the first batch handed
+  double step_s = 0;     // steady-state seconds per step
+  double wait_frac = 0;  // share of steady time the consumer waits for a batch
+  double fill_s = 0;     // time from the start to the first batch handed
+  double total_s = 0;    // time from the start to the end of the last step
+  double waited_s = 0;   // the consumer's time in next() over all steps
 };
 SimResult simulate(const WhatIfInputs& in, const LoaderSetting& setting, int64_t steps);
 

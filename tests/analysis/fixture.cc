@@ -110,7 +110,8 @@ std::string config_json(const SimConfig& c) {
          ", \"dataset_type\": \"map\", \"dataset_class\": \"SyntheticDataset\", \"dataset_len\": " +
          std::to_string(c.batches_per_epoch * c.batch_size) +
          ", \"batches_per_epoch\": " + std::to_string(c.batches_per_epoch) +
-         ", \"in_order\": true, \"drop_last\": false, \"created_at\": \"train.py:42\", \"torch_version\": \"2.4.0\", \"torch_threads\": " +
+         ", \"in_order\": true, \"drop_last\": false, \"created_at\": \"train.py:42\", \"torch_version\": \"2.4.0\", "
+         "\"torch_threads\": " +
          std::to_string(c.torch_threads) + "}";
 }
 
@@ -142,6 +143,7 @@ int64_t cpu_us(double cores, int64_t ns) { return static_cast<int64_t>(cores * s
 SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
   SimTruth truth;
   if (!c.command.empty()) b.meta("command", c.command);
+  if (c.usable_cores) b.meta("usable_cores", std::to_string(*c.usable_cores));
   const int64_t L = c.loader;
   const int64_t main_row = b.process(c.main_pid, 0);
   const int64_t main = b.thread(main_row, c.main_pid, "MainThread");

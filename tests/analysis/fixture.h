@@ -82,6 +82,8 @@ struct SimConfig {
   // training process uses while it computes between next() calls; torch_threads in dl.config.
   std::optional<double> fetch_cpu, compute_cpu;
   int torch_threads = 1;
+  // meta usable_cores (not written when unset): the cores the what-if model shares out.
+  std::optional<int> usable_cores = 16;
   bool finish = true;   // mark complete and checkpoint
   std::string command;  // meta command, as `stallscope run` writes it (empty: none)
 };

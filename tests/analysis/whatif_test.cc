@@ -118,9 +118,9 @@ class WhatIfTest : public ::testing::Test {
     const std::string p = dir_.file(stallscope::testing::unique_name("whatif") + ".db");
     {
       RecordingBuilder b(p);
-      b.meta("usable_cores", std::to_string(cores));
-      b.meta("cpu_count", std::to_string(cores));
-      simulate(b, c);
+      SimConfig with = c;
+      with.usable_cores = cores;
+      simulate(b, with);
     }
     auto s = load_session(p);
     EXPECT_TRUE(s.ok()) << s.status().message();
@@ -130,8 +130,8 @@ class WhatIfTest : public ::testing::Test {
 
 const WhatIfCandidate* candidate(const WhatIf& w, int64_t n, int64_t pf, bool persistent) {
   for (const WhatIfCandidate& c : w.candidates) {
-    if (c.setting.num_workers == n && (n == 0 || (c.setting.prefetch_factor == pf &&
-                                                  c.setting.persistent_workers == persistent))) {
+    if (c.setting.num_workers == n &&
+        (n == 0 || (c.setting.prefetch_factor == pf && c.setting.persistent_workers == persistent))) {
       return &c;
     }
   }
