@@ -11,7 +11,9 @@ namespace {
 
 using vocab::Event;
 
-LoaderConfig parse_config(const Json& doc) {
+}  // namespace
+
+LoaderConfig parse_loader_config(const Json& doc) {
   LoaderConfig c;
   c.doc = doc;
   c.batch_size = json::get_int(doc, "batch_size");
@@ -29,9 +31,14 @@ LoaderConfig parse_config(const Json& doc) {
   c.dataset_class = json::get_string(doc, "dataset_class");
   c.created_at = json::get_string(doc, "created_at");
   c.torch_version = json::get_string(doc, "torch_version");
+  c.batch_size_from = json::get_string(doc, "batch_size_from");
+  c.made_by = json::get_string(doc, "made_by");
+  c.role_hint = json::get_string(doc, "role_hint");
   c.kind = json::get_string(doc, "kind").value_or(vocab::kLoaderTorch);
   return c;
 }
+
+namespace {
 
 class Builder {
  public:
@@ -154,7 +161,7 @@ class Builder {
     for (const InstantRow& in : s_.instants) {
       const Event e = ev(in.name_id);
       if (e != Event::kDlConfig && e != Event::kDlEpochBegin && e != Event::kDlEpochEnd && e != Event::kDlWorkerStart &&
-          e != Event::kDlWorkerStop) {
+          e != Event::kDlWorkerStop && e != Event::kDlStep) {
         continue;
       }
       if (!in_training_process(in.thread_id)) {
@@ -162,6 +169,11 @@ class Builder {
         continue;
       }
       const DlEvent d = decode(e, false, in);
+      if (e == Event::kDlStep) {  // an optimizer step: counted for the loader it names, if any
+        ++m_.steps;
+        if (d.loader && *d.loader >= 0) ++loader(*d.loader).steps;
+        continue;
+      }
       const int64_t l = d.loader.value_or(0);
       LoaderInfo& li = loader(l);
       switch (e) {
@@ -170,7 +182,7 @@ class Builder {
           auto doc = json::parse(text);
           if (doc.ok() && doc->is_object()) {
             li.has_config = true;
-            li.config = parse_config(*doc);
+            li.config = parse_loader_config(*doc);
           } else {
             m_.notes.push_back("loader " + std::to_string(l) + ": its dl.config document could not be read (" +
                                (doc.ok() ? std::string("not an object") : doc.status().message()) + ")");
@@ -478,10 +490,39 @@ class Builder {
     }
   }
 
+  // The worker of the process on `thread_id` whose life holds `ts` gets `ts` as its ready instant
+  // (a forked worker may say so before the training process's dl.worker_start names it).
+  void worker_ready(int64_t thread_id, int64_t ts) {
+    const int64_t pid = s_.pid_of_thread(thread_id);
+    auto it = by_pid_.find(pid);
+    if (it == by_pid_.end() || pid == m_.train_pid) return;
+    for (size_t i : it->second) {
+      WorkerInfo& w = m_.workers[i];
+      if (!w.ready_ns && ts >= w.life_begin_ns && ts <= w.life_end_ns) {
+        w.ready_ns = ts;
+        return;
+      }
+    }
+    for (size_t i : it->second) {  // no process row: the first worker of that pid named after it
+      WorkerInfo& w = m_.workers[i];
+      if (!w.ready_ns && w.start_ns >= ts) {
+        w.ready_ns = ts;
+        return;
+      }
+    }
+  }
+
   void read_worker_instants() {
     for (const InstantRow& in : s_.instants) {
       const Event e = ev(in.name_id);
-      if (e != Event::kDlSent && e != Event::kDlRecv && e != Event::kDlPut && e != Event::kDlStages) continue;
+      if (e != Event::kDlSent && e != Event::kDlRecv && e != Event::kDlPut && e != Event::kDlStages &&
+          e != Event::kDlWorkerReady)
+        continue;
+      if (e == Event::kDlWorkerReady) {  // a worker's first: the end of its start-up
+        const DlEvent d = decode(e, true, in);
+        if (d.generation.value_or(0) == 0) worker_ready(in.thread_id, in.ts_ns);
+        continue;
+      }
       if (e == Event::kDlStages) {  // the end of a reference loader thread's fetch
         auto loader_thread = thread_worker_.find(in.thread_id);
         if (loader_thread == thread_worker_.end()) continue;
@@ -664,6 +705,36 @@ QueueDepth queue_depth(const DataLoaderModel& m, const LoaderInfo& loader, int64
   q.in_flight = to_steps(flight);
   q.ready = to_steps(ready);
   return q;
+}
+
+std::vector<LoaderStart> loader_starts(const DataLoaderModel& m, const LoaderInfo& loader) {
+  std::map<int64_t, int64_t> first_ready;  // epoch -> earliest ready of the workers it started
+  for (size_t i : loader.workers) {
+    const WorkerInfo& w = m.workers[i];
+    if (!w.ready_ns || w.thread_id != 0) continue;
+    auto it = first_ready.find(w.start_epoch);
+    if (it == first_ready.end() || *w.ready_ns < it->second) first_ready[w.start_epoch] = *w.ready_ns;
+  }
+  std::vector<LoaderStart> out;
+  for (const auto& [e, info] : loader.epochs) {
+    if (!info.begin_ns || !info.first_next_ns || *info.first_next_ns < *info.begin_ns) continue;
+    int64_t end = *info.first_next_ns;
+    auto ready = first_ready.find(e);
+    if (ready != first_ready.end() && ready->second > end) {
+      end = info.first_handed_ns ? std::min(ready->second, *info.first_handed_ns) : ready->second;
+    }
+    out.push_back(LoaderStart{e, *info.begin_ns, std::max(end, *info.first_next_ns)});
+  }
+  return out;
+}
+
+std::string loader_name(const LoaderConfig& c, int64_t id) {
+  std::string n;
+  auto add = [&n](const std::string& part) { n += (n.empty() ? "" : " ") + part; };
+  if (c.made_by) add(*c.made_by);
+  if (c.dataset_class) add(*c.dataset_class);
+  if (c.created_at) add("(" + *c.created_at + ")");
+  return n.empty() ? "loader " + std::to_string(id) : n;
 }
 
 }  // namespace stallscope::analysis

@@ -21,6 +21,10 @@ struct LoaderConfig {
   std::optional<int64_t> batch_size, num_workers, prefetch_factor, dataset_len, batches_per_epoch;
   std::optional<bool> pin_memory, pin_memory_effective, persistent_workers, in_order, drop_last;
   std::optional<std::string> start_method, dataset_type, dataset_class, created_at, torch_version;
+  // Where batch_size was read ("loader", "batch_sampler"); the framework function that made the
+  // loader (Lightning's val_dataloader, HF Trainer's get_train_dataloader...) and the role it
+  // implies ("train", "eval"). docs/events.md, "Configuration document".
+  std::optional<std::string> batch_size_from, made_by, role_hint;
   // Which loader ran: "torch" (a torch DataLoader; the default when the document does not say),
   // "tuned" (torch's, with settings stallscope chose) or "reference" (stallscope.ReferenceLoader,
   // whose workers are threads of the training process).
@@ -68,6 +72,7 @@ struct WorkerInfo {
   int32_t worker_id = 0;
   int64_t start_epoch = 0;
   int64_t start_ns = 0;                        // the dl.worker_start instant
+  std::optional<int64_t> ready_ns;             // its first dl.worker_ready: the worker loop runs
   std::optional<int64_t> stop_ns;              // dl.worker_stop
   int64_t life_begin_ns = 0, life_end_ns = 0;  // the process's life (processes row) or the above
   std::vector<size_t> fetches;                 // indices into DataLoaderModel::fetches
@@ -88,6 +93,7 @@ struct LoaderInfo {
   LoaderConfig config;
   std::map<int64_t, EpochInfo> epochs;
   int64_t handed = 0;                                     // next() calls that handed a batch
+  int64_t steps = 0;                                      // dl.step instants naming this loader
   std::vector<size_t> batches;                            // indices into DataLoaderModel::batches
   std::vector<size_t> workers;                            // indices into DataLoaderModel::workers
   std::vector<std::pair<int64_t, int64_t>> epoch_starts;  // (dl.epoch_begin ts, epoch), by time
@@ -116,6 +122,7 @@ struct DataLoaderModel {
   std::vector<WorkerInfo> workers;  // by start
   std::vector<FetchInfo> fetches;   // by start
   std::vector<std::string> notes;   // what could not be reconstructed, in words
+  int64_t steps = 0;                // dl.step instants of the training process (optimizer steps)
 
   const LoaderInfo* loader(int64_t id) const;
   const BatchInfo* batch(int64_t loader, int64_t epoch, int64_t batch) const;
@@ -133,6 +140,24 @@ struct DataLoaderModel {
 };
 
 DataLoaderModel build_dataloader_model(const Session& s);
+
+// Where `loader` was starting, per epoch (epoch, begin, end), by epoch: from dl.epoch_begin to the
+// epoch's first next() (DataLoader.__iter__, where workers are started), and on into that first
+// next() until the earliest worker started in the epoch is ready (dl.worker_ready: a spawned
+// worker imports torch there) or the first batch is handed, whichever comes first. Epochs without
+// a begin or a next() call have none.
+struct LoaderStart {
+  int64_t epoch = 0, begin_ns = 0, end_ns = 0;
+};
+std::vector<LoaderStart> loader_starts(const DataLoaderModel& m, const LoaderInfo& loader);
+
+// The LoaderConfig of a `dl.config` document.
+LoaderConfig parse_loader_config(const Json& doc);
+
+// A loader's name for people: the framework function that made it, the dataset's class and where
+// the user's code made it ("val_dataloader TensorDataset (train.py:41)"); "loader L" when the
+// configuration says none of these.
+std::string loader_name(const LoaderConfig& c, int64_t id);
 
 // Queue depth of one loader as exact step functions of its batch events: in flight (sent, not
 // put) and ready (put, not handed). A batch still counted when its epoch closes (the iterator was

@@ -40,10 +40,11 @@ std::vector<Interval> idle_in(const std::vector<Interval>& busy, Interval window
 }
 
 // Cause rank: lower wins where host activities overlap.
-enum Cause : int { kData = 0, kH2d = 1, kSync = 2, kOther = 3 };
+enum Cause : int { kStart = 0, kData = 1, kH2d = 2, kSync = 3, kOther = 4 };
 const char* cause_name(int c) {
   switch (c) {
     case kData: return kCauseDataWait;
+    case kStart: return kCauseLoaderStart;
     case kH2d: return kCauseH2d;
     case kSync: return kCauseSync;
     default: return kCauseHostOther;
@@ -115,6 +116,12 @@ void attribute_gpu_stalls(const Session& s, const DataLoaderModel& m, const GpuS
   std::vector<HostSpan> host;
   for (const NextCall& c : m.next_calls)
     host.push_back(HostSpan{c.start_ns, c.end_ns, kData, &c});  // training thread's
+  for (const LoaderInfo& l : m.loaders) {                       // DataLoader.__iter__: starting workers
+    for (const auto& [e, info] : l.epochs) {
+      if (info.begin_ns && info.first_next_ns && *info.first_next_ns > *info.begin_ns)
+        host.push_back(HostSpan{*info.begin_ns, *info.first_next_ns, kStart, nullptr});
+    }
+  }
   for (const SpanRow& sp : s.spans) {
     if (sp.thread_id != m.train_thread_id) continue;
     const vocab::Event call = s.event(sp.name_id);
@@ -170,7 +177,7 @@ void attribute_gpu_stalls(const Session& s, const DataLoaderModel& m, const GpuS
       out.seconds += seconds(b - a);
     }
   }
-  for (const char* c : {kCauseDataWait, kCauseH2d, kCauseSync, kCauseHostOther}) out.by_cause_s.emplace(c, 0.0);
+  for (const char* c : vocab::kCauses) out.by_cause_s.emplace(c, 0.0);
   out.fraction = window.length() > 0 ? out.seconds * kNsPerS / static_cast<double>(window.length()) : 0;
   *stall = std::move(out);
 }

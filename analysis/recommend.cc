@@ -244,14 +244,28 @@ void worker_memory_growth(const Report& r, std::vector<Recommendation>* out) {
   rec.severity = max_one >= kGrowthHighOne || peak >= kGrowthHighAll       ? vocab::kSeverityHigh
                  : max_one >= kGrowthMediumOne || peak >= kGrowthMediumAll ? vocab::kSeverityMedium
                                                                            : vocab::kSeverityLow;
-  rec.message =
-      "Worker private memory grew by up to " + bytes(max_one) + " per worker (pid " + std::to_string(max_pid) + "), " +
-      bytes(peak) + " across the " + std::to_string(peak_workers) + " workers running together" +
-      (method ? " (start method " + *method + ")" : std::string()) +
-      ": copy-on-write, as reading the dataset's Python objects (lists, dicts) touches their reference counts and "
-      "turns pages shared with the parent into private copies. Keep per-sample metadata in numpy arrays, torch "
-      "tensors or Arrow instead of Python lists and dicts, or open data lazily inside each worker. Expected: about " +
-      bytes(peak) + " less memory, and room to add workers without running out of memory.";
+  // Copy-on-write needs pages shared with the parent: only forked workers have them. A spawned or
+  // forkserver worker starts from a fresh interpreter; its baseline (imports) is not growth.
+  const bool forked = !method || *method == "fork";
+  int64_t baseline = 0;
+  for (const WorkerStats& w : r.workers) {
+    if (w.pid == max_pid && w.private_first_bytes) baseline = *w.private_first_bytes;
+  }
+  const std::string why =
+      forked ? ": copy-on-write, as reading the dataset's Python objects (lists, dicts) touches their reference counts "
+               "and turns pages shared with the parent into private copies. Keep per-sample metadata in numpy arrays, "
+               "torch tensors or Arrow instead of Python lists and dicts, or open data lazily inside each worker."
+             : " while fetching. Not copy-on-write: " + *method +
+                   " workers share no pages with the training process; each started with " +
+                   bytes(static_cast<double>(baseline)) +
+                   " of its own (importing torch and the script's modules, and the unpickled dataset), which is not "
+                   "counted here. What grows is allocated in the worker: caches, buffers, Python objects kept per "
+                   "sample; bound or drop them.";
+  rec.message = "Worker private memory grew by up to " + bytes(max_one) + " per worker (pid " +
+                std::to_string(max_pid) + "), " + bytes(peak) + " across the " + std::to_string(peak_workers) +
+                " workers running together" + (method ? " (start method " + *method + ")" : std::string()) + why +
+                " Expected: about " + bytes(peak) +
+                " less memory, and room to add workers without running out of memory.";
   rec.evidence = Json::object();
   rec.evidence["max_private_growth_bytes"] = static_cast<int64_t>(max_one);
   rec.evidence["max_growth_pid"] = max_pid;

@@ -29,17 +29,69 @@ int64_t overlap(const std::vector<Interval>& over, Interval x) {
   return total;
 }
 
-// The training window: from the first next() call to the end of the last iteration (the latest
-// dl.epoch_end or next() end; a next() still waiting reaches the end of the recording).
-Interval training_window(const DataLoaderModel& m) {
-  Interval w{m.next_calls.front().start_ns, m.next_calls.front().end_ns};
-  for (const NextCall& c : m.next_calls) w.end = std::max(w.end, c.end_ns);
+// The training loader (docs/report.md, "Who is who"): the loader whose batches the optimizer
+// steps trained on (dl.step), else the one a framework made for training (Lightning's
+// train_dataloader, HF Trainer's get_train_dataloader), else the one that handed the most
+// batches. Ties: the most batches handed, then the lowest id. Only loaders that handed a batch.
+struct TrainingLoader {
+  std::optional<int64_t> id;
+  std::string by;
+};
+TrainingLoader pick_training_loader(const DataLoaderModel& m) {
+  auto better = [](const LoaderInfo& a, const LoaderInfo* b, auto key) {
+    return b == nullptr || key(a) > key(*b) || (key(a) == key(*b) && a.handed > b->handed);
+  };
+  const LoaderInfo* by_steps = nullptr;
+  const LoaderInfo* by_hint = nullptr;
+  const LoaderInfo* by_batches = nullptr;
+  for (const LoaderInfo& l : m.loaders) {  // by id
+    if (l.handed == 0) continue;
+    if (l.steps > 0 && better(l, by_steps, [](const LoaderInfo& x) { return x.steps; })) by_steps = &l;
+    if (l.config.role_hint == std::string("train") && better(l, by_hint, [](const LoaderInfo& x) { return x.handed; }))
+      by_hint = &l;
+    if (better(l, by_batches, [](const LoaderInfo& x) { return x.handed; })) by_batches = &l;
+  }
+  if (by_steps) return {by_steps->id, "optimizer_steps"};
+  if (by_hint) return {by_hint->id, "framework"};
+  if (by_batches) return {by_batches->id, "most_batches"};
+  return {};
+}
+
+// The training window: from the training loader's first DataLoader.__iter__ (its first epoch's
+// dl.epoch_begin, where workers start; else its first next() call) to the end of the last
+// iteration of any loader (the latest dl.epoch_end or next() end; a next() still waiting reaches
+// the end of the recording). Without a training loader: from the first next() call.
+Interval training_window(const DataLoaderModel& m, std::optional<int64_t> train) {
+  std::optional<int64_t> begin;
+  if (const LoaderInfo* li = train ? m.loader(*train) : nullptr) {
+    for (const auto& [e, info] : li->epochs) {
+      if (!info.first_next_ns) continue;  // an epoch never iterated
+      begin = info.begin_ns && *info.begin_ns <= *info.first_next_ns ? *info.begin_ns : *info.first_next_ns;
+      break;
+    }
+  }
+  if (!begin) begin = m.next_calls.front().start_ns;
+  Interval w{*begin, *begin};
+  for (const NextCall& c : m.next_calls) {
+    if (c.end_ns >= w.begin) w.end = std::max(w.end, c.end_ns);
+  }
   for (const LoaderInfo& l : m.loaders) {
     for (const auto& [e, info] : l.epochs) {
       if (info.end_ns && *info.end_ns >= w.begin) w.end = std::max(w.end, *info.end_ns);
     }
   }
   return w;
+}
+
+// Where one loader was starting (loader_starts(): its DataLoader.__iter__ and, while no worker it
+// started is ready, the start of its first next()), clipped to the window.
+std::vector<Interval> iter_intervals(const DataLoaderModel& m, const LoaderInfo& li, const Interval& window) {
+  std::vector<Interval> out;
+  for (const LoaderStart& st : loader_starts(m, li)) {
+    const Interval x{std::max(st.begin_ns, window.begin), std::min(st.end_ns, window.end)};
+    if (x.length() > 0) out.push_back(x);
+  }
+  return out;
 }
 
 // One loader's own figures: its settings and worker count, epochs, fetch times (workers', or the
@@ -49,6 +101,9 @@ Interval training_window(const DataLoaderModel& m) {
 void loader_figures(const DataLoaderModel& m, const Interval& window, const LoaderInfo& li, LoaderStats* ls,
                     std::vector<Interval>* active_out) {
   ls->id = li.id;
+  ls->name = loader_name(li.config, li.id);
+  ls->steps = li.steps;
+  ls->start_s = seconds(total_length(merge_intervals(iter_intervals(m, li, window))));
   ls->has_config = li.has_config;
   ls->config = li.config;
   ls->stages = li.stages;
@@ -164,15 +219,16 @@ PerLoader per_loader_figures(const DataLoaderModel& m, const Interval& window) {
   return out;
 }
 
-// Steps and samples: the end of every next() call that handed a batch, sorted (a step ends at
-// each), and each loader's samples: the batch's collated size, else batch_size, else 1 (counted
-// in samples_unknown).
-std::vector<int64_t> handed_batches(const DataLoaderModel& m, std::map<int64_t, LoaderStats>* per_loader) {
+// Steps and samples: the end of every next() call of the training loader that handed a batch,
+// sorted (a step ends at each), and each loader's samples: the batch's collated size, else
+// batch_size, else 1 (counted in samples_unknown).
+std::vector<int64_t> handed_batches(const DataLoaderModel& m, std::optional<int64_t> train,
+                                    std::map<int64_t, LoaderStats>* per_loader) {
   std::vector<int64_t> handoffs;
   for (const NextCall& c : m.next_calls) {
     LoaderStats& ls = (*per_loader)[c.loader];
     if (!c.handed()) continue;
-    handoffs.push_back(c.end_ns);
+    if (train && c.loader == *train) handoffs.push_back(c.end_ns);
     const BatchInfo* b = m.batch(c.loader, c.epoch, c.batch);
     if (b && b->samples) {
       ls.samples += *b->samples;
@@ -208,14 +264,15 @@ StepTimes step_times(const std::vector<int64_t>& handoffs) {
   return t;
 }
 
-// The training loop's waits: every next() call clipped to the window becomes a data_wait stall
-// interval, and per loader: its wait; the part of it in epoch edges (an epoch's first next() and
+// The training loop's waits: every next() call of the training loader clipped to the window
+// becomes a data_wait stall interval, and each of its epochs' DataLoader.__iter__ a loader_start
+// one; per loader (evaluation loaders too): its wait; the part of it in epoch edges (an epoch's first next() and
 // the calls that handed nothing); the StopIteration calls during which the loader stopped its
 // workers (a shutdown, which persistent workers would save); and the p50 of the other, steady
 // handed calls. Returns the stall in ns. Sums stay in ns, converted once (exact for exact
 // inputs), and are unions, should calls ever overlap.
-int64_t next_call_waits(const DataLoaderModel& m, const Interval& window, std::map<int64_t, LoaderStats>* per_loader,
-                        StallStats* stall) {
+int64_t next_call_waits(const DataLoaderModel& m, const Interval& window, std::optional<int64_t> train,
+                        std::map<int64_t, LoaderStats>* per_loader, StallStats* stall) {
   std::map<std::pair<int64_t, int64_t>, bool> seen_epoch;  // (loader, epoch) whose first call was seen
   std::vector<Interval> all_waits;
   std::map<int64_t, std::vector<Interval>> waits;
@@ -226,13 +283,26 @@ int64_t next_call_waits(const DataLoaderModel& m, const Interval& window, std::m
     if (w.stop_ns) stops[w.loader].push_back(*w.stop_ns);
   }
   for (auto& [id, v] : stops) std::sort(v.begin(), v.end());
+  // The training loader's starts: the part of an epoch's first next() spent waiting for its new
+  // workers to be ready is loader_start, not data_wait.
+  const LoaderInfo* train_info = train ? m.loader(*train) : nullptr;
+  std::map<int64_t, int64_t> start_end;  // epoch -> end of its start
+  if (train_info) {
+    for (const LoaderStart& st : loader_starts(m, *train_info)) start_end[st.epoch] = st.end_ns;
+  }
   for (const NextCall& c : m.next_calls) {
-    const Interval clipped{std::max(c.start_ns, window.begin), std::min(c.end_ns, window.end)};
+    Interval clipped{std::max(c.start_ns, window.begin), std::min(c.end_ns, window.end)};
     const bool first_of_epoch = !seen_epoch[{c.loader, c.epoch}];
+    if (train && c.loader == *train && first_of_epoch && start_end.count(c.epoch) != 0) {
+      clipped.begin = std::min(clipped.end, std::max(clipped.begin, start_end[c.epoch]));
+    }
     seen_epoch[{c.loader, c.epoch}] = true;
     if (clipped.length() > 0) {
-      stall->intervals.push_back(StallInterval{clipped.begin, clipped.end, kCauseDataWait, c.loader, c.epoch, c.batch});
-      all_waits.push_back(clipped);
+      if (train && c.loader == *train) {
+        stall->intervals.push_back(
+            StallInterval{clipped.begin, clipped.end, kCauseDataWait, c.loader, c.epoch, c.batch});
+        all_waits.push_back(clipped);
+      }
       waits[c.loader].push_back(clipped);
       if (first_of_epoch || !c.handed()) edge_wait_ns[c.loader] += clipped.length();
       // A StopIteration call during which the loader stopped its workers: a shutdown.
@@ -253,14 +323,27 @@ int64_t next_call_waits(const DataLoaderModel& m, const Interval& window, std::m
     std::sort(next_ms[id].begin(), next_ms[id].end());
     ls.next_p50_ms = percentile(next_ms[id], 50);
   }
-  return total_length(merge_intervals(std::move(all_waits)));
+  const int64_t wait_ns = total_length(merge_intervals(std::move(all_waits)));
+  stall->by_cause_s[kCauseDataWait] = seconds(wait_ns);
+  int64_t start_ns = 0;
+  if (const LoaderInfo* li = train_info) {
+    for (const Interval& x : iter_intervals(m, *li, window)) {
+      stall->intervals.push_back(
+          StallInterval{x.begin, x.end, kCauseLoaderStart, li->id, m.epoch_at(li->id, x.begin), -1});
+      start_ns += x.length();
+    }
+    std::sort(stall->intervals.begin(), stall->intervals.end(),
+              [](const StallInterval& a, const StallInterval& b) { return a.start_ns < b.start_ns; });
+  }
+  stall->by_cause_s[kCauseLoaderStart] = seconds(start_ns);
+  return wait_ns + start_ns;
 }
 
-// The stall: in CPU mode the loop's waits (all data_wait); in GPU mode the GPU's idle time in the
-// window, attributed by cause (docs/report.md).
+// The stall: in CPU mode the loop's waits for its training loader (data_wait, loader_start: by
+// cause already); in GPU mode the GPU's idle time in the window, attributed by cause
+// (docs/report.md).
 void stall_figures(const Session& s, const DataLoaderModel& m, const Interval& window, int64_t stall_ns, Report* r) {
   r->stall.seconds = seconds(stall_ns);
-  r->stall.by_cause_s[kCauseDataWait] = r->stall.seconds;
   r->stall.fraction = window.length() > 0 ? static_cast<double>(stall_ns) / static_cast<double>(window.length()) : 0;
   r->gpu = gpu_stats(s, m, window);
   if (r->gpu.present) {
@@ -283,38 +366,52 @@ std::optional<EvidenceAt> longest_stall(const StallStats& stall) {
           (longest->batch >= 0 ? " (waiting for batch " + std::to_string(longest->batch) + ")" : ""));
 }
 
-// Input wait: the stall plus time inside DataLoader.__iter__ (epoch_begin -> first next()) for
-// epochs that start inside the window; __iter__ is where non-persistent workers are started.
-// From it: whether the run is data-bound, and the compute time per step (the rest of the window).
-void input_wait(const DataLoaderModel& m, const Interval& window, int64_t stall_ns, Report* r) {
-  int64_t iter_ns = 0;
+// Input wait: the training loader's waits (next() and DataLoader.__iter__, where non-persistent
+// workers are started), measured on the host in both modes. From it: whether the run is
+// data-bound, and the compute time per step: the rest of the window less the time spent in other
+// loaders' epochs (evaluation: eval_s, their __iter__ to their last next()).
+void input_wait(const DataLoaderModel& m, const Interval& window, int64_t input_wait_ns, Report* r) {
+  std::vector<Interval> eval;
   for (const LoaderInfo& li : m.loaders) {
+    if (r->main_loader && li.id == *r->main_loader) continue;
     for (const auto& [e, info] : li.epochs) {
-      if (info.begin_ns && info.first_next_ns && *info.begin_ns >= window.begin && *info.first_next_ns <= window.end) {
-        iter_ns += std::max<int64_t>(0, *info.first_next_ns - *info.begin_ns);
-      }
+      const std::optional<int64_t> b = info.begin_ns ? info.begin_ns : info.first_next_ns;
+      if (b && info.last_next_end_ns && *info.last_next_end_ns > *b)
+        eval.push_back(Interval{*b, *info.last_next_end_ns});
     }
   }
-  const int64_t input_wait_ns = std::min(window.length(), stall_ns + iter_ns);
+  const int64_t eval_ns = total_length(intersect(merge_intervals(std::move(eval)), {window}));
+  r->eval_s = seconds(eval_ns);
+  input_wait_ns = std::min(window.length(), input_wait_ns);
   r->input_wait_fraction =
       window.length() > 0 ? static_cast<double>(input_wait_ns) / static_cast<double>(window.length()) : 0;
   r->data_bound = r->input_wait_fraction >= kDataBoundFraction;
   if (r->steps > 0) {
-    r->compute_per_step_ms =
-        static_cast<double>(window.length() - input_wait_ns) / kNsPerMs / static_cast<double>(r->steps);
+    r->compute_per_step_ms = static_cast<double>(std::max<int64_t>(0, window.length() - input_wait_ns - eval_ns)) /
+                             kNsPerMs / static_cast<double>(r->steps);
   }
 }
 
-// The loaders into the report, in id order, with the totals over them: samples (and a note for
-// batches of unknown size), samples/s, and the main loader (the most batches handed; ties: the
-// lowest id).
-void loader_totals(const std::map<int64_t, LoaderStats>& per_loader, Report* r) {
+// The loaders into the report, in id order, with their roles: the training loader (`train`) is
+// the main loader, and its samples are the report's; another loader is `eval` when a framework
+// made it for evaluation or when the optimizer steps were seen and none trained on its batches,
+// else `unknown`. A note for batches of unknown size; samples/s.
+void loader_totals(const std::map<int64_t, LoaderStats>& per_loader, const TrainingLoader& train, Report* r) {
   int64_t unknown = 0;
+  r->main_loader = train.id;
+  r->main_loader_by = train.by;
   for (const auto& [id, ls] : per_loader) {
-    r->samples += ls.samples;
-    unknown += ls.samples_unknown;
-    if (!r->main_loader || ls.batches_handed > per_loader.at(*r->main_loader).batches_handed) r->main_loader = id;
-    r->loaders.push_back(ls);
+    LoaderStats l = ls;
+    if (train.id && id == *train.id) {
+      l.role = "train";
+      r->samples += l.samples;
+      unknown += l.samples_unknown;
+    } else if (l.config.role_hint == std::string("eval") || (train.by == "optimizer_steps" && l.steps == 0)) {
+      l.role = "eval";
+    } else {
+      l.role = "unknown";
+    }
+    r->loaders.push_back(std::move(l));
   }
   if (unknown > 0) {
     r->notes.push_back(std::to_string(unknown) +
@@ -322,6 +419,38 @@ void loader_totals(const std::map<int64_t, LoaderStats>& per_loader, Report* r) 
                        "sample");
   }
   r->samples_per_s = r->wall_s > 0 ? std::optional<double>(static_cast<double>(r->samples) / r->wall_s) : std::nullopt;
+}
+
+// A loop whose wait is mostly its training loader's worker start-up under spawn or forkserver
+// (each worker imports torch and the script anew) gets a note: a one-off cost with persistent
+// workers, paid again at every epoch without them.
+void note_spawn_start(const Report& r, const std::vector<WorkerStats>& workers, std::vector<std::string>* notes) {
+  const LoaderStats* l = r.loader();
+  if (!l || !l->config.start_method || *l->config.start_method == "fork" || r.stall.seconds <= 0) return;
+  auto it = r.stall.by_cause_s.find(kCauseLoaderStart);
+  const double start = it == r.stall.by_cause_s.end() ? 0 : it->second;
+  if (start < 0.5 * r.stall.seconds) return;
+  double startup = 0;
+  int n = 0;
+  for (const WorkerStats& w : workers) {
+    if (w.loader == l->id && w.ready_seen) {
+      startup += w.startup_s;
+      ++n;
+    }
+  }
+  const double per_epoch = l->epochs > 0 ? start / static_cast<double>(l->epochs) : start;
+  std::string t = "most of the loop's wait for input is its training loader starting its workers (start method " +
+                  *l->config.start_method + "): " + fixed(start, 2) + " s of " + fixed(r.stall.seconds, 2) +
+                  " s in DataLoader.__iter__ (loader_start)";
+  if (n > 0) {
+    t += "; a worker took " + fixed(startup / n, 2) +
+         " s on average to start (importing torch and the script's modules in each)";
+  }
+  t += l->config.persistent_workers.value_or(false)
+           ? ". With persistent_workers=True this is a one-off cost of the first epoch"
+           : ". It is paid at every epoch while persistent_workers=False (about " + fixed(per_epoch, 2) +
+                 " s per epoch here); with persistent_workers=True only once";
+  notes->push_back(t);
 }
 
 // Queue depth of the main loader (batches ready in the queue, batches in flight), weighted over
@@ -449,30 +578,34 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
       LoaderStats ls;
       std::vector<Interval> active;
       loader_figures(m, Interval{0, 0}, li, &ls, &active);
+      ls.role = li.config.role_hint.value_or("unknown");
       r.loaders.push_back(std::move(ls));
     }
     return r;
   }
 
-  const Interval window = training_window(m);
+  const TrainingLoader train = pick_training_loader(m);
+  const Interval window = training_window(m, train.id);
   r.window_start_ns = window.begin;
   r.window_end_ns = window.end;
   r.wall_s = seconds(window.length());
+  r.optimizer_steps = m.steps;
 
   PerLoader loaders = per_loader_figures(m, window);
-  const std::vector<int64_t> handoffs = handed_batches(m, &loaders.stats);
+  const std::vector<int64_t> handoffs = handed_batches(m, train.id, &loaders.stats);
   r.steps = static_cast<int64_t>(handoffs.size());
   r.step_time = step_times(handoffs);
-  const int64_t stall_ns = next_call_waits(m, window, &loaders.stats, &r.stall);
-  stall_figures(s, m, window, stall_ns, &r);
+  const int64_t input_wait_ns = next_call_waits(m, window, train.id, &loaders.stats, &r.stall);
+  stall_figures(s, m, window, input_wait_ns, &r);
   r.longest_stall = longest_stall(r.stall);
-  input_wait(m, window, stall_ns, &r);
-  loader_totals(loaders.stats, &r);
+  loader_totals(loaders.stats, train, &r);
+  input_wait(m, window, input_wait_ns, &r);
   queue_figures(s, m, loaders, &r);
   train_process_cpu(s, m, window, &r);
   r.whatif = what_if(s, m, r);
   r.recommendations = recommend(r);
   note_unexplained_wait(&r);
+  note_spawn_start(r, r.workers, &r.notes);
   return r;
 }
 

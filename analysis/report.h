@@ -25,11 +25,12 @@ inline constexpr const char* kReportSchema = "stallscope.report/1";
 // input-pipeline speed recommendation (docs/report.md).
 inline constexpr double kDataBoundFraction = 0.10;
 
-// Stall causes (common/vocabulary.h). CPU mode knows only data_wait; GPU mode attributes the GPU's
-// idle time to all four.
+// Stall causes (common/vocabulary.h). CPU mode knows data_wait (in next()) and loader_start (in
+// the training loader's DataLoader.__iter__); GPU mode attributes the GPU's idle time to all five.
 using vocab::kCauseDataWait;
 using vocab::kCauseH2d;
 using vocab::kCauseHostOther;
+using vocab::kCauseLoaderStart;
 using vocab::kCauseSync;
 
 struct StallInterval {
@@ -69,11 +70,17 @@ struct WorkerStats {
   int64_t loader = 0;
   int32_t worker_id = 0;
   int64_t start_epoch = 0;
+  // The worker's working life: from its ready instant (dl.worker_ready: imports, dataset copy and
+  // worker_init_fn done) to its end. The /proc figures and busy_fraction cover it; start-up (birth
+  // -> ready) is startup_s, apart.
   double life_s = 0;
-  std::optional<double> cpu_util;               // cores, mean of proc.cpu over the worker's life
+  double startup_s = 0;                         // process birth -> dl.worker_ready (0 if unknown)
+  bool ready_seen = false;                      // a dl.worker_ready was recorded for it
+  std::optional<double> cpu_util;               // cores, mean of proc.cpu over the working life
   std::optional<double> runq_delay_fraction;    // mean of proc.runq_wait
-  std::optional<int64_t> private_growth_bytes;  // last - first proc.private_dirty
+  std::optional<int64_t> private_growth_bytes;  // last - first proc.private_dirty of the working life
   std::optional<int64_t> private_first_bytes, private_last_bytes;
+  std::optional<double> busy_fraction;  // busy_s / life_s
   std::optional<double> fetch_p50_ms, fetch_p99_ms, fetch_mean_ms;
   int64_t batches = 0;  // dl.fetch spans
   double busy_s = 0;    // sum of fetch durations
@@ -82,7 +89,11 @@ struct WorkerStats {
 // Per-loader figures (the training loop's view of each DataLoader).
 struct LoaderStats {
   int64_t id = 0;
-  LoaderInfo::Stages stages;  // reference loader: its threads' read/decode/augment time
+  std::string role = "unknown";  // "train" (the main loader), "eval" or "unknown" (docs/report.md)
+  std::string name;              // loader_name() of its config
+  int64_t steps = 0;             // optimizer steps (dl.step) that trained on its batches
+  double start_s = 0;            // time in its DataLoader.__iter__ (epoch_begin -> first next()) in the window
+  LoaderInfo::Stages stages;     // reference loader: its threads' read/decode/augment time
   bool has_config = false;
   LoaderConfig config;
   std::optional<int64_t> num_workers;
@@ -135,15 +146,18 @@ struct Report {
   int64_t train_pid = 0;
   int64_t window_start_ns = 0, window_end_ns = 0;
   double wall_s = 0;
-  int64_t steps = 0;
-  int64_t samples = 0;
+  int64_t steps = 0;    // batches the training loader handed
+  int64_t samples = 0;  // their samples
   std::optional<double> samples_per_s;
   StepTimes step_time;
   StallStats stall;
   bool data_bound = false;             // input_wait_fraction >= kDataBoundFraction
   double input_wait_fraction = 0;      // stall plus time in DataLoader.__iter__ (epoch starts) / window
   double compute_per_step_ms = 0;      // (window - input wait) / steps
-  std::optional<int64_t> main_loader;  // id
+  std::optional<int64_t> main_loader;  // id of the training loader
+  std::string main_loader_by;          // how it was found: "optimizer_steps", "framework", "most_batches"
+  int64_t optimizer_steps = 0;         // dl.step instants of the training process
+  double eval_s = 0;                   // the window's time in other loaders' epochs (evaluation)
   std::vector<LoaderStats> loaders;
   QueueStats queue;
   std::vector<WorkerStats> workers;
@@ -170,7 +184,7 @@ struct Report {
   // The training process's own /proc counters, mean of the samples inside the window.
   std::optional<double> train_cpu_util, train_runq_delay_fraction;
 
-  const LoaderStats* loader() const;  // the main loader, if any
+  const LoaderStats* loader() const;  // the main loader (the training loader), if any
 };
 
 Report analyze(const Session& s);

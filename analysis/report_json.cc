@@ -29,6 +29,13 @@ Json loader_json(const LoaderStats& l) {
   } else {
     v["stages"] = nullptr;
   }
+  v["role"] = l.role;
+  v["name"] = l.name;
+  v["optimizer_steps"] = l.steps;
+  v["start_s"] = l.start_s;
+  for (const char* key : {"batch_size_from", "made_by", "role_hint"}) {
+    if (!v.contains(key)) v[key] = nullptr;
+  }
   v["config_recorded"] = l.has_config;
   v["epochs"] = l.epochs;
   v["batches_handed"] = l.batches_handed;
@@ -165,6 +172,14 @@ Json to_json(const Report& r) {
   d["steps"] = r.steps;
   d["samples"] = r.samples;
   d["samples_per_s"] = r.samples_per_s;
+  Json train = Json::object();
+  const LoaderStats* tl = r.loader();
+  train["loader"] = tl ? Json(tl->id) : Json();
+  train["name"] = tl ? Json(tl->name) : Json();
+  train["identified_by"] = r.main_loader_by.empty() ? Json() : Json(r.main_loader_by);
+  d["training_loader"] = std::move(train);
+  d["optimizer_steps"] = r.optimizer_steps;
+  d["eval_s"] = r.eval_s;
   Json steps = Json::object();
   steps["p50"] = r.step_time.p50_ms;
   steps["p90"] = r.step_time.p90_ms;
@@ -230,6 +245,7 @@ Json to_json(const Report& r) {
     x["worker_id"] = w.worker_id;
     x["start_epoch"] = w.start_epoch;
     x["life_s"] = w.life_s;
+    x["startup_s"] = w.ready_seen ? Json(w.startup_s) : Json();
     x["cpu_util"] = w.cpu_util;
     x["runq_delay_fraction"] = w.runq_delay_fraction;
     x["private_growth_bytes"] = w.private_growth_bytes;
@@ -238,6 +254,8 @@ Json to_json(const Report& r) {
     x["fetch_mean_ms"] = w.fetch_mean_ms;
     x["batches"] = w.batches;
     x["busy_s"] = w.busy_s;
+    x["busy_fraction"] = w.busy_fraction;
+    x["private_start_bytes"] = w.private_first_bytes;
     workers.push_back(std::move(x));
   }
   d["workers"] = std::move(workers);
@@ -257,11 +275,11 @@ Json to_json(const Report& r) {
   d["usable_cores"] = r.usable_cores;
   d["whatif"] = whatif_json(r.whatif);
   d["recorded_by"] = r.recorded_by.empty() ? Json() : Json(r.recorded_by);
-  Json train = Json::object();
-  train["pid"] = r.train_pid ? Json(r.train_pid) : Json();
-  train["cpu_util"] = r.train_cpu_util;
-  train["runq_delay_fraction"] = r.train_runq_delay_fraction;
-  d["training_process"] = std::move(train);
+  Json proc = Json::object();
+  proc["pid"] = r.train_pid ? Json(r.train_pid) : Json();
+  proc["cpu_util"] = r.train_cpu_util;
+  proc["runq_delay_fraction"] = r.train_runq_delay_fraction;
+  d["training_process"] = std::move(proc);
   d["notes"] = r.notes;
   return d;
 }

@@ -148,6 +148,12 @@ std::string render_text(const Report& r) {
     return o;
   }
   o += "\n";
+  if (const LoaderStats* tl = r.loader()) {
+    const char* by = r.main_loader_by == "optimizer_steps" ? "its batches fed the optimizer steps"
+                     : r.main_loader_by == "framework"     ? "the framework made it for training"
+                                                           : "it handed the most batches";
+    o += "  Training loader  " + std::to_string(tl->id) + ": " + tl->name + "   (" + by + ")\n";
+  }
   o += "  Training window  " + fixed(r.wall_s, 3) + " s   (mode: " + r.mode + ", training process pid " +
        std::to_string(r.train_pid) + ")\n";
   o += "  Steps            " + grouped(r.steps) + "   samples " + grouped(r.samples) + "   " +
@@ -168,16 +174,28 @@ std::string render_text(const Report& r) {
     o += "  Host->device     " + copies("pinned", r.gpu.h2d_pinned) + "; " + copies("pageable", r.gpu.h2d_pageable) +
          "\n";
   } else {
+    auto cause_s = [&r](const char* c) {
+      auto it = r.stall.by_cause_s.find(c);
+      return it == r.stall.by_cause_s.end() ? 0.0 : it->second;
+    };
     o += "  Data stall       " + percent(r.stall.fraction) + " of the window (" + fixed(r.stall.seconds, 3) +
-         " s waiting in next())" + (r.data_bound ? "" : "  - not data-bound") + "\n";
+         " s: waiting in next() " + fixed(cause_s(kCauseDataWait), 3) + " s, starting the loader " +
+         fixed(cause_s(kCauseLoaderStart), 3) + " s)" + (r.data_bound ? "" : "  - not data-bound") + "\n";
   }
   o += "  Step time        p50 " + or_dash(r.step_time.p50_ms, duration_ms) + "   p90 " +
        or_dash(r.step_time.p90_ms, duration_ms) + "   p99 " + or_dash(r.step_time.p99_ms, duration_ms) +
        "   (compute " + duration_ms(r.compute_per_step_ms) + " per step)\n";
+  for (const LoaderStats& l : r.loaders) {
+    if (r.main_loader && l.id == *r.main_loader) continue;
+    if (l.batches_handed == 0) continue;
+    o += "  " + pad(l.role == "eval" ? "Evaluation" : "Other loader", 17) + std::to_string(l.id) + ": " + l.name +
+         ": " + grouped(l.batches_handed) + " batches, " + grouped(l.samples) + " samples, waited " +
+         fixed(l.wait_s + l.start_s, 3) + " s\n";
+  }
+  if (r.eval_s > 0) o += "  (evaluation took " + fixed(r.eval_s, 3) + " s of the window; not in the figures above)\n";
 
   for (const LoaderStats& l : r.loaders) {
-    const bool main = r.main_loader && *r.main_loader == l.id;
-    o += "\nLoader " + std::to_string(l.id) + (main ? " (main)" : "") + ": " + loader_line(l) + "\n";
+    o += "\nLoader " + std::to_string(l.id) + " (" + l.role + "): " + l.name + "\n  " + loader_line(l) + "\n";
     const LoaderConfig& c = l.config;
     o += swap_lines(c);
     if (c.dataset_class || c.created_at) {
@@ -221,12 +239,15 @@ std::string render_text(const Report& r) {
   if (!r.workers.empty()) {
     o += "\nWorkers\n";
     o += "  " + pad("pid", 8, true) + pad("loader", 7, true) + pad("worker", 7, true) + pad("epoch", 6, true) +
-         pad("cpu", 7, true) + pad("runq", 7, true) + pad("mem growth", 12, true) + pad("fetch p50", 11, true) +
-         pad("fetch p99", 11, true) + pad("batches", 9, true) + "\n";
+         pad("start", 8, true) + pad("busy", 6, true) + pad("cpu", 7, true) + pad("runq", 7, true) +
+         pad("mem growth", 12, true) + pad("fetch p50", 11, true) + pad("fetch p99", 11, true) +
+         pad("batches", 9, true) + "\n";
     for (size_t i = 0; i < r.workers.size() && i < kMaxWorkerRows; ++i) {
       const WorkerStats& w = r.workers[i];
       o += "  " + pad(std::to_string(w.pid), 8, true) + pad(std::to_string(w.loader), 7, true) +
            pad(std::to_string(w.worker_id), 7, true) + pad(std::to_string(w.start_epoch), 6, true) +
+           pad(w.ready_seen ? fixed(w.startup_s, 2) + "s" : std::string("-"), 8, true) +
+           pad(or_dash(w.busy_fraction, [](double v) { return percent(v, 0); }), 6, true) +
            pad(or_dash(w.cpu_util, [](double v) { return fixed(v, 2); }), 7, true) +
            pad(or_dash(w.runq_delay_fraction, [](double v) { return percent(v, 0); }), 7, true) +
            pad(or_dash(w.private_growth_bytes, [](int64_t v) { return bytes(static_cast<double>(v)); }), 12, true) +
@@ -236,8 +257,8 @@ std::string render_text(const Report& r) {
     if (r.workers.size() > kMaxWorkerRows) {
       o += "  ... " + std::to_string(r.workers.size() - kMaxWorkerRows) + " more (see --json)\n";
     }
-    o += "  (cpu: cores used; runq: share of time runnable but waiting for a CPU; mem growth: private dirty memory, "
-         "last - first)\n";
+    o += "  (start: birth to ready; busy, cpu (cores used), runq (share of time runnable but waiting for a CPU) and "
+         "mem growth (private dirty memory, last - first) over the working life, from ready on)\n";
   }
 
   o += whatif_lines(r);

@@ -1,4 +1,5 @@
-// Per-worker figures: /proc counters over each worker's life and its dl.fetch spans.
+// Per-worker figures: /proc counters over each worker's working life (from its dl.worker_ready to
+// its end; its start-up before that apart) and its dl.fetch spans.
 #include <algorithm>
 #include <unordered_map>
 
@@ -9,6 +10,7 @@ namespace stallscope::analysis {
 namespace {
 
 constexpr double kNsPerMs = 1e6;
+constexpr int64_t kSampleIntervalNs = 100'000'000;  // the /proc sampler's period (docs/events.md)
 
 // Samples of every `counter` track of `pid` whose time lies in [t0, t1].
 std::vector<double> samples_in(const Session& s,
@@ -52,15 +54,25 @@ std::vector<WorkerStats> worker_stats(const Session& s, const DataLoaderModel& m
     ws.loader = w.loader;
     ws.worker_id = w.worker_id;
     ws.start_epoch = w.start_epoch;
-    ws.life_s = static_cast<double>(w.life_end_ns - w.life_begin_ns) / 1e9;
+    // The working life starts at the worker's first dl.worker_ready (imports, the dataset's copy and
+    // worker_init_fn done): what a spawned worker spends importing torch is start-up, not work.
+    const int64_t ready = w.ready_ns
+                              ? std::clamp(*w.ready_ns, w.life_begin_ns, std::max(w.life_begin_ns, w.life_end_ns))
+                              : w.life_begin_ns;
+    ws.ready_seen = w.ready_ns.has_value();
+    ws.startup_s = static_cast<double>(ready - w.life_begin_ns) / 1e9;
+    ws.life_s = static_cast<double>(w.life_end_ns - ready) / 1e9;
     ws.thread = w.thread_id != 0;
     // /proc figures are per process: a loader thread's would be the whole training process's.
+    // A rate sample covers the sampling interval before it: after a long start-up (spawn), the
+    // samples of the first interval after the ready instant, which mix in the end of the import,
+    // are left out.
     using vocab::Counter;
     const int64_t sampled = ws.thread ? -1 : w.pid;
-    ws.cpu_util = mean(samples_in(s, tracks, sampled, Counter::kCpu, w.life_begin_ns, w.life_end_ns));
-    ws.runq_delay_fraction = mean(samples_in(s, tracks, sampled, Counter::kRunqWait, w.life_begin_ns, w.life_end_ns));
-    const std::vector<double> priv =
-        samples_in(s, tracks, sampled, Counter::kPrivateDirty, w.life_begin_ns, w.life_end_ns);
+    const int64_t rates_from = ready + 1 + (ready - w.life_begin_ns > kSampleIntervalNs ? kSampleIntervalNs : 0);
+    ws.cpu_util = mean(samples_in(s, tracks, sampled, Counter::kCpu, rates_from, w.life_end_ns));
+    ws.runq_delay_fraction = mean(samples_in(s, tracks, sampled, Counter::kRunqWait, rates_from, w.life_end_ns));
+    const std::vector<double> priv = samples_in(s, tracks, sampled, Counter::kPrivateDirty, ready, w.life_end_ns);
     if (!priv.empty()) {
       ws.private_first_bytes = static_cast<int64_t>(priv.front());
       ws.private_last_bytes = static_cast<int64_t>(priv.back());
@@ -79,6 +91,7 @@ std::vector<WorkerStats> worker_stats(const Session& s, const DataLoaderModel& m
     ws.fetch_p50_ms = percentile(durations, 50);
     ws.fetch_p99_ms = percentile(durations, 99);
     ws.fetch_mean_ms = mean(durations);
+    if (ws.life_s > 0) ws.busy_fraction = std::min(1.0, ws.busy_s / ws.life_s);
     out.push_back(std::move(ws));
   }
   return out;

@@ -34,6 +34,7 @@ enum class Event : uint8_t {
   kDlWorkerStop,
   kDlFetch,    // main process (num_workers=0) or worker
   kDlCollate,  // idem
+  kDlStep,     // an optimizer step, and the loader whose batch it trained on
   kDlPin,      // pin-memory thread
   // DataLoader hooks: worker processes
   kDlWorkerReady,
@@ -105,6 +106,7 @@ inline constexpr EventDef kEvents[] = {
                                                 {Arg::kBatch, Arg::kWorker, Arg::kGeneration}},
     {Event::kDlCollate, "dl.collate", Shape::kSpan, {Arg::kLoader, Arg::kBatch, Arg::kSamples},
                                                     {Arg::kBatch, Arg::kSamples, Arg::kGeneration}},
+    {Event::kDlStep, "dl.step", Shape::kInstant, {Arg::kLoader, Arg::kEpoch, Arg::kNone}, kNoArgs},
     {Event::kDlPin, "dl.pin", Shape::kSpan, {Arg::kLoader, Arg::kBatch, Arg::kNone}, kNoArgs},
     {Event::kDlWorkerReady, "dl.worker_ready", Shape::kInstant, kNoArgs, {Arg::kWorker, Arg::kGeneration, Arg::kNone}},
     {Event::kDlPut, "dl.put", Shape::kInstant, {Arg::kLoader, Arg::kBatch, Arg::kWorker}, {Arg::kBatch, Arg::kWorker, Arg::kGeneration}},
@@ -199,7 +201,9 @@ inline constexpr const char* kCauseDataWait = "data_wait";
 inline constexpr const char* kCauseH2d = "h2d_transfer";
 inline constexpr const char* kCauseSync = "sync";
 inline constexpr const char* kCauseHostOther = "host_other";
-inline constexpr const char* kCauses[] = {kCauseDataWait, kCauseH2d, kCauseSync, kCauseHostOther};
+// The training loop inside DataLoader.__iter__ of its training loader: starting the workers.
+inline constexpr const char* kCauseLoaderStart = "loader_start";
+inline constexpr const char* kCauses[] = {kCauseDataWait, kCauseH2d, kCauseSync, kCauseHostOther, kCauseLoaderStart};
 
 // Recommendation ids (docs/report.md, "Recommendations").
 inline constexpr const char* kRecIncreaseNumWorkers = "increase_num_workers";

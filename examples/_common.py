@@ -113,8 +113,8 @@ class Stats:
         self.first_wait = 0.0  # of which: waiting for each epoch's first batch
         self.end_wait = 0.0  # of which: the next() that ends each epoch (StopIteration, worker shutdown)
         self.busy = 0.0  # seconds in training steps
-        self.between = 0.0  # seconds in iter() for the second and later epochs (workers start there):
-        #                     inside the training window (first next() to the end), but not in next()
+        self.iter = 0.0  # seconds in iter() (non-persistent workers start there): inside the training
+        #                  window (first iter() to the end) and waiting for input, but not in next()
         self.batches = 0
         self.samples = 0
 
@@ -123,10 +123,9 @@ def train(loader, trainer: Trainer, epochs: int) -> Stats:
     st = Stats()
     for epoch in range(epochs):
         t_iter = time.perf_counter()
-        it = iter(loader)  # non-persistent workers start here (the first epoch's: before the window)
+        it = iter(loader)  # non-persistent workers start here
         t = time.perf_counter()
-        if epoch > 0:
-            st.between += t - t_iter
+        st.iter += t - t_iter
         first = True
         while True:
             try:
@@ -150,15 +149,16 @@ def train(loader, trainer: Trainer, epochs: int) -> Stats:
 
 
 def report(name: str, expected: float, st: Stats, note: str = ""):
-    # The training window, as stallscope defines it: from the first next() to the end of the loop.
-    total = st.wait + st.busy + st.between
+    # The training window, as stallscope defines it: from the first iter() to the end of the loop;
+    # the loop waits for input in next() and in iter().
+    total = st.wait + st.busy + st.iter
     edges = st.first_wait + st.end_wait
-    steady = total - edges - st.between
+    steady = total - edges - st.iter
     print(f"{name}: {st.batches} batches, {st.samples} samples in {total:.2f} s "
           f"({st.samples / total if total else 0:.0f} samples/s)")
-    measured = st.wait / total if total else 0.0
+    measured = (st.wait + st.iter) / total if total else 0.0
     print(f"  data stall fraction: expected {expected:.2f} by construction, measured {measured:.2f}"
-          f" (wait in next() {st.wait:.2f} s, steps {st.busy:.2f} s)")
+          f" (wait in next() {st.wait:.2f} s, steps {st.busy:.2f} s, in iter() {st.iter:.2f} s)")
     print(f"  steady state (without each epoch's first batch and final next()): "
           f"{(st.wait - edges) / steady if steady > 0 else 0:.2f}; epoch edges waited {edges:.2f} s")
     if note:

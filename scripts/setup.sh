@@ -49,6 +49,14 @@ if ! "$PY" -c "import PIL" 2>/dev/null; then
   "$PY" -m pip install -q pillow
 fi
 
+# The training frameworks tests/python/test_train_loops.py runs the report against (PyTorch
+# Lightning, HF transformers' Trainer and accelerate). torch is pinned in the same command so that
+# pip keeps the installed one.
+if ! "$PY" -c "import pytorch_lightning, transformers, accelerate" 2>/dev/null; then
+  TORCH_PIN=$("$PY" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null || echo 2.13.0)
+  "$PY" -m pip install -q "torch==$TORCH_PIN" pytorch-lightning transformers accelerate
+fi
+
 if [ "${1:-}" != "--no-build" ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build

@@ -97,9 +97,9 @@ void CompareDashboard::set_range(double t0, double t1) {
   axis_.follow = false;
 }
 
-// The training-window start: the analysis's once it ran, the first dl.next found in the timeline
-// before (the same time: the window starts at the training thread's first next() call), the first
-// event of a run with no DataLoader.
+// The training-window start: the analysis's once it ran (the training loader's first
+// DataLoader.__iter__), the first dl.next found in the timeline before (the same time, less the
+// worker start-up of that first __iter__), the first event of a run with no DataLoader.
 double CompareDashboard::origin_of(const Snapshot& s, Side& side) {
   if (s.analysis) {
     const analysis::Report& r = s.analysis->report;

@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "analysis/dataloader.h"
 #include "analysis/dl_event.h"
 
 namespace stallscope::ui {
@@ -180,6 +181,11 @@ void SnapshotBuilder::on_instant(const InstantRow& r) {
       if (!workers_.count(*d.pid)) worker_pids_[*d.loader].push_back(*d.pid);
       workers_[*d.pid] = {*d.loader, static_cast<int32_t>(*d.worker)};
     }
+  }
+  if (e == Event::kDlConfig) {
+    const analysis::DlEvent d = decode(e, false, r);
+    if (d.loader && d.text && !loader_configs_.count(*d.loader))
+      loader_configs_[*d.loader] = static_cast<uint32_t>(*d.text);
   }
   if (e == Event::kDlWorkerReady) {
     const analysis::DlEvent d = decode(e, true, r);
@@ -415,6 +421,15 @@ void SnapshotBuilder::name_lanes(std::vector<Lane>& lanes, const std::set<int64_
     }
     return "";
   };
+  // A worker lane says which loader it serves by the loader's name (analysis::loader_name).
+  auto loader_label = [&](int64_t loader) -> std::string {
+    auto it = loader_configs_.find(loader);
+    if (it != loader_configs_.end() && it->second < strings_->size()) {
+      auto doc = json::parse((*strings_)[it->second]);
+      if (doc.ok() && doc->is_object()) return analysis::loader_name(analysis::parse_loader_config(*doc), loader);
+    }
+    return "L" + std::to_string(loader);
+  };
   auto track_line = [&](const Track& t) {
     std::string s = "pid " + std::to_string(t.pid);
     if (t.tid) s += "  tid " + std::to_string(t.tid);
@@ -438,9 +453,9 @@ void SnapshotBuilder::name_lanes(std::vector<Lane>& lanes, const std::set<int64_
         l.sort_key_tuple = {2, l.pid, t0.tid, 0};
         break;
       case LaneRole::kWorker:
-        l.name =
-            (loaders_with_workers.size() > 1 && l.loader >= 0 ? "L" + std::to_string(l.loader) + " " : std::string()) +
-            "worker " + std::to_string(l.worker);
+        l.name = (loaders_with_workers.size() > 1 && l.loader >= 0 ? loader_label(l.loader) + " " : std::string()) +
+                 "worker " + std::to_string(l.worker);
+        if (l.loader >= 0) l.detail = "loader " + std::to_string(l.loader) + ": " + loader_label(l.loader);
         l.sort_key_tuple = {3, l.loader, l.worker, 0};
         break;
       case LaneRole::kOther:

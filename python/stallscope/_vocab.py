@@ -20,6 +20,7 @@ DL_WORKER_START = "dl.worker_start"
 DL_WORKER_STOP = "dl.worker_stop"
 DL_FETCH = "dl.fetch"  # also in worker processes
 DL_COLLATE = "dl.collate"  # also in worker processes
+DL_STEP = "dl.step"
 
 # Pin-memory thread
 DL_PIN = "dl.pin"
@@ -37,7 +38,7 @@ STALLSCOPE_HOOKS = "stallscope.hooks"
 # Every event name above, in the order of docs/events.md.
 EVENT_NAMES = (
     DL_CONFIG, DL_EPOCH_BEGIN, DL_EPOCH_END, DL_NEXT, DL_SENT, DL_RECV, DL_WORKER_START, DL_WORKER_STOP,
-    DL_FETCH, DL_COLLATE, DL_PIN, DL_WORKER_READY, DL_PUT, DL_CPU, STALLSCOPE_HOOKS,
+    DL_FETCH, DL_COLLATE, DL_STEP, DL_CPU, DL_PIN, DL_WORKER_READY, DL_PUT, STALLSCOPE_HOOKS,
 )
 
 # Which loader ran (`kind` in dl.config) and which `stallscope run --loader` asked for: torch's

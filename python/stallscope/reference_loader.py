@@ -741,6 +741,10 @@ class _Iterator:
             self._i_recv = N.intern(V.DL_RECV)
             self._i_end = N.intern(V.DL_EPOCH_END)
             N.instant(N.intern(V.DL_EPOCH_BEGIN), L, self._epoch, n.threads)
+            from .hooks import _state as S  # dl.step names the loader whose batch was handed last
+
+            self._hooks_state = S
+            self._step_mark = S._ItState(L, self._epoch, False)
         if self._device is not None:
             self._dev = _DeviceCopies(loader)
 
@@ -787,6 +791,7 @@ class _Iterator:
         self._yielded += 1
         if rec is not None:
             N.span_end()  # the batch handed is the one the span began with (they come in order)
+            self._hooks_state._last_it = self._step_mark
         return tensors[0] if self._fields == 1 else tensors
 
     def _take(self, block: bool):

@@ -99,7 +99,8 @@ TEST_F(AnalysisTest, CpuStallFractionIsExact) {
   EXPECT_NEAR(r.stall.fraction, 0.30, kTight);
   EXPECT_NEAR(r.stall.seconds, 3.0, kTight);
   EXPECT_NEAR(r.stall.by_cause_s.at("data_wait"), 3.0, kTight);
-  EXPECT_EQ(r.stall.by_cause_s.size(), 1u);
+  EXPECT_NEAR(r.stall.by_cause_s.at("loader_start"), 0.0, kTight);
+  EXPECT_EQ(r.stall.by_cause_s.size(), 2u);
   EXPECT_EQ(r.stall.intervals.size(), 100u);  // the StopIteration call lasts 0 ns
   EXPECT_EQ(r.steps, 100);
   EXPECT_EQ(r.samples, 3200);
@@ -418,9 +419,14 @@ TEST_F(AnalysisTest, EpochStartsAndRespawnCost) {
   EXPECT_EQ(l->respawned_epochs, 2);
   EXPECT_NEAR(l->shutdown_s, 3 * 0.040, 1e-9);  // every epoch's StopIteration call stopped the workers
   EXPECT_NEAR(l->respawn_excess_s, 2 * 1.5 + 3 * 0.040, 1e-9);
-  EXPECT_NEAR(l->edge_wait_s, 3 * (1.505 + 0.040), 1e-9);
-  // __iter__ time of epochs 1 and 2 counts as input wait; the stall does not include it.
-  EXPECT_NEAR(r.input_wait_fraction, (static_cast<double>(t.stall_ns) / 1e9 + 2 * 0.005) / t.wall_s(), kTight);
+  // Each epoch's start (__iter__, then its first next() until the new workers are ready after
+  // their 1.5 s boot) is loader_start; the rest of that next() (10 ms) and the StopIteration call
+  // are the epoch edges' data wait.
+  EXPECT_NEAR(l->edge_wait_s, 3 * (0.010 + 0.040), 1e-9);
+  EXPECT_NEAR(r.stall.by_cause_s.at("loader_start"), 3 * 1.5, kTight);
+  EXPECT_NEAR(l->start_s, 3 * 1.5, kTight);
+  for (const WorkerStats& w : r.workers) EXPECT_NEAR(w.startup_s, 1.5, kTight);
+  EXPECT_NEAR(r.input_wait_fraction, t.stall_fraction(), kTight);
   for (const WorkerStats& w : r.workers) EXPECT_EQ(w.batches, 10);
   // 1.5 s to start workers for 20 batches of 10 ms fetch: loading in the loop is faster still
   // than persistent workers (3 x 20 x 60 ms against 1.5 s + 3 x 20 x 50 ms).
@@ -459,7 +465,9 @@ TEST_F(AnalysisTest, WorkersWithoutWorkerStartAreInferred) {
   EXPECT_TRUE(noted);
 }
 
-TEST_F(AnalysisTest, MainLoaderIsTheOneWithMostBatches) {
+// Without optimizer steps or a framework's hint, the training loader is the one that handed the
+// most batches; the other loader's batches are not steps, and its epoch is evaluation time.
+TEST_F(AnalysisTest, MainLoaderWithoutStepsIsTheOneWithMostBatches) {
   {
     RecordingBuilder b(path());
     const int64_t proc = b.process(1000, 0);
@@ -480,12 +488,158 @@ TEST_F(AnalysisTest, MainLoaderIsTheOneWithMostBatches) {
   const Report r = report(path());
   ASSERT_EQ(r.loaders.size(), 2u);
   EXPECT_EQ(r.main_loader, 0);
+  EXPECT_EQ(r.main_loader_by, "most_batches");
   EXPECT_EQ(r.loader()->batches_handed, 50);
-  EXPECT_EQ(r.steps, 60);
-  EXPECT_EQ(r.samples, 50 * 8 + 10 * 100);
+  EXPECT_EQ(r.loaders[0].role, "train");
+  EXPECT_EQ(r.loaders[1].role, "unknown");
+  EXPECT_EQ(r.steps, 50);
+  EXPECT_EQ(r.samples, 50 * 8);
   EXPECT_NEAR(r.wall_s, 5.5, kTight);
-  EXPECT_NEAR(r.stall.seconds, 50 * 0.02 + 10 * 0.05, kTight);
+  EXPECT_NEAR(r.stall.seconds, 50 * 0.02, kTight);  // the training loader's waits only
   EXPECT_NEAR(r.loaders[1].wait_s, 0.5, kTight);
+  EXPECT_NEAR(r.eval_s, 0.5, kTight);
+  EXPECT_NEAR(r.compute_per_step_ms, (5.5 - 1.0 - 0.5) / 50 * 1e3, 1e-6);
+  EXPECT_EQ(r.loaders[0].name, "loader 0");
+}
+
+// A validation loader iterated first, with more batches than the training loader: the optimizer
+// steps (dl.step names the loader whose batch was handed last) tell which one trains, and the
+// window starts at the training loader's first __iter__.
+TEST_F(AnalysisTest, TrainingLoaderIsTheOneTheOptimizerStepsTrainedOn) {
+  int64_t begin = 0;
+  {
+    RecordingBuilder b(path());
+    const int64_t proc = b.process(1000, 0);
+    const int64_t th = b.thread(proc, 1000);
+    b.instant(th, "dl.epoch_begin", 0, 0, 0, 0);
+    b.instant(th, "dl.config", 0, 0,
+              b.str(R"({"loader": 0, "batch_size": 4, "num_workers": 0, "dataset_class": "ValSet",)"
+                    R"( "created_at": "train.py:20"})"));
+    int64_t t = 0;
+    for (int i = 0; i < 30; ++i, t += 10 * kMs) b.span(th, "dl.next", t, 5 * kMs, 0, i, 0);
+    b.span(th, "dl.next", t, 0, 0, -1, 0);
+    b.instant(th, "dl.epoch_end", t, 0, 0, 30);
+    t += 100 * kMs;
+    begin = t;
+    b.instant(th, "dl.epoch_begin", t, 1, 0, 0);
+    b.instant(th, "dl.config", t, 1,
+              b.str(R"({"loader": 1, "num_workers": 0, "batch_size": 8, "batch_size_from": "batch_sampler",)"
+                    R"( "dataset_class": "TrainSet", "created_at": "train.py:30"})"));
+    t += 200 * kMs;  // inside __iter__
+    for (int i = 0; i < 20; ++i, t += 50 * kMs) {
+      b.span(th, "dl.next", t, 10 * kMs, 1, i, 0);
+      b.instant(th, "dl.step", t + 40 * kMs, 1, 0);
+    }
+    b.span(th, "dl.next", t, 0, 1, -1, 0);
+    b.instant(th, "dl.epoch_end", t, 1, 0, 20);
+    b.finish();
+  }
+  const Report r = report(path());
+  ASSERT_EQ(r.loaders.size(), 2u);
+  EXPECT_EQ(r.main_loader, 1);
+  EXPECT_EQ(r.main_loader_by, "optimizer_steps");
+  EXPECT_EQ(r.optimizer_steps, 20);
+  EXPECT_EQ(r.loaders[0].role, "eval");
+  EXPECT_EQ(r.loaders[1].role, "train");
+  EXPECT_EQ(r.loaders[1].steps, 20);
+  EXPECT_EQ(r.loaders[1].name, "TrainSet (train.py:30)");
+  EXPECT_EQ(r.loaders[1].config.batch_size_from, "batch_sampler");
+  EXPECT_EQ(r.steps, 20);
+  EXPECT_EQ(r.samples, 160);
+  EXPECT_EQ(r.window_start_ns, begin);
+  EXPECT_NEAR(r.wall_s, 0.2 + 20 * 0.05, kTight);
+  EXPECT_NEAR(r.stall.by_cause_s.at("loader_start"), 0.2, kTight);
+  EXPECT_NEAR(r.stall.by_cause_s.at("data_wait"), 20 * 0.01, kTight);
+  EXPECT_NEAR(r.stall.seconds, 0.4, kTight);
+  EXPECT_NEAR(*r.samples_per_s, 160 / 1.2, 1e-6);
+  const Json j = to_json(r);
+  EXPECT_EQ(j.at("training_loader").at("loader"), 1);
+  EXPECT_EQ(j.at("training_loader").at("identified_by"), "optimizer_steps");
+  EXPECT_EQ(j.at("loaders").at(0).at("role"), "eval");
+  EXPECT_EQ(j.at("loaders").at(1).at("name"), "TrainSet (train.py:30)");
+  const std::string text = render_text(r);
+  EXPECT_NE(text.find("Training loader  1: TrainSet (train.py:30)"), std::string::npos) << text;
+  EXPECT_NE(text.find("Evaluation       0: ValSet (train.py:20): 30 batches"), std::string::npos) << text;
+}
+
+// No optimizer step seen: a framework's hint (Lightning's train_dataloader) names the training
+// loader, even with fewer batches; val_dataloader's loader is evaluation.
+TEST_F(AnalysisTest, FrameworkHintNamesTheTrainingLoader) {
+  {
+    RecordingBuilder b(path());
+    const int64_t proc = b.process(1000, 0);
+    const int64_t th = b.thread(proc, 1000);
+    b.instant(th, "dl.epoch_begin", 0, 0, 0, 0);
+    b.instant(th, "dl.config", 0, 0,
+              b.str(R"({"loader": 0, "batch_size": 4, "num_workers": 0, "made_by": "val_dataloader",)"
+                    R"( "role_hint": "eval", "dataset_class": "ValSet"})"));
+    int64_t t = 0;
+    for (int i = 0; i < 30; ++i, t += 10 * kMs) b.span(th, "dl.next", t, 5 * kMs, 0, i, 0);
+    b.instant(th, "dl.epoch_begin", t, 1, 0, 0);
+    b.instant(th, "dl.config", t, 1,
+              b.str(R"({"loader": 1, "batch_size": 4, "num_workers": 0, "made_by": "train_dataloader",)"
+                    R"( "role_hint": "train", "dataset_class": "TrainSet"})"));
+    for (int i = 0; i < 10; ++i, t += 10 * kMs) b.span(th, "dl.next", t, 5 * kMs, 1, i, 0);
+    b.finish();
+  }
+  const Report r = report(path());
+  EXPECT_EQ(r.main_loader, 1);
+  EXPECT_EQ(r.main_loader_by, "framework");
+  EXPECT_EQ(r.loaders[0].role, "eval");
+  EXPECT_EQ(r.loaders[0].name, "val_dataloader ValSet");
+  EXPECT_EQ(r.steps, 10);
+}
+
+// A spawned worker: 2 s of start-up (importing torch) before its dl.worker_ready. Its CPU, busy
+// share and memory growth cover the working life after it; the start-up is reported apart.
+TEST_F(AnalysisTest, WorkerFiguresCoverTheWorkingLife) {
+  {
+    RecordingBuilder b(path());
+    const int64_t proc = b.process(1000, 0);
+    const int64_t th = b.thread(proc, 1000);
+    b.instant(th, "dl.epoch_begin", 0, 0, 0, 1);
+    b.instant(th, "dl.config", 0, 0,
+              b.str(R"({"loader": 0, "batch_size": 4, "num_workers": 1, "start_method": "spawn",)"
+                    R"( "persistent_workers": false})"));
+    const int64_t wrow = b.process(2000, 0, 4000 * kMs);
+    const int64_t wth = b.thread(wrow, 2000);
+    b.instant(th, "dl.worker_start", 10 * kMs, 0, 0, 2000);
+    b.instant(wth, "dl.worker_ready", 2000 * kMs, 0, 0);
+    for (int64_t t = 100 * kMs; t <= 4000 * kMs; t += 100 * kMs) {
+      b.counter(2000, "proc.cpu", "cores", t, t <= 2000 * kMs ? 0.3 : 1.0);
+      const double mib = t <= 2000 * kMs ? 7.0 * static_cast<double>(t / (100 * kMs))
+                                         : 140.0 + static_cast<double>(t - 2000 * kMs) / 1e8;
+      b.counter(2000, "proc.private_dirty", "bytes", t, mib * (1 << 20));
+    }
+    // Busy 1.5 s of the 2 s working life.
+    for (int i = 0; i < 15; ++i) {
+      b.span(wth, "dl.fetch", 2000 * kMs + i * 120 * kMs, 100 * kMs, i, 0, 0);
+      b.instant(wth, "dl.put", 2000 * kMs + i * 120 * kMs + 100 * kMs, i, 0, 0);
+    }
+    int64_t t = 2010 * kMs;
+    for (int i = 0; i < 15; ++i, t += 120 * kMs) b.span(th, "dl.next", t, 100 * kMs, 0, i, 0);
+    b.instant(th, "dl.worker_stop", 3990 * kMs, 0, 0, 2000);
+    b.finish();
+  }
+  const Report r = report(path());
+  ASSERT_EQ(r.workers.size(), 1u);
+  const WorkerStats& w = r.workers[0];
+  EXPECT_TRUE(w.ready_seen);
+  EXPECT_NEAR(w.startup_s, 2.0, kTight);
+  EXPECT_NEAR(w.life_s, 2.0, kTight);
+  ASSERT_TRUE(w.cpu_util.has_value());
+  EXPECT_NEAR(*w.cpu_util, 1.0, kTight);
+  ASSERT_TRUE(w.busy_fraction.has_value());
+  EXPECT_NEAR(*w.busy_fraction, 0.75, kTight);
+  ASSERT_TRUE(w.private_growth_bytes.has_value());
+  EXPECT_NEAR(static_cast<double>(*w.private_growth_bytes), 20.0 * (1 << 20), 1 << 12);
+  EXPECT_NEAR(static_cast<double>(*w.private_first_bytes), 140.0 * (1 << 20), 1 << 12);
+  // The loop waited 2 s in __iter__ for the spawned worker: the report says so.
+  EXPECT_NEAR(r.stall.by_cause_s.at("loader_start"), 2.01, kTight);
+  bool noted = false;
+  for (const std::string& n : r.notes)
+    noted |= n.find("starting its workers (start method spawn)") != std::string::npos;
+  EXPECT_TRUE(noted);
 }
 
 TEST_F(AnalysisTest, NoDataLoaderIsReportedNotCrashed) {

@@ -182,6 +182,9 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
       }
     }
     t = begin + c.iter_ns;
+    // The window starts at the first __iter__; time inside it is input wait (loader_start).
+    if (e == 0) truth.window_start_ns = begin;
+    truth.stall_ns += c.iter_ns;
     const int batches = c.batches_per_epoch;
     std::vector<int64_t> sent(batches, -1), put(batches, -1);
     auto send = [&](int batch, int64_t ts) {
@@ -231,7 +234,6 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
         b.instant(main, "dl.cpu", handed, L, in_next, before);
         first_mark = false;
       }
-      if (e == 0 && first) truth.window_start_ns = call;
       if (first) truth.epoch_start_ns.push_back(handed - begin);
       first = false;
       truth.stall_ns += handed - call;

@@ -3,6 +3,7 @@ complete and consistent, for the configurations training scripts use."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
 
 import pytest
@@ -12,6 +13,14 @@ from conftest import LIBRARY, LOADER_PROG, PYTHON_DIR, Recording, base_env, run_
 
 pytestmark = pytest.mark.torch
 
+
+
+def prog_site(line):
+    """created_at of a DataLoader(...) call of the loader program: its path relative to the working
+    directory (the test's, which the program inherits) when inside it, else absolute."""
+    path = os.path.abspath(LOADER_PROG)
+    cwd = os.getcwd()
+    return f"{os.path.relpath(path, cwd) if path.startswith(cwd + os.sep) else path}:{line}"
 
 def assert_epochs(rec, result, L=0):
     """Per epoch of loader L: one epoch_begin, dl.next = batches + the StopIteration call, the
@@ -50,7 +59,7 @@ def test_no_workers_fetch_and_collate_in_next(recorded, kind):
     assert cfg["dataset_type"] == kind
     assert cfg["dataset_len"] == (22 if kind == "map" else None)
     assert cfg["batches_per_epoch"] == (6 if kind == "map" else None)
-    assert cfg["created_at"] == f"loader_prog.py:{res['lines']['loader0']}"
+    assert cfg["created_at"] == prog_site(res['lines']['loader0'])
     assert [b["arg2"] for b in rec.instants("dl.epoch_begin")] == [0, 0]  # num_workers
     nexts = [s for s in rec.spans("dl.next") if s["arg1"] >= 0]
     fetches = rec.spans("dl.fetch")
@@ -154,8 +163,8 @@ def test_two_loaders_are_told_apart(recorded):
     res = r.result
     cfgs = rec.configs()
     assert sorted(cfgs) == [0, 1]
-    assert cfgs[0]["created_at"] == f"loader_prog.py:{res['lines']['loader0']}"
-    assert cfgs[1]["created_at"] == f"loader_prog.py:{res['lines']['loader1']}"
+    assert cfgs[0]["created_at"] == prog_site(res['lines']['loader0'])
+    assert cfgs[1]["created_at"] == prog_site(res['lines']['loader1'])
     assert cfgs[0]["num_workers"] == 2 and cfgs[1]["num_workers"] == 0 and cfgs[1]["batch_size"] == 2
     assert_epochs(rec, res, L=0)
     got1 = assert_epochs(rec, res, L=1)

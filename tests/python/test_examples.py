@@ -12,7 +12,8 @@ from conftest import REPO, Recording, run_recorded
 pytestmark = pytest.mark.torch
 
 EXAMPLES = REPO / "examples"
-MEASURED = re.compile(r"measured (?P<frac>[0-9.]+) \(wait in next\(\) (?P<wait>[0-9.]+) s, steps (?P<busy>[0-9.]+) s\)")
+MEASURED = re.compile(
+    r"measured (?P<frac>[0-9.]+) \(wait in next\(\) (?P<wait>[0-9.]+) s, steps (?P<busy>[0-9.]+) s[,)]")
 
 
 def run_example(tmp_path, script, *args):

@@ -61,8 +61,9 @@ class CompareViewTest : public ::testing::Test {
     b_ = testing::load_snapshot(dir_.file("slow.db"));
     ASSERT_TRUE(a_->analysis && b_->analysis);
   }
-  // The origin (first dl.next) of each run, and where a step (its hand-off) sits from it.
-  static double origin(const testing::SimTruth& t) { return static_cast<double>(t.batches.front().next_start); }
+  // The origin (the training window's start: the first DataLoader.__iter__) of each run, and where
+  // a step (its hand-off) sits from it.
+  static double origin(const testing::SimTruth& t) { return static_cast<double>(t.first_epoch_begin_ns); }
 
   testing::TempDir dir_;
   testing::SimOptions a_opt_, b_opt_;

@@ -295,6 +295,7 @@ SimTruth write_sim_recording(const std::string& path, const SimOptions& o) {
 
   for (int e = 0; e < o.epochs; ++e) {
     const int64_t epoch_begin = t;
+    if (e == 0) truth.first_epoch_begin_ns = t;
     sim.instant(main.thread, n_ebegin, t, 0, e, N);
     std::vector<int64_t> free(static_cast<size_t>(N), 0);
     for (int k = 0; k < N; ++k) {

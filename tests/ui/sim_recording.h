@@ -53,8 +53,9 @@ struct SimTruth {
   std::vector<SimBatch> batches;  // every batch, epoch by epoch
   std::vector<int64_t> worker_pids;
   int64_t end_ns = 0;
-  int64_t stall_ns = 0;  // sum of dl.next durations
-  int64_t events = 0;    // spans + instants + counter samples + GPU activities
+  int64_t first_epoch_begin_ns = 0;  // the first dl.epoch_begin: where the training window starts
+  int64_t stall_ns = 0;              // sum of dl.next durations
+  int64_t events = 0;                // spans + instants + counter samples + GPU activities
   int64_t spans = 0;
   const SimBatch* find(int epoch, int batch) const;
 };

@@ -188,6 +188,10 @@ def _deep_install() -> None:
         if pin_ok and pin_mod._pin_memory_loop is not _pin._pin_memory_loop:
             S._orig_pin_loop = pin_mod._pin_memory_loop
             pin_mod._pin_memory_loop = _pin._pin_memory_loop  # looked up at Thread(...) time by torch
+        try:
+            _main.install_step_hook(torch)
+        except Exception:
+            pass  # the training loader is then the most-consumed one
         _warn_problem(torch, missing)
 
 

@@ -45,22 +45,55 @@ def _torch_dirs():
     return tuple({os.path.abspath(d) + os.sep, os.path.realpath(d) + os.sep})
 
 
+# The functions of the frameworks that make a loader for one role: Lightning's hooks (written in
+# the user's LightningModule or DataModule) and HF Trainer's getters. The nearest one on the stack
+# of a DataLoader(...) call names the loader's role.
+_ROLE_OF_FUNCTION = {
+    "train_dataloader": "train", "get_train_dataloader": "train",
+    "val_dataloader": "eval", "test_dataloader": "eval", "predict_dataloader": "eval",
+    "get_eval_dataloader": "eval", "get_test_dataloader": "eval",
+}
+_LIBRARY_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+
+
+def _site_path(fn: str) -> str:
+    """A source file as the report names it: relative to the working directory when inside it."""
+    try:
+        cwd = os.getcwd()
+        full = os.path.abspath(fn)
+        if full.startswith(cwd + os.sep):
+            return os.path.relpath(full, cwd)
+        return full
+    except Exception:
+        return fn
+
+
 def _caller_site(loader):
-    """"file.py:line" of the DataLoader(...) call: the first frame that is not torch's, not ours,
-    and not the __init__ of a DataLoader subclass running for this very loader."""
+    """Where the user's code made the loader: ("path:line", role hint, framework function).
+    The site is the first frame that is not torch's, not ours, not an installed package's
+    (site-packages/dist-packages: Lightning, accelerate, transformers and the like), not the
+    interpreter's own (<frozen ...>), and not the __init__ of a DataLoader subclass running for this
+    very loader; path relative to the working directory. The role hint comes from the nearest
+    framework function on the whole stack that makes loaders for one role (_ROLE_OF_FUNCTION)."""
     torch_dirs = _torch_dirs()
     f = sys._getframe(2)
-    while f is not None:
+    site = role = made_by = fallback = None
+    while f is not None and (site is None or role is None):
         code = f.f_code
         fn = code.co_filename
-        if _tb.is_ours(fn) or (torch_dirs and fn.startswith(torch_dirs)):
-            f = f.f_back
-            continue
-        if code.co_name == "__init__" and f.f_locals.get("self") is loader:
-            f = f.f_back
-            continue
-        return f"{os.path.basename(fn)}:{f.f_lineno}"
-    return None
+        if fallback is None and not (_tb.is_ours(fn) or (torch_dirs and fn.startswith(torch_dirs))):
+            fallback = f"{_site_path(fn)}:{f.f_lineno}"  # no user frame at all: the library's call
+        if role is None:
+            role = _ROLE_OF_FUNCTION.get(code.co_name)
+            if role is not None:
+                made_by = code.co_name
+        if site is None and not (
+                _tb.is_ours(fn) or (torch_dirs and fn.startswith(torch_dirs)) or fn.startswith("<")
+                or any(d in fn for d in _LIBRARY_DIRS)
+                or (code.co_name == "__init__" and f.f_locals.get("self") is loader)):
+            site = f"{_site_path(fn)}:{f.f_lineno}"
+        f = f.f_back
+    return site or fallback, role, made_by
 
 
 def _loader_info(loader):
@@ -86,7 +119,18 @@ def _pin_effective(loader) -> bool:
     return bool(torch.cuda.is_available())
 
 
-def _config(loader, L, created_at, swap=None) -> str:
+def _batch_size(loader):
+    """The loader's batch_size, else its batch sampler's (accelerate and samplers of that kind pass
+    a batch_sampler, which leaves DataLoader.batch_size None): (size, where it was read)."""
+    if loader.batch_size is not None:
+        return loader.batch_size, "loader"
+    bs = getattr(loader.batch_sampler, "batch_size", None) if loader.batch_sampler is not None else None
+    if isinstance(bs, int) and not isinstance(bs, bool) and bs > 0:
+        return bs, "batch_sampler"
+    return None, None
+
+
+def _config(loader, L, info, swap=None) -> str:
     import torch
     import torch.multiprocessing as tmp
     from torch.utils.data.dataloader import _DatasetKind
@@ -114,9 +158,11 @@ def _config(loader, L, created_at, swap=None) -> str:
             batches = len(loader._index_sampler)
         except Exception:
             batches = None
+    batch_size, batch_size_from = _batch_size(loader)
     doc = {
         "loader": L,
-        "batch_size": loader.batch_size,
+        "batch_size": batch_size,
+        "batch_size_from": batch_size_from,
         "num_workers": nw,
         "pin_memory": bool(loader.pin_memory),
         "pin_memory_effective": _pin_effective(loader),
@@ -129,7 +175,9 @@ def _config(loader, L, created_at, swap=None) -> str:
         "batches_per_epoch": batches,
         "in_order": bool(getattr(loader, "in_order", True)),
         "drop_last": bool(loader.drop_last),
-        "created_at": created_at,
+        "created_at": info.created_at,
+        "made_by": info.made_by,
+        "role_hint": info.role,
         "torch_version": str(torch.__version__),
         "torch_threads": _torch_threads(torch),
         "kind": swap.kind if swap is not None else V.LOADER_TORCH,
@@ -158,7 +206,7 @@ def _begin_epoch(loader):
         info.epochs += 1
     if first:
         try:
-            _instant(S._I_CONFIG, info.L, N.intern_once(_config(loader, info.L, info.created_at, info.swap)), 0)
+            _instant(S._I_CONFIG, info.L, N.intern_once(_config(loader, info.L, info, info.swap)), 0)
         except Exception:
             pass
     _instant(S._I_EPOCH_BEGIN, info.L, E, loader.num_workers)
@@ -177,16 +225,18 @@ def _dl_init(self, *args, **kwargs):
             from ._install import _deep_install  # here: _install imports this module
 
             _deep_install()
-        where = _caller_site(self)
+        where, role, made_by = _caller_site(self)
     except Exception:
-        where = None
+        where = role = made_by = None
     if S._swap_mode is None:
         S._orig_dl_init(self, *args, **kwargs)
         swap = None
     else:  # `stallscope run --loader tuned|reference`: _swap runs torch's __init__
         swap = _swap.init(self, where, args, kwargs)
     try:
-        object.__setattr__(self, "_stallscope_loader", _LoaderInfo(self, where, swap))
+        info = _LoaderInfo(self, where, swap)
+        info.role, info.made_by = role, made_by
+        object.__setattr__(self, "_stallscope_loader", info)
     except Exception:
         pass
 
@@ -295,6 +345,7 @@ def _it_next(self):
             _span_end_args(L, _handed(self, s, B), E)
         else:
             _span_end()  # the batch handed is the one begun with: keep the begin's arguments
+        S._last_it = s
         _cpu_mark(L, c0)
     except Exception:
         pass
@@ -309,6 +360,31 @@ def _cpu_mark(L, c0):
     last = _cpu_last[0]
     _instant(S._I_CPU, L, (c1 - c0) // 1000, (c0 - last) // 1000 if last >= 0 else -1)
     _cpu_last[0] = c1
+
+
+def _on_optimizer_step(optimizer, args, kwargs):
+    """torch's global optimizer step post-hook: dl.step names the loader whose batch was handed
+    last, the batch this step trained on (docs/events.md)."""
+    try:
+        s = S._last_it
+        if s is not None:
+            _instant(S._I_STEP, s.L, s.E, 0)
+        else:
+            _instant(S._I_STEP, -1, -1, 0)
+    except Exception:
+        pass
+
+
+def install_step_hook(torch) -> None:
+    """Registers _on_optimizer_step with torch.optim (once per process; training process only)."""
+    if S._step_hook is not None or S._wctx is not None:
+        return
+    import importlib
+
+    # The submodule by name: torch.optim deletes its `optimizer` attribute.
+    reg = getattr(importlib.import_module("torch.optim.optimizer"), "register_optimizer_step_post_hook", None)
+    if reg is not None:
+        S._step_hook = reg(_on_optimizer_step)
 
 
 def _handed(it, s, default):

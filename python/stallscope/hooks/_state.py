@@ -21,19 +21,19 @@ from .. import _vocab as V
 # refresh_ids() when a session starts or stops in this process. 0 while not recording: the C side
 # then drops the events anyway.
 _I_CONFIG = _I_EPOCH_BEGIN = _I_EPOCH_END = _I_NEXT = _I_SENT = _I_RECV = 0
-_I_WSTART = _I_WSTOP = _I_FETCH = _I_COLLATE = _I_PIN = _I_WREADY = _I_PUT = _I_HOOKS = _I_CPU = 0
+_I_WSTART = _I_WSTOP = _I_FETCH = _I_COLLATE = _I_PIN = _I_WREADY = _I_PUT = _I_HOOKS = _I_STEP = _I_CPU = 0
 
 
 def refresh_ids() -> None:
     global _I_CONFIG, _I_EPOCH_BEGIN, _I_EPOCH_END, _I_NEXT, _I_SENT, _I_RECV
-    global _I_WSTART, _I_WSTOP, _I_FETCH, _I_COLLATE, _I_PIN, _I_WREADY, _I_PUT, _I_HOOKS, _I_CPU
+    global _I_WSTART, _I_WSTOP, _I_FETCH, _I_COLLATE, _I_PIN, _I_WREADY, _I_PUT, _I_HOOKS, _I_STEP, _I_CPU
     i = N.intern
     _I_CONFIG, _I_EPOCH_BEGIN, _I_EPOCH_END = i(V.DL_CONFIG), i(V.DL_EPOCH_BEGIN), i(V.DL_EPOCH_END)
     _I_NEXT, _I_SENT, _I_RECV = i(V.DL_NEXT), i(V.DL_SENT), i(V.DL_RECV)
     _I_WSTART, _I_WSTOP = i(V.DL_WORKER_START), i(V.DL_WORKER_STOP)
     _I_FETCH, _I_COLLATE, _I_PIN = i(V.DL_FETCH), i(V.DL_COLLATE), i(V.DL_PIN)
     _I_WREADY, _I_PUT, _I_HOOKS = i(V.DL_WORKER_READY), i(V.DL_PUT), i(V.STALLSCOPE_HOOKS)
-    _I_CPU = i(V.DL_CPU)
+    _I_STEP, _I_CPU = i(V.DL_STEP), i(V.DL_CPU)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -47,6 +47,8 @@ _tls = threading.local()  # .pending: (_LoaderInfo, E) while DataLoader.__iter__
 _next_loader_id = 0
 _session_gen = 0  # bumped by on_session_change()
 _profiler_warned = False  # the torch.profiler warning was printed
+_last_it = None  # the _ItState of the iterator that handed the latest batch (read by dl.step)
+_step_hook = None  # the handle of the optimizer step hook (training process only)
 adopt_worker_why = ""  # why adopt_worker() returned None (public: hooks.adopt_worker_why)
 
 # `stallscope run --loader` (hooks/_swap.py), read once by install(): None for torch (the script's
@@ -85,7 +87,7 @@ _wctx = None
 class _LoaderInfo:
     """Per DataLoader, stored on the loader as `_stallscope_loader` (owner guards against copies)."""
 
-    __slots__ = ("owner", "L", "epochs", "created_at", "gen", "swap")
+    __slots__ = ("owner", "L", "epochs", "created_at", "gen", "swap", "role", "made_by")
 
     def __init__(self, owner, created_at, swap=None):
         self.owner = id(owner)
@@ -94,6 +96,8 @@ class _LoaderInfo:
         self.created_at = created_at
         self.gen = -1  # the session whose database has this loader's dl.config
         self.swap = swap  # _swap.Swap under --loader tuned/reference; None otherwise
+        self.role = None  # "train"/"eval" from the framework function that made it (_main._caller_site)
+        self.made_by = None  # that function's name
 
 
 class _ItState:
