@@ -23,7 +23,7 @@ def run(cmd, env=None):
     if out.returncode != 0:
         sys.exit(f"overhead_bench: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
     for line in out.stdout.splitlines():
-        if line.startswith("{"):
+        if line.startswith('{"samples_per_s"'):  # not the HF Trainer's own metrics line ({'train_runtime': ...})
             return json.loads(line)["samples_per_s"]
     sys.exit(f"overhead_bench: no result from {' '.join(cmd)}")
 
