@@ -1,6 +1,7 @@
 """Overhead of stallscope on a real PyTorch training loop, beside torch.profiler's.
 
-Runs bench/overhead_train.py in a data-bound and a compute-bound configuration, each as:
+Runs bench/overhead_train.py in a data-bound and a compute-bound configuration, and an HF
+transformers Trainer (num_workers=0; skipped when transformers cannot be imported), each as:
 plain, under `stallscope run`, and inside torch.profiler; repetitions are interleaved so that
 machine noise hits all three alike, and the table gives the median samples/s and the cost
 relative to plain.
@@ -22,7 +23,7 @@ def run(cmd, env=None):
     if out.returncode != 0:
         sys.exit(f"overhead_bench: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
     for line in out.stdout.splitlines():
-        if line.startswith("{"):
+        if line.startswith('{"samples_per_s"'):  # not the HF Trainer's own metrics line ({'train_runtime': ...})
             return json.loads(line)["samples_per_s"]
     sys.exit(f"overhead_bench: no result from {' '.join(cmd)}")
 
@@ -37,8 +38,17 @@ def main():
         sys.exit(f"overhead_bench: {launcher} not found; build first (scripts/setup.sh)")
     train = [sys.executable, os.path.join(HERE, "overhead_train.py")]
     tmp = tempfile.mkdtemp(prefix="stallscope-overhead-")
+    modes = {"data": "data-bound", "compute": "compute-bound", "hf": "hf_trainer (num_workers=0)"}
+    skipped = []
+    probe = subprocess.run([sys.executable, "-c", "import transformers, accelerate"], capture_output=True, text=True,
+                           check=False)
+    if probe.returncode != 0:
+        del modes["hf"]
+        why = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        skipped.append(f"hf_trainer: skipped, transformers with accelerate is not importable ({why}); "
+                       "python3 -m pip install transformers accelerate")
     results = {}
-    for mode in ("data", "compute"):
+    for mode in modes:
         rates = {"plain": [], "stallscope": [], "torch.profiler": []}
         for rep in range(args.reps):
             rates["plain"].append(run([*train, "--mode", mode]))
@@ -55,8 +65,10 @@ def main():
         ss = (base - r["stallscope"]) / base * 100
         tp = (base - r["torch.profiler"]) / base * 100
         verdict = "met" if ss < 2 else "MISSED"
-        print(f"| {mode}-bound | {base:.0f} | {r['stallscope']:.0f} | {ss:+.1f} % | {r['torch.profiler']:.0f} "
+        print(f"| {modes[mode]} | {base:.0f} | {r['stallscope']:.0f} | {ss:+.1f} % | {r['torch.profiler']:.0f} "
               f"| {tp:+.1f} % | < 2 % ({verdict}) |")
+    for line in skipped:
+        print(line)
 
 
 if __name__ == "__main__":

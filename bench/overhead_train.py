@@ -3,6 +3,8 @@
 --mode data:     the DataLoader is the bottleneck (2 workers, each sample costs ~0.6 ms of
                  sleep plus tensor work; a small model step).
 --mode compute:  the step is the bottleneck (in-memory data, no workers, a larger MLP).
+--mode hf:       an HF transformers Trainer (with accelerate) on a small BERT built in code (nothing is
+                 downloaded), in-memory token data, no workers; samples/s from a Trainer callback.
 --profiler:      wrap the loop in torch.profiler.profile (CPU activities), as a user would.
 --seconds S:     train for S seconds instead (epochs repeat), and with --step-log FILE write every
                  step's end time (time.perf_counter, CLOCK_MONOTONIC) there as JSON; used by
@@ -43,18 +45,67 @@ class FastDataset(Dataset):
         return self.x[i], self.y[i]
 
 
+class Tokens(Dataset):
+    def __init__(self, n):
+        g = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(2, 1000, (n, 32), generator=g)
+        self.labels = torch.randint(0, 2, (n,), generator=g)
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "attention_mask": torch.ones(32, dtype=torch.long), "labels": self.labels[i]}
+
+
+def hf_trainer(batches, bs, profiler):
+    """samples/s of an HF Trainer run, from the end of step 5 to the end of the last step."""
+    import tempfile
+
+    from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainerCallback, TrainingArguments
+
+    class StepClock(TrainerCallback):
+        def __init__(self):
+            self.ends = []
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.ends.append(time.perf_counter())
+
+    cfg = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=128, max_position_embeddings=64, num_labels=2)
+    clock = StepClock()
+    with tempfile.TemporaryDirectory(prefix="stallscope-hf-") as out:
+        args = TrainingArguments(output_dir=out, per_device_train_batch_size=bs, max_steps=batches,
+                                 dataloader_num_workers=0, save_strategy="no", logging_strategy="no",
+                                 report_to=[], use_cpu=True, disable_tqdm=True, seed=0)
+        trainer = Trainer(model=BertForSequenceClassification(cfg), args=args,
+                          train_dataset=Tokens(bs * batches), callbacks=[clock])
+        if profiler:
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CPU]):
+                trainer.train()
+        else:
+            trainer.train()
+    ends = clock.ends[4:]  # skip warm-up (first allocations, the loader's start)
+    return bs * (len(ends) - 1) / (ends[-1] - ends[0])
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["data", "compute"], required=True)
+    ap.add_argument("--mode", choices=["data", "compute", "hf"], required=True)
     ap.add_argument("--batches", type=int, default=None, help="default: about 2 s of training per mode")
     ap.add_argument("--profiler", action="store_true")
     ap.add_argument("--seconds", type=float, default=0)
     ap.add_argument("--step-log", default="")
     args = ap.parse_args()
     if args.batches is None:
-        args.batches = 150 if args.mode == "data" else 400
+        args.batches = {"data": 150, "compute": 400, "hf": 200}[args.mode]
     torch.manual_seed(0)
     torch.set_num_threads(1)
+    if args.mode == "hf":
+        rate = hf_trainer(args.batches, 16, args.profiler)
+        print(json.dumps({"samples_per_s": rate, "batches": args.batches}))
+        return
     bs = 32
     if args.mode == "data":
         n = bs * (args.batches if not args.seconds else 1000000)  # one epoch for a timed run
