@@ -30,6 +30,10 @@ def add_args(ap: argparse.ArgumentParser, *, epochs, batches, workers, sleep_ms,
                          "default) or 'cpu' (burns a core, as a CPU training step does)")
     ap.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None,
                     help="worker start method (default: the platform's)")
+    ap.add_argument("--prefetch-factor", type=int, default=None,
+                    help="DataLoader prefetch_factor with workers (default: torch's, 2)")
+    if not any(a.dest == "persistent" for a in ap._actions):
+        ap.add_argument("--persistent", action="store_true", help="persistent_workers=True")
     return ap
 
 
@@ -37,7 +41,12 @@ def loader_kwargs(args, **extra):
     kw = {"batch_size": args.batch_size, "num_workers": args.workers}
     if args.workers > 0:
         kw["multiprocessing_context"] = args.start_method
+        kw["persistent_workers"] = bool(args.persistent)
+        if args.prefetch_factor:
+            kw["prefetch_factor"] = args.prefetch_factor
     kw.update(extra)
+    if args.workers == 0:
+        kw.pop("persistent_workers", None)
     return kw
 
 

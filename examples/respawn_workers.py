@@ -52,17 +52,17 @@ def main():
     ap = add_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]),
                   epochs=6, batches=10, workers=2, sleep_ms=1.0, step_ms=10.0)
     ap.add_argument("--init-ms", type=float, default=250.0, help="worker start-up cost in ms (default 250)")
-    ap.add_argument("--persistent", action="store_true", help="persistent_workers=True (the fix)")
     args = ap.parse_args()
-    if args.workers < 1:
-        ap.error("this example needs --workers >= 1")
     ds = SlowStartDataset(args.batches * args.batch_size, args.sleep_ms)
-    loader = DataLoader(ds, **loader_kwargs(args, worker_init_fn=SlowInit(args.init_ms),
-                                            persistent_workers=args.persistent))
-    first = args.init_ms + args.batch_size * args.sleep_ms  # wait for an epoch's first batch
-    steady = max(0.0, args.batch_size * args.sleep_ms / args.workers - args.step_ms)
-    starts = 1 if args.persistent else args.epochs
-    wait = starts * first + (args.epochs * args.batches - starts) * steady
+    loader = DataLoader(ds, **loader_kwargs(args, worker_init_fn=SlowInit(args.init_ms)))
+    fetch = args.batch_size * args.sleep_ms
+    if args.workers == 0:  # no workers to start: every batch is loaded inside next()
+        wait = args.epochs * args.batches * fetch
+    else:
+        first = args.init_ms + fetch  # wait for an epoch's first batch
+        steady = max(0.0, fetch / args.workers - args.step_ms)
+        starts = 1 if args.persistent else args.epochs
+        wait = starts * first + (args.epochs * args.batches - starts) * steady
     expected = wait / (wait + args.epochs * args.batches * args.step_ms)
     report("respawn_workers", expected, train(loader, Trainer(args.step_ms, args.step_kind), args.epochs),
            note=f"persistent_workers={args.persistent}, worker start-up {args.init_ms:.0f} ms "

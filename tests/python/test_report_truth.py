@@ -1,14 +1,18 @@
 """`stallscope report` against ground truth: the example scripts run under `stallscope run`, each
 measures its own stall fraction and throughput, and the report must agree — stall fraction within
 3 percentage points, samples/s within 5 % — and recommend what the script's bottleneck calls for
-(nothing for speed on the compute-bound run)."""
+(nothing for speed on the compute-bound run). Advice is a claim about the future: the tests follow
+it, running the script with the advised DataLoader settings and the original ones in interleaved
+turns, and the advised runs must not be slower."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import statistics
 import subprocess
+import sys
 
 import pytest
 
@@ -50,12 +54,46 @@ def ids(rep):
     return {x["id"] for x in rep["recommendations"]}
 
 
+def advised_flags(rep):
+    """The script's flags for the what-if model's advised setting."""
+    best = rep["whatif"]["best"]
+    f = ["--workers", str(best["num_workers"])]
+    if best["num_workers"] > 0:
+        f += ["--prefetch-factor", str(best["prefetch_factor"])]
+        if best["persistent_workers"]:
+            f.append("--persistent")
+    return f
+
+
+def follow_advice(script, args, rep, reps=2):
+    """Runs the script (without stallscope) with its original flags and with the advice applied,
+    interleaved; returns (original, advised) median samples/s by the script's own clock."""
+    rates = {"original": [], "advised": []}
+    for _ in range(reps):
+        for which, extra in (("original", []), ("advised", advised_flags(rep))):
+            r = subprocess.run([sys.executable, str(EXAMPLES / script), *args, *extra], capture_output=True,
+                               text=True, timeout=180)
+            assert r.returncode == 0, r.stderr
+            t = THROUGHPUT.search(r.stdout)
+            rates[which].append(float(t["samples"]) / float(t["total"]))
+    return statistics.median(rates["original"]), statistics.median(rates["advised"])
+
+
+def check_advice_holds(script, args, rep):
+    before, after = follow_advice(script, args, rep)
+    # Interleaved medians; 3 % of room for the noise of a shared 2-core machine.
+    assert after >= 0.97 * before, (advised_flags(rep), before, after, rep["whatif"]["candidates"][:3])
+    return before, after
+
+
 def test_slow_getitem_needs_workers(tmp_path):
     rep, truth, _ = report_for(tmp_path, "slow_getitem.py", "--epochs", "2", "--batches", "30")
     check_figures(rep, truth)
     assert truth["stall"] > 0.6  # by construction 0.80
     assert "increase_num_workers" in ids(rep)
     assert rep["loader"]["num_workers"] == 0 and rep["queue"]["mean_ready"] is None
+    before, after = check_advice_holds("slow_getitem.py", ["--epochs", "2", "--batches", "30"], rep)
+    assert after >= 1.5 * before  # a 16 ms wait per 4 ms step, hidden by workers
 
 
 def test_compute_bound_gets_no_speed_advice(tmp_path):
@@ -68,16 +106,31 @@ def test_compute_bound_gets_no_speed_advice(tmp_path):
 
 
 def test_respawning_workers_get_persistent_workers(tmp_path):
-    rep, truth, _ = report_for(tmp_path, "respawn_workers.py", "--epochs", "4", "--batches", "6", "--init-ms", "250")
+    args = ["--epochs", "4", "--batches", "24", "--init-ms", "250"]
+    rep, truth, _ = report_for(tmp_path, "respawn_workers.py", *args)
     check_figures(rep, truth)
-    assert "enable_persistent_workers" in ids(rep)
+    assert "enable_persistent_workers" in ids(rep), rep["recommendations"]
     assert rep["loader"]["respawned_epochs"] == 3
+    check_advice_holds("respawn_workers.py", args, rep)
+
+
+def test_workers_that_cost_more_than_they_save_are_dropped(tmp_path):
+    # 6 batches of 8 ms an epoch against 250 ms to start workers: loading inside the loop is faster
+    # than starting workers at all, even once.
+    args = ["--epochs", "4", "--batches", "6", "--init-ms", "250"]
+    rep, truth, _ = report_for(tmp_path, "respawn_workers.py", *args)
+    check_figures(rep, truth)
+    assert rep["whatif"]["best"]["num_workers"] == 0, rep["whatif"]["best"]
+    assert "reduce_num_workers" in ids(rep), rep["recommendations"]
+    before, after = check_advice_holds("respawn_workers.py", args, rep)
+    assert after >= 1.2 * before
 
 
 def test_oversubscribed_workers_get_fewer(tmp_path):
     rep, truth, _ = report_for(tmp_path, "oversubscribed.py", "--epochs", "1", "--batches", "24")
     check_figures(rep, truth)
     assert "reduce_num_workers" in ids(rep), rep["recommendations"]
+    check_advice_holds("oversubscribed.py", ["--epochs", "1", "--batches", "24"], rep)
     lives = [(w["pid"], w["life_s"], w["runq_delay_fraction"]) for w in rep["workers"]]
     if not os.path.exists("/proc/self/schedstat"):
         # A kernel without schedstat: no run-queue figure is measured, and none is made up.

@@ -1,0 +1,186 @@
+"""Advice that holds: for each workload, record the loop under stallscope, take the report's
+advice, and run the advised setting, the original and a sweep of other settings in interleaved
+repetitions, each timed by the loop's own clock (bench/advice_workload.py, without stallscope).
+Prints, per workload: the advice, predicted vs measured samples/s for every setting swept, the
+sweep's best, and whether the advice held (not slower than the original, within 10 % of the
+best); then the prediction error over all (workload, setting) pairs against the goals (median at
+most 10 %, no pair worse than 25 %).
+
+    python3 bench/advice_bench.py [--reps N] [--only NAME ...] [--json FILE] [--build DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+PROG = os.path.join(HERE, "advice_workload.py")
+
+# name -> (what it is, the workload's flags, its own DataLoader settings, worker counts swept)
+WORKLOADS = {
+    "cpu_getitem": ("__getitem__ computes (1 ms of CPU per sample), light step",
+                    ["--cpu-ms", "1.0", "--batches", "50"], {"workers": 0}, [0, 1, 2, 3, 4]),
+    "io_getitem": ("__getitem__ waits (0.8 ms of sleep per sample, as a slow disk), light step",
+                   ["--sleep-ms", "0.8", "--batches", "50"], {"workers": 0}, [0, 1, 2, 4, 8]),
+    "heavy_step": ("the step uses both cores (wide MLP, 2 intra-op threads), 0.5 ms of CPU per sample",
+                   ["--cpu-ms", "0.5", "--hidden", "2048", "--layers", "3", "--batches", "40"],
+                   {"workers": 0}, [0, 1, 2, 3]),
+    "compute_bound": ("a slow step and a cheap fetch: the queue stays full",
+                      ["--cpu-ms", "0.05", "--hidden", "2048", "--layers", "3", "--batches", "40"],
+                      {"workers": 2}, [0, 1, 2, 3]),
+    "bursty": ("mostly fast fetches, every 8th group of 32 samples 25x slower (waiting)",
+               ["--sleep-ms", "0.1", "--burst-every", "8", "--burst-x", "25", "--batches", "64"],
+               {"workers": 2}, [1, 2, 3, 4, 6]),
+    "spawn_startup": ("spawned workers re-created every epoch, 4 short epochs",
+                      ["--cpu-ms", "0.3", "--epochs", "4", "--batches", "16", "--start-method", "spawn"],
+                      {"workers": 2}, [0, 1, 2]),
+    "mixed": ("half computing, half waiting (0.5 ms CPU + 0.5 ms sleep per sample)",
+              ["--cpu-ms", "0.5", "--sleep-ms", "0.5", "--batches", "50"], {"workers": 1}, [0, 1, 2, 3, 4]),
+}
+
+
+def setting_flags(s: dict) -> list[str]:
+    f = ["--workers", str(s["workers"])]
+    if s["workers"] > 0:
+        f += ["--prefetch", str(s.get("prefetch", 2)), "--persistent", str(int(s.get("persistent", False)))]
+    return f
+
+
+def key(s: dict) -> tuple:
+    w = s["workers"]
+    return (w, s.get("prefetch", 2) if w else None, bool(s.get("persistent", False)) if w else None)
+
+
+def describe(s: dict) -> str:
+    if s["workers"] == 0:
+        return "num_workers=0"
+    return (f"num_workers={s['workers']}, prefetch_factor={s.get('prefetch', 2)}, "
+            f"persistent_workers={bool(s.get('persistent', False))}")
+
+
+def run_loop(flags: list[str], extra_env=None) -> float:
+    env = dict(os.environ, **(extra_env or {}))
+    p = subprocess.run([sys.executable, PROG, *flags], capture_output=True, text=True, env=env, timeout=600)
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return float(line.split()[3])
+    raise RuntimeError(f"{PROG} {' '.join(flags)} failed: {p.stderr.strip().splitlines()[-1:]}")
+
+
+def record(stallscope: str, flags: list[str], db: str) -> dict:
+    p = subprocess.run([stallscope, "run", "--force", "-o", db, "--", sys.executable, PROG, *flags],
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError(f"stallscope run failed: {p.stderr.strip().splitlines()[-1:]}")
+    r = subprocess.run([stallscope, "report", "--json", db], capture_output=True, text=True, timeout=300)
+    return json.loads(r.stdout)
+
+
+def from_model(c: dict) -> dict:
+    s = {"workers": c["num_workers"]}
+    if s["workers"] > 0:
+        s["prefetch"] = c["prefetch_factor"]
+        s["persistent"] = c["persistent_workers"]
+    return s
+
+
+def advised_setting(rep: dict, base: dict) -> dict:
+    """The setting the report's speed recommendations lead to (the what-if model's advised one),
+    or the original when there is no speed advice."""
+    speed_ids = {"increase_num_workers", "reduce_num_workers", "increase_prefetch_factor",
+                 "enable_persistent_workers"}
+    if not any(r["id"] in speed_ids for r in rep["recommendations"]):
+        return dict(base)
+    return from_model(rep["whatif"]["best"])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions per setting")
+    ap.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
+    ap.add_argument("--json", default=None, help="write the figures here")
+    ap.add_argument("--build", default=os.environ.get("STALLSCOPE_BUILD", os.path.join(REPO, "build")))
+    a = ap.parse_args()
+    stallscope = os.path.join(a.build, "bin", "stallscope")
+    if not os.access(stallscope, os.X_OK):
+        print(f"advice_bench: {stallscope} not found; build first (cmake --build build)", file=sys.stderr)
+        return 2
+    names = a.only or list(WORKLOADS)
+    tmp = tempfile.mkdtemp(prefix="advice-bench-")
+    all_errors, results, held_all = [], {}, True
+    print(f"advice bench: {os.cpu_count()} CPUs, {a.reps} interleaved repetitions per setting; "
+          "samples/s by each loop's own clock")
+    for name in names:
+        what, flags, base, sweep_n = WORKLOADS[name]
+        base = dict(base)
+        if base["workers"] > 0:
+            base.setdefault("prefetch", 2)
+            base.setdefault("persistent", False)
+        rep = record(stallscope, flags + setting_flags(base), os.path.join(tmp, f"{name}.db"))
+        w = rep["whatif"]
+        if not w.get("available"):
+            print(f"\n{name}: what-if not available: {w.get('why_not')}")
+            held_all = False
+            continue
+        advised = advised_setting(rep, base)
+        predicted = {key(from_model(c)): c["samples_per_s"] for c in w["candidates"]}
+        settings = {key(base): base, key(advised): advised}
+        for n in sweep_n:
+            s = {"workers": n}
+            if n > 0:
+                s["prefetch"] = base.get("prefetch", 2) if base["workers"] else 2
+                s["persistent"] = base.get("persistent", False) if base["workers"] else advised.get("persistent", False)
+            settings.setdefault(key(s), s)
+        measured = {k: [] for k in settings}
+        for _ in range(a.reps):
+            for k, s in settings.items():
+                measured[k].append(run_loop(flags + setting_flags(s)))
+        med = {k: statistics.median(v) for k, v in measured.items()}
+        best_k = max(med, key=med.get)
+        held = med[key(advised)] >= med[key(base)] * 0.97 and med[key(advised)] >= 0.90 * med[best_k]
+        held_all &= held
+        print(f"\n{name}: {what}")
+        print(f"  recorded {describe(base)}: {rep['samples_per_s']:.1f} samples/s under stallscope, model fit "
+              f"{100 * w['fit_error']:+.1f}% ({w['confidence']}); bound: {w['bound_text']}")
+        adv_ids = [r["id"] for r in rep["recommendations"]]
+        print(f"  advice: {describe(advised) if key(advised) != key(base) else 'none (keep the setting)'}"
+              f"   [{', '.join(adv_ids) or '-'}]")
+        print(f"  {'setting':<62}{'predicted':>10}{'measured':>10}{'error':>8}")
+        rows = []
+        for k, s in sorted(settings.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0, kv[0][2] or False)):
+            p = predicted.get(k)
+            err = (p / med[k] - 1) if p else None
+            if err is not None:
+                all_errors.append(abs(err))
+            tag = (" (original)" if k == key(base) else "") + (" (advised)" if k == key(advised) else "") + (
+                " (best)" if k == best_k else "")
+            print(f"  {describe(s) + tag:<62}{(f'{p:.1f}' if p else '-'):>10}{med[k]:>10.1f}"
+                  f"{(f'{100 * err:+.1f}%' if err is not None else '-'):>8}")
+            rows.append({"setting": describe(s), "predicted": p, "measured": med[k], "runs": measured[k]})
+        print(f"  advised / original {med[key(advised)] / med[key(base)]:.2f}x (goal >= 1, noise 3%), advised / best "
+              f"{med[key(advised)] / med[best_k]:.2f} (goal >= 0.90): {'held' if held else 'DID NOT HOLD'}")
+        results[name] = {"advised": describe(advised), "original": describe(base), "held": held, "rows": rows,
+                         "fit_error": w["fit_error"], "confidence": w["confidence"]}
+    if all_errors:
+        errs = sorted(all_errors)
+        med_err, max_err = statistics.median(errs), errs[-1]
+        print(f"\nprediction error over {len(errs)} (workload, setting) pairs: median {100 * med_err:.1f}% "
+              f"(goal <= 10%), max {100 * max_err:.1f}% (goal <= 25%)")
+        print(f"advice held on {sum(r['held'] for r in results.values())} of {len(results)} workloads "
+              f"(goal: all)")
+        results["_errors"] = {"median": med_err, "max": max_err, "pairs": len(errs)}
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0 if held_all else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
