@@ -1,6 +1,7 @@
-// The settings `stallscope run --loader tuned` gives torch's DataLoader, and the worker cap that
-// the increase_num_workers recommendation (recommend.cc) uses too: one formula for "how many
-// workers this machine can keep busy", so that the tuned run and the advice never disagree.
+// The settings `stallscope run --loader tuned` gives torch's DataLoader before anything is
+// measured: one worker per usable core less the one the training process computes on. The advice
+// of a report comes from the what-if model of what was recorded (whatif.h) and may differ: it
+// knows the fetch and the step.
 //
 // The launcher computes them once, for the cores the program may use (common/cpus.h: affinity and
 // cgroup quota), and passes them to the program's Python processes as JSON

@@ -68,7 +68,7 @@ def main():
     if a.threads:
         torch.set_num_threads(a.threads)
     ds = Synthetic(a.batches * a.batch_size, a.cpu_ms, a.sleep_ms, a.burst_every, a.burst_x, a.dim)
-    kw = dict(batch_size=a.batch_size, num_workers=a.workers)
+    kw = {"batch_size": a.batch_size, "num_workers": a.workers}
     if a.workers > 0:
         kw["persistent_workers"] = bool(a.persistent)
         if a.prefetch:

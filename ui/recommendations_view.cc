@@ -13,7 +13,9 @@
 namespace stallscope::ui {
 
 void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size) {
-  begin_panel(f, "recommendations", pos, size, kPanelBg, true);
+  // Always a scrollbar: long messages wrap to the same width whether or not they overflow, so the
+  // content height does not flip between frames.
+  begin_panel(f, "recommendations", pos, size, kPanelBg, true, ImGuiWindowFlags_AlwaysVerticalScrollbar);
   ImGui::TextColored(ImColor(kAccent), "Recommendations");
   ImGui::Separator();
   const AnalysisView* an = f.an;

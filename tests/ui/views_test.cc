@@ -253,7 +253,17 @@ TEST_F(ViewsTest, KeptGeometryIsWhatDrawingAgainGives) {
     h.frame([&] { plain.draw(*snap_); }, mouse);
     const std::vector<ImDrawVert> drawn = frame_vertices();
     EXPECT_GT(drawn.size(), 1000u);
-    EXPECT_TRUE(same(replayed, drawn)) << replayed.size() << " vertices replayed, " << drawn.size() << " drawn";
+    size_t diff = 0;
+    while (diff < replayed.size() && diff < drawn.size() &&
+           std::memcmp(&replayed[diff], &drawn[diff], sizeof(ImDrawVert)) == 0) {
+      ++diff;
+    }
+    EXPECT_TRUE(same(replayed, drawn)) << replayed.size() << " vertices replayed, " << drawn.size() << " drawn"
+                                       << "; first difference at vertex " << diff << " ("
+                                       << (diff < drawn.size() ? drawn[diff].pos.x : -1) << ", "
+                                       << (diff < drawn.size() ? drawn[diff].pos.y : -1) << ") replayed ("
+                                       << (diff < replayed.size() ? replayed[diff].pos.x : -1) << ", "
+                                       << (diff < replayed.size() ? replayed[diff].pos.y : -1) << ")";
   };
   compare(0, truth_.end_ns);                      // the whole run: merged items
   compare(truth_.end_ns / 3, truth_.end_ns / 2);  // zoomed in: items with labels

@@ -26,6 +26,7 @@ _span_end = N.span_end
 _span_end_args = N.span_end_args
 _instant = N.instant
 _cpu_ns = time.process_time_ns
+_thread_ns = time.thread_time_ns
 # The process's CPU time at the end of the previous next() call (any loader): dl.cpu's arg2 is the
 # CPU the process used between two next() calls, i.e. while the loop computed. -1: none yet.
 _cpu_last = [-1]
@@ -317,6 +318,7 @@ def _it_next(self):
         if ctx is not None:
             ctx.B = B
         c0 = _cpu_ns()
+        t0 = _thread_ns()
         _span_begin(S._I_NEXT, L, B, E)
     except Exception:
         return S._orig_next(self)
@@ -325,7 +327,7 @@ def _it_next(self):
     except StopIteration:
         try:
             _span_end_args(L, -1, E)
-            _cpu_mark(L, c0)
+            _cpu_mark(L, c0, t0)
             if not s.ended:
                 s.ended = True
                 _instant(S._I_EPOCH_END, L, E, self._num_yielded)
@@ -346,19 +348,21 @@ def _it_next(self):
         else:
             _span_end()  # the batch handed is the one begun with: keep the begin's arguments
         S._last_it = s
-        _cpu_mark(L, c0)
+        _cpu_mark(L, c0, t0)
     except Exception:
         pass
     return data
 
 
-def _cpu_mark(L, c0):
-    """dl.cpu right after a dl.next span: the process's CPU time (all its threads) inside that
-    next() call and since the previous one ended, in microseconds; what the what-if model splits
-    into CPU and waiting (docs/events.md)."""
+def _cpu_mark(L, c0, t0):
+    """dl.cpu right after a dl.next span: this thread's CPU time inside that next() call (the
+    fetch without workers, receiving the batch with them; the intra-op threads' spinning is not
+    fetch work) and the process's CPU time (all its threads: the step) since the previous next()
+    ended, in microseconds; what the what-if model splits into CPU and waiting (docs/events.md)."""
+    t1 = _thread_ns()
     c1 = _cpu_ns()
     last = _cpu_last[0]
-    _instant(S._I_CPU, L, (c1 - c0) // 1000, (c0 - last) // 1000 if last >= 0 else -1)
+    _instant(S._I_CPU, L, (t1 - t0) // 1000, (c0 - last) // 1000 if last >= 0 else -1)
     _cpu_last[0] = c1
 
 
