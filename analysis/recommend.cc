@@ -94,7 +94,7 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
   const std::string predicted = prediction(rec, best);
   const std::string bound = " The ideal bound, if all input wait vanished, is 1/(1-" +
                             fixed(r.data_wait_fraction(), 2) + ") = " + speedup(ideal_speedup(r.data_wait_fraction())) +
-                            "; at " + to.arguments() + " the loop is bound by " + w.bound_text + ".";
+                            "; with the advice the loop is bound by " + w.bound_text + ".";
   // One recommendation per argument changed, each with what it gains alone; the message gives
   // the whole advised setting and what it gains.
   auto make = [&](const char* id, double alone, std::string action, std::string why) {
@@ -103,7 +103,10 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
     const double g = std::max(alone, 1.0);
     x.severity = gain_severity(g);
     x.expected_speedup = g;
-    x.action = std::move(action) + (alone >= kNoticeable ? " (predicted " + speedup(alone) + " alone)" : "");
+    // "alone" only beside one argument of several; starting workers is the whole setting.
+    const bool whole = from.num_workers == 0;
+    x.action =
+        std::move(action) + (alone >= kNoticeable ? " (predicted " + speedup(alone) + (whole ? ")" : " alone)") : "");
     x.message = std::move(why) + " " + model_basis(w) + predicted + " with " + to.arguments() + "." + bound;
     x.evidence = model_evidence(r, w);
     x.evidence["suggested"] = to.arguments();
