@@ -327,7 +327,6 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     double gap = 0, gap_cpu = -1, next_wall = 0, next_cpu = -1;
   };
   std::vector<RawStep> raw;
-  std::map<int64_t, bool> first_seen;
   for (size_t k = 1; k < calls.size(); ++k) {
     const NextCall& c = *calls[k];
     const NextCall& prev = *calls[k - 1];
