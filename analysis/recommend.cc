@@ -39,6 +39,8 @@ EvidenceAt stall_evidence(const Report& r) {
 constexpr double kGainHigh = 1.3;     // predicted gain that makes a recommendation "high"
 constexpr double kGainMedium = 1.1;   // ... "medium"
 constexpr double kNoticeable = 1.01;  // a gain worth printing beside an argument
+constexpr double kTieMargin = 0.02;   // predictions this close count as the same speed (whatif.cc)
+constexpr double kRunqHigh = 0.20;    // workers runnable but not running this share of the time
 
 std::string gain_severity(double g) {
   return g >= kGainHigh ? vocab::kSeverityHigh : (g >= kGainMedium ? vocab::kSeverityMedium : vocab::kSeverityLow);
@@ -84,6 +86,45 @@ std::string model_basis(const WhatIf& w) {
 
 // The best setting the model found, as recommendations: one per DataLoader argument it changes
 // (with no workers recorded, one: start workers, with their settings). Returns whether any.
+// No gain worth a change, but fewer workers are predicted to keep up as well (within the tie
+// margin): fewer processes and less memory at no cost in speed. Not a speed recommendation.
+// A model that fits the run poorly is trusted here only when the workers were measured waiting for
+// a CPU (run-queue delay of at least kRunqHigh on average): too many of them, whatever the model.
+void fewer_workers(const Report& r, const WhatIf& w, std::vector<Recommendation>* out) {
+  if (!w.available || !w.best) return;
+  const WhatIfCandidate& rec = w.candidates.front();
+  const WhatIfCandidate& best = w.candidates[*w.best];
+  const int64_t from = w.recorded.num_workers, to = best.setting.num_workers;
+  if (to >= from || best.samples_per_s < rec.samples_per_s * (1 - kTieMargin)) return;
+  double runq = 0;
+  int n = 0;
+  for (const WorkerStats& ws : r.workers) {
+    if (r.main_loader && ws.loader == *r.main_loader && ws.runq_delay_fraction) {
+      runq += *ws.runq_delay_fraction;
+      ++n;
+    }
+  }
+  const bool waiting = n > 0 && runq / n >= kRunqHigh;
+  if (w.confidence == "low" && !waiting) return;
+  Recommendation x;
+  x.id = vocab::kRecReduceNumWorkers;
+  x.speed = false;
+  x.severity = vocab::kSeverityLow;
+  x.action = "set num_workers=" + std::to_string(to) + " (as fast, " + std::to_string(from - to) + " fewer processes)";
+  x.message = std::to_string(to) + (to == 1 ? " worker keeps" : " workers keep") + " up as well as " +
+              std::to_string(from) + "; what bounds the loop: " + w.bound_text +
+              (waiting ? " (the workers waited for a CPU " + percent(runq / n) + " of the time)" : std::string()) +
+              ". " + model_basis(w) + fixed(best.samples_per_s, 1) + " samples/s with " + best.setting.arguments() +
+              " against " + fixed(rec.samples_per_s, 1) +
+              " as recorded. Fewer workers use less memory and leave their cores to "
+              "the training process.";
+  x.evidence = model_evidence(r, w);
+  x.evidence["suggested"] = best.setting.arguments();
+  x.evidence["suggested_num_workers"] = to;
+  x.evidence["predicted_gain"] = w.best_gain;
+  out->push_back(std::move(x));
+}
+
 bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation>* out) {
   if (!w.available || !w.best || w.best_gain < w.min_gain) return false;
   const WhatIfCandidate& rec = w.candidates.front();
@@ -94,7 +135,7 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
   const std::string predicted = prediction(rec, best);
   const std::string bound = " The ideal bound, if all input wait vanished, is 1/(1-" +
                             fixed(r.data_wait_fraction(), 2) + ") = " + speedup(ideal_speedup(r.data_wait_fraction())) +
-                            "; with the advice the loop is bound by " + w.bound_text + ".";
+                            "; with the advice, what bounds the loop: " + w.bound_text + ".";
   // One recommendation per argument changed, each with what it gains alone; the message gives
   // the whole advised setting and what it gains.
   auto make = [&](const char* id, double alone, std::string action, std::string why) {
@@ -176,9 +217,10 @@ void slow_dataset_getitem(const Report& r, const WhatIf& w, std::vector<Recommen
   rec.expected_speedup = gain;
   rec.action = "make Dataset.__getitem__ cheaper (fetch " + duration_ms(w.inputs.fetch_ms) +
                " per batch; half of it: predicted " + speedup(gain) + ")";
-  rec.message = "No DataLoader setting makes this loop faster: it is bound by " + w.bound_text + ". " + model_basis(w) +
-                fixed(best.samples_per_s, 1) + " samples/s at best (" + best.setting.arguments() + "), and " +
-                fixed(w.cheaper_fetch_samples_per_s, 1) + " samples/s if fetching a batch took half the time" +
+  rec.message = "No DataLoader setting makes this loop faster. What bounds it: " + w.bound_text + ". " +
+                model_basis(w) + fixed(best.samples_per_s, 1) + " samples/s at best (" + best.setting.arguments() +
+                "), and " + fixed(w.cheaper_fetch_samples_per_s, 1) +
+                " samples/s if fetching a batch took half the time" +
                 (bs > 0 ? " (" + duration_ms(w.inputs.fetch_ms / 2 / static_cast<double>(bs)) +
                               " per sample instead of " + duration_ms(w.inputs.fetch_ms / static_cast<double>(bs)) + ")"
                         : std::string()) +
@@ -373,7 +415,10 @@ std::vector<Recommendation> recommend(const Report& r) {
   std::vector<Recommendation> out;
   const LoaderStats* l = r.loader();
   if (l != nullptr && r.data_bound && r.steps > 0) {
-    if (!model_settings(r, r.whatif, &out)) slow_dataset_getitem(r, r.whatif, &out);
+    if (!model_settings(r, r.whatif, &out)) {
+      fewer_workers(r, r.whatif, &out);
+      slow_dataset_getitem(r, r.whatif, &out);
+    }
     enable_pin_memory(r, *l, &out);
   }
   if (r.mode == vocab::kModeGpu) {

@@ -522,8 +522,8 @@ void note_unexplained_wait(Report* r) {
     r->notes.insert(r->notes.begin(), "the loop waits for input " + percent(r->input_wait_fraction) +
                                           " of the window, but the what-if model finds no DataLoader setting that "
                                           "gains " +
-                                          percent(r->whatif.min_gain - 1, 0) + " or more: the loop is bound by " +
-                                          r->whatif.bound_text);
+                                          percent(r->whatif.min_gain - 1, 0) +
+                                          " or more; what bounds the loop: " + r->whatif.bound_text);
     return;
   }
   std::string n = "the loop waits for input " + percent(r->input_wait_fraction) +
