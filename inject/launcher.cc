@@ -72,46 +72,75 @@ std::string shell_join(const std::vector<std::string>& args) {
   return out;
 }
 
-// Puts the Python hooks in front of the program: `_boot/sitecustomize.py` loads them at interpreter
-// start and then runs whatever sitecustomize the program had.
-void add_python_hooks(const std::string& python_dir) {
-  if (python_dir.empty()) return;
+// The value of PYTHONPATH that puts the Python hooks in front of the program:
+// `_boot/sitecustomize.py` loads them at interpreter start and then runs whatever sitecustomize the
+// program had. Empty when there is no Python directory.
+std::string python_path(const std::string& python_dir) {
+  if (python_dir.empty()) return "";
   std::string v = python_dir + "/stallscope/_boot:" + python_dir;
   const char* old = std::getenv("PYTHONPATH");
   if (old != nullptr && *old != '\0') v += std::string(":") + old;
-  ::setenv("PYTHONPATH", v.c_str(), 1);
+  return v;
 }
 
-// The child starts with the signal mask and dispositions stallscope itself was started with (the
-// forwarding handlers are installed only after the fork), so that e.g. a SIGINT ignored by a
-// background job's shell stays ignored in the program.
-[[noreturn]] void exec_child(const RunOptions& opt, const std::string& preload, const std::string& shm,
-                             const sigset_t& original_mask) {
-  ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+// The program's argv and environment, made before the fork: between fork() and exec the child of
+// a process with threads (the recorder's) may only call async-signal-safe functions. An allocation
+// there can wait forever for a lock another thread held at the fork (seen under AddressSanitizer).
+struct ChildExec {
+  std::vector<std::string> env;  // "NAME=value"
+  std::vector<char*> envp, argv;
+  std::string cannot_run;  // "stallscope: cannot run 'prog': "
+
+  void set(const std::string& name, const std::string& value) {
+    unset(name);
+    env.push_back(name + "=" + value);
+  }
+  void unset(const std::string& name) {
+    const std::string prefix = name + "=";
+    std::erase_if(env, [&](const std::string& e) { return e.compare(0, prefix.size(), prefix) == 0; });
+  }
+};
+
+ChildExec prepare_child(const RunOptions& opt, const std::string& preload, const std::string& shm) {
+  ChildExec c;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) c.env.emplace_back(*e);
   if (!preload.empty()) {
     const char* old = std::getenv("LD_PRELOAD");
     std::string v = preload;
     if (old != nullptr && *old != '\0') v += std::string(":") + old;
-    ::setenv("LD_PRELOAD", v.c_str(), 1);
-    ::setenv("STALLSCOPE_SHM", shm.c_str(), 1);
-    ::setenv("STALLSCOPE_LIBRARY", preload.c_str(), 1);
-    add_python_hooks(find_python_dir());
+    c.set("LD_PRELOAD", v);
+    c.set("STALLSCOPE_SHM", shm);
+    c.set("STALLSCOPE_LIBRARY", preload);
+    if (const std::string pp = python_path(find_python_dir()); !pp.empty()) c.set("PYTHONPATH", pp);
     // Read by the DataLoader hooks (python/stallscope/hooks/_swap.py), in every Python process
     // the program starts.
-    ::setenv("STALLSCOPE_LOADER", opt.loader.c_str(), 1);
+    c.set("STALLSCOPE_LOADER", opt.loader);
     if (opt.loader_tuned.empty()) {
-      ::unsetenv("STALLSCOPE_LOADER_TUNED");
+      c.unset("STALLSCOPE_LOADER_TUNED");
     } else {
-      ::setenv("STALLSCOPE_LOADER_TUNED", opt.loader_tuned.c_str(), 1);
+      c.set("STALLSCOPE_LOADER_TUNED", opt.loader_tuned);
     }
   }
-  ::unsetenv("STALLSCOPE_OUTPUT");
-  std::vector<char*> argv;
-  for (const std::string& a : opt.command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
+  c.unset("STALLSCOPE_OUTPUT");
+  for (std::string& e : c.env) c.envp.push_back(e.data());
+  c.envp.push_back(nullptr);
+  for (const std::string& a : opt.command) c.argv.push_back(const_cast<char*>(a.c_str()));
+  c.argv.push_back(nullptr);
+  c.cannot_run = "stallscope: cannot run '" + (opt.command.empty() ? std::string() : opt.command[0]) + "': ";
+  return c;
+}
+
+// The child starts with the signal mask and dispositions stallscope itself was started with (the
+// forwarding handlers are installed only after the fork), so that e.g. a SIGINT ignored by a
+// background job's shell stays ignored in the program. Async-signal-safe calls only (see above).
+[[noreturn]] void exec_child(const ChildExec& c, const sigset_t& original_mask) {
+  ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+  ::execvpe(c.argv[0], c.argv.data(), c.envp.data());
   const int e = errno;
-  std::fprintf(stderr, "stallscope: cannot run '%s': %s\n", argv[0], std::strerror(e));
+  const char* why = std::strerror(e);
+  (void)!::write(STDERR_FILENO, c.cannot_run.data(), c.cannot_run.size());
+  (void)!::write(STDERR_FILENO, why, std::strlen(why));
+  (void)!::write(STDERR_FILENO, "\n", 1);
   ::_exit(e == ENOENT ? 127 : 126);
 }
 
@@ -215,6 +244,7 @@ int run_command(const RunOptions& opt) {
   const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
   for (int s : forwarded) sigaddset(&fwd, s);
   ::sigprocmask(SIG_BLOCK, &fwd, &old);
+  const ChildExec prepared = prepare_child(opt, recorder ? preload : std::string(), shm_name);
   const pid_t child = ::fork();
   if (child < 0) {
     std::fprintf(stderr, "stallscope: cannot start the program: %s\n", std::strerror(errno));
@@ -222,7 +252,7 @@ int run_command(const RunOptions& opt) {
     if (!shm_name.empty()) Arena::unlink(shm_name);
     return 125;
   }
-  if (child == 0) exec_child(opt, recorder ? preload : std::string(), shm_name, old);
+  if (child == 0) exec_child(prepared, old);
   g_child = child;
   for (int s : forwarded) {
     struct sigaction cur;
