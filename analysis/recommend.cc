@@ -64,6 +64,7 @@ Json model_evidence(const Report& r, const WhatIf& w) {
   e["compute_cpu_ms"] = in.compute_cpu_ms;
   e["fetch_ms"] = in.fetch_ms;
   e["fetch_cpu_ms"] = in.fetch_cpu_ms;
+  e["others_cpu_ms"] = in.others_cpu_ms;
   e["predicted_samples_per_s"] = w.best ? w.candidates[*w.best].samples_per_s : 0.0;
   e["recorded_predicted_samples_per_s"] = w.predicted_recorded_samples_per_s;
   e["measured_samples_per_s"] = w.measured_samples_per_s;

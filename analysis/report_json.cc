@@ -141,6 +141,7 @@ Json whatif_json(const WhatIf& w) {
   inputs["fetch_ms"] = in.fetch_ms;
   inputs["fetch_cpu_ms"] = in.fetch_cpu_ms;
   inputs["recv_cpu_ms"] = in.recv_cpu_ms;
+  inputs["others_cpu_ms"] = in.others_cpu_ms;
   inputs["startup_s"] = in.startup_s;
   inputs["shutdown_s"] = in.shutdown_s;
   inputs["epochs"] = in.epochs;

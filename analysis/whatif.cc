@@ -37,6 +37,13 @@ double mean_of(const std::vector<double>& v) {
   return s / static_cast<double>(v.size());
 }
 
+// Batches the training loader handed in the window's epochs.
+double handed_batches(const WhatIfInputs& in) {
+  double n = 0;
+  for (int64_t b : in.batches_per_epoch) n += static_cast<double>(b);
+  return n;
+}
+
 // [SECTION] simulation
 enum class Phase : uint8_t { kIdle, kCpu, kGang, kWait, kBlocked };
 
@@ -54,6 +61,7 @@ class Sim {
         steps_(steps),
         cores_(static_cast<double>(std::max<int64_t>(1, in.usable_cores))),
         gang_(static_cast<int>(std::clamp<int64_t>(in.torch_threads, 1, std::max<int64_t>(1, in.usable_cores)))),
+        others_k_(std::max(1, gang_ - 1)),
         workers_(static_cast<size_t>(n_)),
         queues_(static_cast<size_t>(n_)),
         wphase_(static_cast<size_t>(n_), 0),
@@ -67,7 +75,7 @@ class Sim {
     begin_step();
     for (size_t w = 0; w < workers_.size(); ++w) start_worker(w);
     // Bounded: every iteration ends at least one phase, and each step has a bounded number of them.
-    for (int64_t guard = 0; handed_ < steps_ && guard < steps_ * (12 + 4 * std::max<int64_t>(n_, 1)); ++guard) {
+    for (int64_t guard = 0; handed_ < steps_ && guard < steps_ * (14 + 4 * std::max<int64_t>(n_, 1)); ++guard) {
       if (!advance()) break;
     }
     SimResult r;
@@ -92,7 +100,9 @@ class Sim {
 
  private:
   // Consumer phases per step: [fetch cpu, fetch wait] (no workers) or [blocked, recv], then
-  // gang, serial cpu, wait.
+  // gang, serial cpu, wait. The process's other threads run beside the consumer from the start of
+  // next() (others_) until the step's parallel part begins or their CPU is spent; from then to the
+  // step's end torch's other intra-op threads are runnable (spinning between parallel regions).
   const StepDemand& step_demand(int64_t i) const { return in_.steps[static_cast<size_t>(i) % in_.steps.size()]; }
   const Demand& fetch_demand(int64_t b) const { return in_.fetches[static_cast<size_t>(b) % in_.fetches.size()]; }
 
@@ -114,6 +124,7 @@ class Sim {
       const StepDemand& d = step_demand(handed_);
       switch (cstage_++) {
         case 0:
+          set(&others_, d.others_cpu_s > 0 ? Phase::kCpu : Phase::kIdle, d.others_cpu_s / others_k_);
           if (n_ == 0) {
             set(&consumer_, Phase::kCpu, fetch_demand(handed_).cpu_s);
           } else if (!ready_[static_cast<size_t>(handed_)]) {
@@ -142,10 +153,17 @@ class Sim {
           }
           continue;
         }
-        case 3: set(&consumer_, Phase::kGang, d.gang_s); break;
+        case 3:
+          // The intra-op threads join the step's parallel part, and between its parallel regions
+          // they stay runnable, spinning for the next one.
+          spinning_ = gang_ > 1 && d.gang_s > 0;
+          if (spinning_) others_.phase = Phase::kIdle;
+          set(&consumer_, Phase::kGang, d.gang_s);
+          break;
         case 4: set(&consumer_, Phase::kCpu, d.serial_cpu_s); break;
         case 5: set(&consumer_, Phase::kWait, d.wait_s); break;
         default:
+          spinning_ = false;
           ++handed_;
           if (handed_ >= steps_) {
             consumer_.phase = Phase::kIdle;
@@ -209,6 +227,7 @@ class Sim {
       if (a.phase == Phase::kGang) runnable += gang_;
     };
     count(consumer_);
+    if (others_.phase == Phase::kCpu || (spinning_ && consumer_.phase != Phase::kGang)) runnable += others_k_;
     for (const Actor& a : workers_) count(a);
     const double share = runnable > cores_ ? cores_ / runnable : 1.0;
     const double gang_rate = runnable > cores_ && gang_ > 1 ? 1.0 / std::ceil(runnable / cores_) : share;
@@ -226,6 +245,7 @@ class Sim {
       if (r > 0) dt = std::min(dt, a.rem / r);
     };
     consider(consumer_);
+    consider(others_);
     for (const Actor& a : workers_) consider(a);
     if (!std::isfinite(dt)) return false;  // nothing can move: a deadlock the model does not have
     now_ += dt;
@@ -234,8 +254,10 @@ class Sim {
       if (r > 0) a.rem -= r * dt;
     };
     progress(consumer_);
+    progress(others_);
     for (Actor& a : workers_) progress(a);
     constexpr double kEps = 1e-12;
+    if (others_.phase == Phase::kCpu && others_.rem <= kEps) others_.phase = Phase::kIdle;
     for (size_t w = 0; w < workers_.size(); ++w) {
       Actor& a = workers_[w];
       if ((a.phase == Phase::kCpu || a.phase == Phase::kWait) && a.rem <= kEps) start_worker(w);
@@ -254,7 +276,9 @@ class Sim {
   const int64_t n_, limit_, steps_;
   const double cores_;
   const int gang_;
-  Actor consumer_;
+  const int others_k_;  // threads the others' CPU is spread over: the intra-op threads but one
+  Actor consumer_, others_;
+  bool spinning_ = false;  // the intra-op threads spin beside the step's serial part
   int cstage_ = 0;
   bool pending_consumer_ = false;
   double now_ = 0, step_begin_ = 0;
@@ -271,6 +295,7 @@ class Sim {
 struct CpuMark {
   int64_t ts = 0;
   int64_t in_us = 0, before_us = -1;
+  int64_t others_us = 0;  // training thread only: the process's other threads inside next()
 };
 
 // dl.cpu instants by pid (worker processes) and on the training thread.
@@ -283,8 +308,9 @@ CpuMarks cpu_marks(const Session& s, const DataLoaderModel& m) {
   CpuMarks out;
   for (const InstantRow& in : s.instants) {
     if (s.event(in.name_id) != vocab::Event::kDlCpu || !in.arg1) continue;
-    const CpuMark mark{in.ts_ns, *in.arg1, in.arg2.value_or(-1)};
+    CpuMark mark{in.ts_ns, *in.arg1, in.arg2.value_or(-1)};
     if (in.thread_id == m.train_thread_id) {
+      mark.others_us = std::max<int64_t>(0, in.arg0.value_or(0));
       out.train.push_back(mark);
     } else {
       out.by_pid[s.pid_of_thread(in.thread_id)].push_back(mark);
@@ -324,7 +350,7 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   }
   const double train_cpu = r.train_cpu_util.value_or(1.0);
   struct RawStep {
-    double gap = 0, gap_cpu = -1, next_wall = 0, next_cpu = -1;
+    double gap = 0, gap_cpu = -1, next_wall = 0, next_cpu = -1, next_others = 0;
   };
   std::vector<RawStep> raw;
   for (size_t k = 1; k < calls.size(); ++k) {
@@ -338,6 +364,7 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     const int64_t limit = k + 1 < calls.size() ? calls[k + 1]->start_ns : std::numeric_limits<int64_t>::max();
     if (const CpuMark* mk = mark_after(marks.train, c.end_ns, limit)) {
       st.next_cpu = static_cast<double>(mk->in_us) / 1e6;
+      st.next_others = static_cast<double>(mk->others_us) / 1e6;
       if (mk->before_us >= 0) st.gap_cpu = static_cast<double>(mk->before_us) / 1e6;
     }
     raw.push_back(st);
@@ -356,7 +383,7 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   const double runq = n_rec > 0 ? r.train_runq_delay_fraction.value_or(0) * r.wall_s : 0.0;
   const int64_t T = std::clamp<int64_t>(in.torch_threads, 1, in.usable_cores);
 
-  std::vector<double> c_ms, ccpu_ms, recv_ms;
+  std::vector<double> c_ms, ccpu_ms, recv_ms, others_ms;
   for (const RawStep& st : raw) {
     const double c = st.gap;
     double w = st.gap_cpu >= 0 ? st.gap_cpu : c * train_cpu;
@@ -374,7 +401,10 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
       d.wait_s = c0 - w;
     }
     if (n_rec > 0) d.recv_cpu_s = st.next_cpu >= 0 ? std::min(st.next_cpu, st.next_wall) : 0;
+    // At most every other thread busy for the whole call.
+    d.others_cpu_s = std::min(st.next_others, st.next_wall * static_cast<double>(std::max<int64_t>(1, T - 1)));
     in.steps.push_back(d);
+    others_ms.push_back(d.others_cpu_s * 1e3);
     c_ms.push_back(c * 1e3);
     ccpu_ms.push_back(st.gap_cpu >= 0 ? st.gap_cpu * 1e3 : c * train_cpu * 1e3);
     recv_ms.push_back(d.recv_cpu_s * 1e3);
@@ -382,6 +412,7 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   in.compute_ms = mean_of(c_ms);
   in.compute_cpu_ms = mean_of(ccpu_ms);
   in.recv_cpu_ms = mean_of(recv_ms);
+  in.others_cpu_ms = mean_of(others_ms);
 
   // Fetches: the main thread's next() calls (no workers), else the workers' dl.fetch spans with
   // their dl.cpu marks, less the run-queue delay the worker saw while fetching.
@@ -534,8 +565,6 @@ std::string yes_no(bool b) { return b ? "True" : "False"; }
 
 }  // namespace
 
-std::string LoaderSetting::describe() const { return arguments(); }
-
 std::string LoaderSetting::arguments() const {
   std::string s = "num_workers=" + std::to_string(num_workers);
   if (num_workers > 0) {
@@ -580,9 +609,7 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
     WhatIfCandidate c;
     c.setting = st;
     const double window = in.other_s + p.train_s;
-    double handed = 0;
-    for (int64_t bpe : in.batches_per_epoch) handed += static_cast<double>(bpe);
-    c.samples_per_s = window > 0 ? handed * samples / window : 0;
+    c.samples_per_s = window > 0 ? handed_batches(in) * samples / window : 0;
     c.stall = window > 0 ? std::min(1.0, p.wait_s / window) : 0;
     c.steady_step_ms = p.step_s * 1e3;
     c.recorded = st == w.recorded;
@@ -591,9 +618,7 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
 
   // The recorded setting: the model's fit.
   const WhatIfCandidate rec = to_candidate(w.recorded);
-  double handed = 0;
-  for (int64_t bpe : in.batches_per_epoch) handed += static_cast<double>(bpe);
-  w.measured_samples_per_s = r.wall_s > 0 ? handed * samples / r.wall_s : 0;
+  w.measured_samples_per_s = r.wall_s > 0 ? handed_batches(in) * samples / r.wall_s : 0;
   w.predicted_recorded_samples_per_s = rec.samples_per_s;
   w.fit_error = w.measured_samples_per_s > 0 ? rec.samples_per_s / w.measured_samples_per_s - 1 : 0;
   w.candidates.push_back(rec);
@@ -688,7 +713,8 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   // What bounds the loop at the advised setting.
   const WhatIfCandidate& bc = w.candidates[pick];
   const double step_ms = bc.steady_step_ms;
-  const double cpu_per_step = in.compute_cpu_ms + in.fetch_cpu_ms + (bc.setting.num_workers > 0 ? in.recv_cpu_ms : 0);
+  const double cpu_per_step =
+      in.compute_cpu_ms + in.fetch_cpu_ms + (bc.setting.num_workers > 0 ? in.recv_cpu_ms + in.others_cpu_ms : 0);
   const double busy = step_ms > 0 ? cpu_per_step / (cores * step_ms) : 0;
   const std::string cores_s = std::to_string(in.usable_cores) + (in.usable_cores == 1 ? " core" : " cores");
   if (bc.stall < kDataBoundFraction) {
@@ -717,10 +743,8 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
       d.wait_s /= 2;
     }
     const Predicted p = predict(half, bc.setting, n_rec);
-    double handed_all = 0;
-    for (int64_t bpe : in.batches_per_epoch) handed_all += static_cast<double>(bpe);
     const double window = in.other_s + p.train_s;
-    w.cheaper_fetch_samples_per_s = window > 0 ? handed_all * samples / window : 0;
+    w.cheaper_fetch_samples_per_s = window > 0 ? handed_batches(in) * samples / window : 0;
   }
 
   const double err = std::abs(w.fit_error);
@@ -731,6 +755,11 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   w.assumptions.push_back("the " + cores_s + " are shared evenly among runnable threads; torch's " +
                           std::to_string(in.torch_threads) +
                           " intra-op thread(s) advance together, as fast as the slowest");
+  if (in.others_cpu_ms >= 0.05 * std::max(in.fetch_cpu_ms, in.compute_cpu_ms)) {
+    w.assumptions.push_back(
+        "the training process's other threads stay busy in next() as recorded (" + duration_ms(in.others_cpu_ms) +
+        " of CPU per call: torch's intra-op threads spinning after the step): workers share the cores with them");
+  }
   if (!b.from_marks) {
     w.assumptions.push_back("no dl.cpu events: CPU and waiting are split by the /proc CPU means, not per batch");
   }

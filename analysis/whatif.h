@@ -37,8 +37,6 @@ struct LoaderSetting {
   bool persistent_workers = false;
   bool pin_memory = false;
   bool operator==(const LoaderSetting&) const = default;
-  // "num_workers=4, prefetch_factor=2, persistent_workers=True"
-  std::string describe() const;
   // The DataLoader arguments to paste: "num_workers=4, prefetch_factor=2, persistent_workers=True"
   // (prefetch_factor and persistent_workers only with workers).
   std::string arguments() const;
@@ -62,6 +60,10 @@ struct StepDemand {
   double gang_s = 0;        // wall time on T threads together, uncontended
   double serial_cpu_s = 0;  // CPU on one thread
   double wait_s = 0;
+  // CPU of the training process's other threads while the training thread is in the next() that
+  // precedes the step: torch's intra-op threads spinning after the previous step (until the next
+  // parallel region or their spin limit), a pin-memory thread. It takes cores from the workers.
+  double others_cpu_s = 0;
 };
 
 // What the model was fed, in the units it uses; kept for the report's evidence.
@@ -78,7 +80,7 @@ struct WhatIfInputs {
   double other_s = 0;  // window time outside the training loader's epochs (evaluation, set-up)
   double train_s = 0;  // window time inside them (measured)
   // Means, for the report.
-  double compute_ms = 0, compute_cpu_ms = 0, fetch_ms = 0, fetch_cpu_ms = 0, recv_cpu_ms = 0;
+  double compute_ms = 0, compute_cpu_ms = 0, fetch_ms = 0, fetch_cpu_ms = 0, recv_cpu_ms = 0, others_cpu_ms = 0;
 };
 
 struct WhatIf {

@@ -39,7 +39,7 @@ enum class Event : uint8_t {
   // DataLoader hooks: worker processes
   kDlWorkerReady,
   kDlPut,  // also the reference loader's threads, in the training process
-  kDlCpu,  // process CPU time around dl.next (training process) and dl.fetch (workers)
+  kDlCpu,  // CPU time around dl.next (training process) and dl.fetch (workers)
   // reference loader's threads (training process)
   kDlStages,
   kDlCopy,
@@ -110,7 +110,7 @@ inline constexpr EventDef kEvents[] = {
     {Event::kDlPin, "dl.pin", Shape::kSpan, {Arg::kLoader, Arg::kBatch, Arg::kNone}, kNoArgs},
     {Event::kDlWorkerReady, "dl.worker_ready", Shape::kInstant, kNoArgs, {Arg::kWorker, Arg::kGeneration, Arg::kNone}},
     {Event::kDlPut, "dl.put", Shape::kInstant, {Arg::kLoader, Arg::kBatch, Arg::kWorker}, {Arg::kBatch, Arg::kWorker, Arg::kGeneration}},
-    {Event::kDlCpu, "dl.cpu", Shape::kInstant, {Arg::kLoader, Arg::kMicros, Arg::kMicros}, {Arg::kBatch, Arg::kMicros, Arg::kMicros}},
+    {Event::kDlCpu, "dl.cpu", Shape::kInstant, {Arg::kMicros, Arg::kMicros, Arg::kMicros}, {Arg::kBatch, Arg::kMicros, Arg::kMicros}},
     {Event::kDlStages, "dl.stages", Shape::kInstant, {Arg::kMicros, Arg::kMicros, Arg::kMicros}, kNoArgs},
     {Event::kDlCopy, "dl.copy", Shape::kSpan, {Arg::kBytes, Arg::kLoader, Arg::kBatch}, kNoArgs},
     {Event::kHooks, "stallscope.hooks", Shape::kInstant, {Arg::kText, Arg::kNone, Arg::kNone}, kNoArgs},

@@ -65,6 +65,28 @@ TEST(WhatIfSimTest, WaitingFetchIsHiddenByEnoughWorkers) {
   EXPECT_NEAR(simulate(fast, workers(16), 800).step_s, 2 * kS, 0.015 * 2 * kS);
 }
 
+// The training process's other threads busy in next() (torch's intra-op threads spinning after
+// the step) take cores from the workers: their CPU counts against the cores like the fetch's.
+TEST(WhatIfSimTest, OthersSpinningInNextTakeCoresFromTheWorkers) {
+  StepDemand step;
+  step.gang_s = 0.2 * kS;
+  step.serial_cpu_s = 1.8 * kS;
+  step.others_cpu_s = 9 * kS;
+  const WhatIfInputs in = inputs(2, 2, step, Demand{33 * kS, 0});
+  // Without workers the spinning has the other core to itself: fetch plus step.
+  EXPECT_NEAR(simulate(in, workers(0), 400).step_s, 35 * kS, 0.01 * 35 * kS);
+  // With two workers in step with each other, batches come in pairs: after the first step of a
+  // pair the next batch is ready and the next parallel region cuts the spinning short; after the
+  // second it spins its 9 ms. Per pair: 66 ms of fetch, 9 ms of spinning, and 2 x 4 ms of step
+  // (0.2 ms on 2 threads, 1.8 ms serial with the other thread spinning beside it): 83 ms of CPU
+  // on 2 cores, 20.75 ms per batch. Without the spinning: 17.6 ms.
+  const double two = simulate(in, workers(2), 600).step_s;
+  EXPECT_NEAR(two, 20.75 * kS, 0.02 * 20.75 * kS);
+  StepDemand quiet = step;
+  quiet.others_cpu_s = 0;
+  EXPECT_LT(simulate(inputs(2, 2, quiet, Demand{33 * kS, 0}), workers(2), 600).step_s, 18.5 * kS);
+}
+
 // CPU fetches on too few cores: the cores bound the loop at P / (CPU per step).
 TEST(WhatIfSimTest, CpuFetchesAreBoundByTheCores) {
   StepDemand step;

@@ -108,7 +108,8 @@ std::optional<vocab::Arg> arg_of_cell(std::string cell) {
   if (cell == "range id") return Arg::kRangeId;
   if (cell == "domain id") return Arg::kDomain;
   if (cell.rfind("string id of", 0) == 0 || cell == "message string id") return Arg::kText;
-  if (cell == "read us" || cell == "decode us" || cell == "augment us" || cell == "CPU us" || cell == "CPU us before") {
+  if (cell == "read us" || cell == "decode us" || cell == "augment us" || cell == "CPU us" || cell == "CPU us before" ||
+      cell == "others' CPU us") {
     return Arg::kMicros;
   }
   if (cell == "bytes") return Arg::kBytes;

@@ -327,7 +327,7 @@ def _it_next(self):
     except StopIteration:
         try:
             _span_end_args(L, -1, E)
-            _cpu_mark(L, c0, t0)
+            _cpu_mark(c0, t0)
             if not s.ended:
                 s.ended = True
                 _instant(S._I_EPOCH_END, L, E, self._num_yielded)
@@ -348,21 +348,24 @@ def _it_next(self):
         else:
             _span_end()  # the batch handed is the one begun with: keep the begin's arguments
         S._last_it = s
-        _cpu_mark(L, c0, t0)
+        _cpu_mark(c0, t0)
     except Exception:
         pass
     return data
 
 
-def _cpu_mark(L, c0, t0):
-    """dl.cpu right after a dl.next span: this thread's CPU time inside that next() call (the
-    fetch without workers, receiving the batch with them; the intra-op threads' spinning is not
-    fetch work) and the process's CPU time (all its threads: the step) since the previous next()
-    ended, in microseconds; what the what-if model splits into CPU and waiting (docs/events.md)."""
+def _cpu_mark(c0, t0):
+    """dl.cpu right after a dl.next span: the CPU time of the process's other
+    threads inside that next() call (torch's intra-op threads spinning after the step, a
+    pin-memory thread: CPU taken from the workers), this thread's CPU time inside it (the fetch
+    without workers, receiving the batch with them) and the process's CPU time (all its threads:
+    the step) since the previous next() ended, in microseconds; what the what-if model splits into
+    CPU and waiting (docs/events.md)."""
     t1 = _thread_ns()
     c1 = _cpu_ns()
     last = _cpu_last[0]
-    _instant(S._I_CPU, L, (t1 - t0) // 1000, (c0 - last) // 1000 if last >= 0 else -1)
+    mine = (t1 - t0) // 1000
+    _instant(S._I_CPU, max(0, (c1 - c0) // 1000 - mine), mine, (c0 - last) // 1000 if last >= 0 else -1)
     _cpu_last[0] = c1
 
 
