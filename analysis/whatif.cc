@@ -25,6 +25,9 @@ constexpr double kTie = 0.02;
 // The least gain worth advising, before the model's own fit error is added: below it a rerun's
 // noise on a busy machine hides the change (docs/report.md).
 constexpr double kMinGain = 0.05;
+// What each worker beyond the usable cores must gain to be advised, when the fetch is all CPU work
+// (scaled by the fetch's CPU share: waiting workers need no core).
+constexpr double kOversubscribedPrice = 0.05;
 // Steps of one epoch simulated step by step (the recorded steps, cycled); a longer epoch's other
 // steps go at the simulated steady rate. Enough that the ends of an epoch are a small part, few
 // enough that a report stays fast.
@@ -672,16 +675,28 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
       }
     }
   }
-  // The advice: the cheapest candidate tied with the best.
-  const double best_sps = w.candidates[best_index()].samples_per_s;
-  size_t pick = best_index();
+  // The advice: the cheapest candidate tied with the best, each scored by its prediction less a
+  // price for workers beyond the cores when fetching is CPU work: the model does not see what such
+  // workers cost (waking the training thread through a full run queue, each worker's feeder
+  // thread, cache), and on 2 cores they were measured slower than it predicts (bench/advice_bench.py,
+  // docs/decisions.md).
+  const double fetch_cpu_share = in.fetch_ms > 0 ? std::clamp(in.fetch_cpu_ms / in.fetch_ms, 0.0, 1.0) : 1.0;
+  auto score = [&](const WhatIfCandidate& c) {
+    const double over = std::max<double>(0, static_cast<double>(c.setting.num_workers) - cores) * fetch_cpu_share;
+    return c.samples_per_s / std::pow(1 + kOversubscribedPrice, over);
+  };
+  size_t top_scored = 0;
+  for (size_t i = 1; i < w.candidates.size(); ++i) {
+    if (score(w.candidates[i]) > score(w.candidates[top_scored])) top_scored = i;
+  }
+  const double best_score = score(w.candidates[top_scored]);
+  size_t pick = top_scored;
   auto cost = [&](const LoaderSetting& st) {
     return std::make_tuple(st.num_workers, st.persistent_workers != w.recorded.persistent_workers,
                            st.num_workers > 0 && st.prefetch_factor != w.recorded.prefetch_factor, st.prefetch_factor);
   };
   for (size_t i = 0; i < w.candidates.size(); ++i) {
-    if (w.candidates[i].samples_per_s >= best_sps * (1 - kTie) &&
-        cost(w.candidates[i].setting) < cost(w.candidates[pick].setting)) {
+    if (score(w.candidates[i]) >= best_score * (1 - kTie) && cost(w.candidates[i].setting) < cost(w.candidates[pick].setting)) {
       pick = i;
     }
   }
