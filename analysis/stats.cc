@@ -44,6 +44,13 @@ std::vector<Interval> intersect(const std::vector<Interval>& a, const std::vecto
   return out;
 }
 
+std::optional<double> mean(const std::vector<double>& v) {
+  if (v.empty()) return std::nullopt;
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
+}
+
 std::optional<double> percentile(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return std::nullopt;
   if (sorted.size() == 1) return sorted.front();

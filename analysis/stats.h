@@ -21,6 +21,9 @@ int64_t total_length(const std::vector<Interval>& merged);
 // Intersection of two merged interval sets.
 std::vector<Interval> intersect(const std::vector<Interval>& a, const std::vector<Interval>& b);
 
+// The arithmetic mean; nullopt when empty.
+std::optional<double> mean(const std::vector<double>& v);
+
 // The p-th percentile (0..100) of `sorted` by linear interpolation between closest ranks (numpy's
 // default); nullopt when empty.
 std::optional<double> percentile(const std::vector<double>& sorted, double p);

@@ -11,6 +11,7 @@
 
 #include "analysis/format.h"
 #include "analysis/report.h"
+#include "analysis/stats.h"
 #include "common/json.h"
 
 namespace stallscope::analysis {
@@ -33,12 +34,7 @@ constexpr double kOversubscribedPrice = 0.05;
 // enough that a report stays fast.
 constexpr int64_t kMaxDirect = 1500;
 
-double mean_of(const std::vector<double>& v) {
-  if (v.empty()) return 0;
-  double s = 0;
-  for (double x : v) s += x;
-  return s / static_cast<double>(v.size());
-}
+double mean_of(const std::vector<double>& v) { return mean(v).value_or(0); }
 
 // Batches the training loader handed in the window's epochs.
 double handed_batches(const WhatIfInputs& in) {
@@ -104,8 +100,7 @@ class Sim {
  private:
   // Consumer phases per step: [fetch cpu, fetch wait] (no workers) or [blocked, recv], then
   // gang, serial cpu, wait. The process's other threads run beside the consumer from the start of
-  // next() (others_) until the step's parallel part begins or their CPU is spent; from then to the
-  // step's end torch's other intra-op threads are runnable (spinning between parallel regions).
+  // next() (others_) until the step's parallel part begins or their CPU is spent.
   const StepDemand& step_demand(int64_t i) const { return in_.steps[static_cast<size_t>(i) % in_.steps.size()]; }
   const Demand& fetch_demand(int64_t b) const { return in_.fetches[static_cast<size_t>(b) % in_.fetches.size()]; }
 
@@ -157,16 +152,14 @@ class Sim {
           continue;
         }
         case 3:
-          // The intra-op threads join the step's parallel part, and between its parallel regions
-          // they stay runnable, spinning for the next one.
-          spinning_ = gang_ > 1 && d.gang_s > 0;
-          if (spinning_) others_.phase = Phase::kIdle;
+          // The intra-op threads join the step's parallel part. (Their spinning between its
+          // regions is in the step's recorded CPU, hence in its parallel part.)
+          if (gang_ > 1 && d.gang_s > 0) others_.phase = Phase::kIdle;
           set(&consumer_, Phase::kGang, d.gang_s);
           break;
         case 4: set(&consumer_, Phase::kCpu, d.serial_cpu_s); break;
         case 5: set(&consumer_, Phase::kWait, d.wait_s); break;
         default:
-          spinning_ = false;
           ++handed_;
           if (handed_ >= steps_) {
             consumer_.phase = Phase::kIdle;
@@ -230,7 +223,7 @@ class Sim {
       if (a.phase == Phase::kGang) runnable += gang_;
     };
     count(consumer_);
-    if (others_.phase == Phase::kCpu || (spinning_ && consumer_.phase != Phase::kGang)) runnable += others_k_;
+    if (others_.phase == Phase::kCpu) runnable += others_k_;
     for (const Actor& a : workers_) count(a);
     const double share = runnable > cores_ ? cores_ / runnable : 1.0;
     const double gang_rate = runnable > cores_ && gang_ > 1 ? 1.0 / std::ceil(runnable / cores_) : share;
@@ -281,7 +274,6 @@ class Sim {
   const int gang_;
   const int others_k_;  // threads the others' CPU is spread over: the intra-op threads but one
   Actor consumer_, others_;
-  bool spinning_ = false;  // the intra-op threads spin beside the step's serial part
   int cstage_ = 0;
   bool pending_consumer_ = false;
   double now_ = 0, step_begin_ = 0;

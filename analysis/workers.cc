@@ -33,12 +33,6 @@ std::vector<double> samples_in(const Session& s,
   return out;
 }
 
-std::optional<double> mean(const std::vector<double>& v) {
-  if (v.empty()) return std::nullopt;
-  double sum = 0;
-  for (double x : v) sum += x;
-  return sum / static_cast<double>(v.size());
-}
 
 }  // namespace
 
