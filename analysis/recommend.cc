@@ -89,10 +89,11 @@ std::string model_basis(const WhatIf& w) {
 // (with no workers recorded, one: start workers, with their settings). Returns whether any.
 // No gain worth a change, but fewer workers are predicted to keep up as well (within the tie
 // margin): fewer processes and less memory at no cost in speed. Not a speed recommendation.
-// Only a model that fits the run within 5 % (confidence high) is trusted to say that fewer workers
-// lose nothing, unless the workers were measured waiting for a CPU (run-queue delay of at least
-// kRunqHigh on average): too many of them, whatever the model. (At a fit of -5.2 % it advised 0
-// workers for 2 on a compute-bound loop, and 0 measured 5 % slower: bench/advice_bench.py.)
+// Given only when the workers were measured waiting for a CPU (run-queue delay of at least
+// kRunqHigh on average): evidence of too many of them beside the model's. On the model alone it
+// advised 0 workers for 2 on a compute-bound loop twice, at fits of -5.2 % and -4.2 %, and 0 measured
+// 5 % and 17 % slower (bench/advice_bench.py): how much a worker slows a parallel step beside it
+// is the model's least sure part.
 void fewer_workers(const Report& r, const WhatIf& w, std::vector<Recommendation>* out) {
   if (!w.available || !w.best) return;
   const WhatIfCandidate& rec = w.candidates.front();
@@ -108,7 +109,7 @@ void fewer_workers(const Report& r, const WhatIf& w, std::vector<Recommendation>
     }
   }
   const bool waiting = n > 0 && runq / n >= kRunqHigh;
-  if (w.confidence != "high" && !waiting) return;
+  if (!waiting) return;
   Recommendation x;
   x.id = vocab::kRecReduceNumWorkers;
   x.speed = false;
@@ -116,7 +117,7 @@ void fewer_workers(const Report& r, const WhatIf& w, std::vector<Recommendation>
   x.action = "set num_workers=" + std::to_string(to) + " (as fast, " + std::to_string(from - to) + " fewer processes)";
   x.message = std::to_string(to) + (to == 1 ? " worker keeps" : " workers keep") + " up as well as " +
               std::to_string(from) + "; what bounds the loop: " + w.bound_text +
-              (waiting ? " (the workers waited for a CPU " + percent(runq / n) + " of the time)" : std::string()) +
+              " (the workers waited for a CPU " + percent(runq / n) + " of the time)" +
               ". " + model_basis(w) + fixed(best.samples_per_s, 1) + " samples/s with " + best.setting.arguments() +
               " against " + fixed(rec.samples_per_s, 1) +
               " as recorded. Fewer workers use less memory and leave their cores to "

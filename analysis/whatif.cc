@@ -100,7 +100,7 @@ class Sim {
  private:
   // Consumer phases per step: [fetch cpu, fetch wait] (no workers) or [blocked, recv], then
   // gang, serial cpu, wait. The process's other threads run beside the consumer from the start of
-  // next() (others_) until the step's parallel part begins or their CPU is spent.
+  // next() (others_) until the step begins (with intra-op threads) or their CPU is spent.
   const StepDemand& step_demand(int64_t i) const { return in_.steps[static_cast<size_t>(i) % in_.steps.size()]; }
   const Demand& fetch_demand(int64_t b) const { return in_.fetches[static_cast<size_t>(b) % in_.fetches.size()]; }
 
@@ -152,9 +152,10 @@ class Sim {
           continue;
         }
         case 3:
-          // The intra-op threads join the step's parallel part. (Their spinning between its
-          // regions is in the step's recorded CPU, hence in its parallel part.)
-          if (gang_ > 1 && d.gang_s > 0) others_.phase = Phase::kIdle;
+          // The step begins: its first parallel region ends the intra-op threads' spinning (their
+          // spinning inside the step is in the step's recorded CPU). Other threads (T = 1: a
+          // pin-memory thread, the user's) go on.
+          if (gang_ > 1) others_.phase = Phase::kIdle;
           set(&consumer_, Phase::kGang, d.gang_s);
           break;
         case 4: set(&consumer_, Phase::kCpu, d.serial_cpu_s); break;

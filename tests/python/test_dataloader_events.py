@@ -224,3 +224,52 @@ def test_record_api_without_launcher(tmp_path, start_method):
     assert_epochs(rec, r.result)
     assert check_batch_lives(rec) == 6
     assert len({x["pid"] for x in rec.instants("dl.put")}) == 2  # both workers recorded
+
+
+BUSY_BESIDE = """
+import hashlib, threading, time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Sleepy(Dataset):
+    def __len__(self):
+        return 24
+    def __getitem__(self, i):
+        time.sleep(0.02)
+        return torch.zeros(4)
+
+stop = False
+def burn():  # hashing a large buffer releases the GIL: CPU on another core, beside next()
+    data = bytes(1 << 20)
+    while not stop:
+        hashlib.sha256(data).digest()
+
+t = threading.Thread(target=burn)
+t.start()
+for x in DataLoader(Sleepy(), batch_size=1):
+    pass
+stop = True
+t.join()
+"""
+
+
+def test_cpu_marks_split_the_training_thread_from_the_others(recorded, tmp_path):
+    """dl.cpu after each next(): arg1 the training thread's CPU inside the call (here sleeping in
+    __getitem__: little), arg0 the other threads' CPU inside it (a thread burning CPU beside the
+    loop: most of the call), arg2 the process CPU between calls."""
+    prog = tmp_path / "busy_beside.py"
+    prog.write_text(BUSY_BESIDE)
+    _, rec = recorded([prog])
+    nexts = [s for s in rec.spans("dl.next") if s["arg1"] >= 0]
+    marks = [m for m in rec.instants("dl.cpu") if m["thread"] == "MainThread"]
+    assert len(nexts) == 24 and len(marks) == 25  # and the StopIteration call
+    steady = []
+    for n in nexts[1:]:
+        m = next(m for m in marks if m["ts_ns"] >= n["end_ns"])
+        wall_us = n["dur_ns"] / 1000
+        steady.append((m["arg0"] / wall_us, m["arg1"] / wall_us))
+    others = sorted(o for o, _ in steady)
+    mine = sorted(t for _, t in steady)
+    assert others[len(others) // 2] >= 0.5, steady  # the burning thread had a core to itself
+    assert mine[len(mine) // 2] <= 0.3, steady  # the training thread slept
+    assert all(m["arg2"] >= 0 for m in marks[1:])
