@@ -270,6 +270,8 @@ def test_cpu_marks_split_the_training_thread_from_the_others(recorded, tmp_path)
         steady.append((m["arg0"] / wall_us, m["arg1"] / wall_us))
     others = sorted(o for o, _ in steady)
     mine = sorted(t for _, t in steady)
-    assert others[len(others) // 2] >= 0.5, steady  # the burning thread had a core to itself
+    # The burning thread ran through most of each call (on an idle machine about all of it; a
+    # loaded one shares the core): without the figure recorded it would be 0.
+    assert others[len(others) // 2] >= 0.25, steady
     assert mine[len(mine) // 2] <= 0.3, steady  # the training thread slept
     assert all(m["arg2"] >= 0 for m in marks[1:])

@@ -355,12 +355,12 @@ def _it_next(self):
 
 
 def _cpu_mark(c0, t0):
-    """dl.cpu right after a dl.next span: the CPU time of the process's other
+    """dl.cpu right after a dl.next span, in microseconds: the CPU time of the process's other
     threads inside that next() call (torch's intra-op threads spinning after the step, a
     pin-memory thread: CPU taken from the workers), this thread's CPU time inside it (the fetch
-    without workers, receiving the batch with them) and the process's CPU time (all its threads:
-    the step) since the previous next() ended, in microseconds; what the what-if model splits into
-    CPU and waiting (docs/events.md)."""
+    without workers, receiving the batch with them), and the process's CPU time (all its threads:
+    the step) since the previous next() ended; what the what-if model splits into CPU and waiting
+    (docs/events.md)."""
     t1 = _thread_ns()
     c1 = _cpu_ns()
     last = _cpu_last[0]
