@@ -116,10 +116,9 @@ void fewer_workers(const Report& r, const WhatIf& w, std::vector<Recommendation>
   x.severity = vocab::kSeverityLow;
   x.action = "set num_workers=" + std::to_string(to) + " (as fast, " + std::to_string(from - to) + " fewer processes)";
   x.message = std::to_string(to) + (to == 1 ? " worker keeps" : " workers keep") + " up as well as " +
-              std::to_string(from) + "; what bounds the loop: " + w.bound_text +
-              " (the workers waited for a CPU " + percent(runq / n) + " of the time)" +
-              ". " + model_basis(w) + fixed(best.samples_per_s, 1) + " samples/s with " + best.setting.arguments() +
-              " against " + fixed(rec.samples_per_s, 1) +
+              std::to_string(from) + "; what bounds the loop: " + w.bound_text + " (the workers waited for a CPU " +
+              percent(runq / n) + " of the time)" + ". " + model_basis(w) + fixed(best.samples_per_s, 1) +
+              " samples/s with " + best.setting.arguments() + " against " + fixed(rec.samples_per_s, 1) +
               " as recorded. Fewer workers use less memory and leave their cores to "
               "the training process.";
   x.evidence = model_evidence(r, w);

@@ -689,7 +689,8 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
                            st.num_workers > 0 && st.prefetch_factor != w.recorded.prefetch_factor, st.prefetch_factor);
   };
   for (size_t i = 0; i < w.candidates.size(); ++i) {
-    if (score(w.candidates[i]) >= best_score * (1 - kTie) && cost(w.candidates[i].setting) < cost(w.candidates[pick].setting)) {
+    if (score(w.candidates[i]) >= best_score * (1 - kTie) &&
+        cost(w.candidates[i].setting) < cost(w.candidates[pick].setting)) {
       pick = i;
     }
   }

@@ -33,7 +33,6 @@ std::vector<double> samples_in(const Session& s,
   return out;
 }
 
-
 }  // namespace
 
 std::vector<WorkerStats> worker_stats(const Session& s, const DataLoaderModel& m) {
