@@ -2,9 +2,9 @@
 
 Runs bench/overhead_train.py in a data-bound and a compute-bound configuration, and an HF
 transformers Trainer (num_workers=0; skipped when transformers cannot be imported), each as:
-plain, under `stallscope run`, and inside torch.profiler; repetitions are interleaved so that
-machine noise hits all three alike, and the table gives the median samples/s and the cost
-relative to plain.
+plain, under `stallscope run`, and inside torch.profiler; repetitions are interleaved, in an order
+that turns with each repetition, so that machine noise and drift hit all three alike, and the table
+gives the median samples/s and the cost relative to plain (use a multiple of 3 for --reps).
     python3 bench/overhead_bench.py [--reps N] [--build DIR]
 """
 import argparse
@@ -30,7 +30,7 @@ def run(cmd, env=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=6)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     args = ap.parse_args()
     launcher = os.path.join(args.build, "bin", "stallscope")
@@ -51,10 +51,15 @@ def main():
     for mode in modes:
         rates = {"plain": [], "stallscope": [], "torch.profiler": []}
         for rep in range(args.reps):
-            rates["plain"].append(run([*train, "--mode", mode]))
             db = os.path.join(tmp, f"{mode}-{rep}.db")
-            rates["stallscope"].append(run([launcher, "run", "-q", "-o", db, "--", *train, "--mode", mode]))
-            rates["torch.profiler"].append(run([*train, "--mode", mode, "--profiler"]))
+            cmds = {"plain": [*train, "--mode", mode],
+                    "stallscope": [launcher, "run", "-q", "-o", db, "--", *train, "--mode", mode],
+                    "torch.profiler": [*train, "--mode", mode, "--profiler"]}
+            # The order turns with each repetition: on a VM whose speed drifts, a fixed order (plain
+            # always first) was seen to favour one column by 10-20 %.
+            names = list(cmds)
+            for name in names[rep % 3:] + names[:rep % 3]:
+                rates[name].append(run(cmds[name]))
         results[mode] = {k: statistics.median(v) for k, v in rates.items()}
     print(f"Overhead on a CPU training loop ({os.cpu_count()} cores), median of {args.reps} interleaved runs")
     print("| loop | plain samples/s | stallscope samples/s | stallscope cost | torch.profiler samples/s "
