@@ -70,15 +70,6 @@ double percentile(std::vector<double> v, double p) {
   return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
 }
 
-// A deterministic jitter in [0, 1).
-double jitter(int e, int b) {
-  uint64_t x = static_cast<uint64_t>(e) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(b) * 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 31;
-  x *= 0x94D049BB133111EBull;
-  x ^= x >> 29;
-  return static_cast<double>(x % 1000000) / 1e6;
-}
-
 // A headless ImGui context the size of the default window (no renderer: a built font atlas).
 void start_imgui() {
   ImGui::CreateContext();
@@ -287,24 +278,7 @@ int main(int argc, char** argv) {
     db = std::string(tmp && *tmp ? tmp : "/tmp") + "/stallscope-ui-bench-" + std::to_string(events / 1000000) + "M.db";
   }
 
-  // ~7 rows per batch (sent, fetch, collate, put, pin, recv, next) and 9 processes x 8 counter
-  // tracks at 20 Hz = 1440 samples/s: a batch every ~5.2 ms fills an hour with 10 M events.
-  stallscope::testing::SimOptions o;
-  o.workers = 8;
-  o.persistent = true;
-  o.pin = true;
-  o.batches = 10000;
-  o.step_ns = 4'600'000;
-  o.pin_ns = 300'000;
-  o.all_counter_tracks = true;
-  o.sample_ns = 50 * kMsNs;
-  o.fetch_ns = [](int e, int b) {
-    const int64_t base = 38 * kMsNs + static_cast<int64_t>(jitter(e, b) * 7e6);
-    return b % 997 == 996 ? base + 150 * kMsNs : base;  // now and then a slow sample
-  };
-  o.runq = [](int w) { return w == 5 ? 0.35 : 0.04 + 0.01 * w; };
-  const double per_epoch = 7.0 * o.batches + 1440.0 * (o.batches * 5.25e-3);
-  o.epochs = std::max(1, static_cast<int>(std::llround(static_cast<double>(events) / per_epoch)));
+  const stallscope::testing::SimOptions o = stallscope::testing::hour_of_training(events);
 
   if (regen && exists(db)) {
     std::remove(db.c_str());

@@ -45,6 +45,28 @@ const Args& args_of(Event e, bool in_worker) {
   return d.args != kNoArgs ? d.args : d.worker_args;  // events that only workers write
 }
 
+std::string_view arg_name(Arg a) {
+  switch (a) {
+    case Arg::kNone: return "";
+    case Arg::kLoader: return "loader";
+    case Arg::kEpoch: return "epoch";
+    case Arg::kBatch: return "batch";
+    case Arg::kWorker: return "worker";
+    case Arg::kGeneration: return "generation";
+    case Arg::kPid: return "pid";
+    case Arg::kSamples: return "samples";
+    case Arg::kCount: return "count";
+    case Arg::kText: return "text";
+    case Arg::kDomain: return "domain";
+    case Arg::kCategory: return "category";
+    case Arg::kRangeId: return "range_id";
+    case Arg::kCorrelation: return "correlation";
+    case Arg::kMicros: return "us";
+    case Arg::kBytes: return "bytes";
+  }
+  return "";
+}
+
 bool is_dataloader(Event e) { return e >= Event::kDlConfig && e <= Event::kHooks; }
 
 bool is_cuda_call(Event e) { return e >= Event::kCudaStreamSynchronize && e <= Event::kCudaMemcpyAsync; }

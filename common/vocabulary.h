@@ -127,6 +127,9 @@ inline constexpr EventDef kEvents[] = {
 // The arguments of `e` as a process of that kind writes them: a worker's layout where the event
 // has one, else the main process's (and for events only workers write, theirs).
 const Args& args_of(Event e, bool in_worker);
+// What an argument is called where it is written out by name (exports): "loader", "batch", "us"...;
+// "" for kNone.
+std::string_view arg_name(Arg a);
 
 // The event called `name`; kNone for a name outside the vocabulary.
 Event event_of(std::string_view name);

@@ -217,6 +217,73 @@ Result<std::vector<SpanRow>> Reader::spans_named(const std::vector<uint32_t>& na
   return out;
 }
 
+Result<std::vector<SpanRow>> Reader::first_spans_per_thread(const std::vector<uint32_t>& name_ids) {
+  std::vector<SpanRow> out;
+  if (name_ids.empty()) return out;
+  const std::string names = id_list(name_ids);
+  Status s =
+      stream(*db_,
+             std::string("SELECT ") + kSpanColumns + " FROM spans WHERE id IN (SELECT min(id) FROM spans WHERE " +
+                 "name_id IN (" + names + ") GROUP BY thread_id, name_id) ORDER BY id",
+             {}, [&](const Stmt& st) { out.push_back(decode_span(st)); });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::vector<SpanRow>> Reader::spans_named_in(const std::vector<uint32_t>& name_ids, int64_t t0, int64_t t1) {
+  std::vector<SpanRow> out;
+  if (name_ids.empty()) return out;
+  Status s = stream(*db_,
+                    std::string("SELECT ") + kSpanColumns +
+                        " FROM spans WHERE id BETWEEN "
+                        "  (SELECT coalesce(min(first_span_id), 0) FROM flushes "
+                        "     WHERE (max_end_ns IS NULL OR max_end_ns >= ?1) AND min_start_ns <= ?2) AND "
+                        "  (SELECT coalesce(max(last_span_id), -1) FROM flushes "
+                        "     WHERE (max_end_ns IS NULL OR max_end_ns >= ?1) AND min_start_ns <= ?2) "
+                        "AND start_ns <= ?2 AND (dur_ns IS NULL OR start_ns + dur_ns >= ?1) AND name_id IN (" +
+                        id_list(name_ids) + ")",
+                    {t0, t1}, [&](const Stmt& st) { out.push_back(decode_span(st)); });
+  if (!s.ok()) return s;
+  return out;
+}
+
+// The first instant id at or after which every row's time is >= ts, give or take kInstantSkewNs:
+// a bisection on id (rows are written in drain order, so time follows id to within the skew).
+Result<int64_t> Reader::instant_id_from(int64_t ts) {
+  auto last = db_->query_int("SELECT coalesce(max(id), 0) FROM instants");
+  if (!last.ok()) return in_file(db_->path(), last.status());
+  int64_t lo = 1, hi = *last + 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    auto t = db_->query_int("SELECT coalesce((SELECT ts_ns FROM instants WHERE id >= " + std::to_string(mid) +
+                            " ORDER BY id LIMIT 1), " + std::to_string(INT64_MAX) + ")");
+    if (!t.ok()) return in_file(db_->path(), t.status());
+    if (*t < ts) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+Result<std::vector<InstantRow>> Reader::instants_named_in(const std::vector<uint32_t>& name_ids, int64_t t0,
+                                                          int64_t t1) {
+  std::vector<InstantRow> out;
+  if (name_ids.empty()) return out;
+  auto from = instant_id_from(t0 - kInstantSkewNs);
+  if (!from.ok()) return from.status();
+  auto to = instant_id_from(t1 + kInstantSkewNs + 1);
+  if (!to.ok()) return to.status();
+  Status s = stream(*db_,
+                    std::string("SELECT ") + kInstantColumns +
+                        " FROM instants WHERE id >= ?1 AND id < ?2 AND ts_ns BETWEEN ?3 AND ?4 AND name_id IN (" +
+                        id_list(name_ids) + ")",
+                    {*from, *to, t0, t1}, [&](const Stmt& st) { out.push_back(decode_instant(st)); });
+  if (!s.ok()) return s;
+  return out;
+}
+
 Result<std::vector<InstantRow>> Reader::instants_named(const std::vector<uint32_t>& name_ids) {
   std::vector<InstantRow> out;
   if (name_ids.empty()) return out;

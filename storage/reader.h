@@ -73,6 +73,17 @@ class Reader {
   // SQLite to, as no index covers time).
   Result<std::vector<SpanRow>> spans_named(const std::vector<uint32_t>& name_ids);
   Result<std::vector<InstantRow>> instants_named(const std::vector<uint32_t>& name_ids);
+  // Each thread's first span of each name in `name_ids` (which threads wrote what), by id.
+  Result<std::vector<SpanRow>> first_spans_per_thread(const std::vector<uint32_t>& name_ids);
+
+  // A time window of the rows named `name_ids`, in table order, for analyses that go through a
+  // long recording part by part: spans that overlap [t0, t1] (the flush index finds them), and
+  // instants with t0 <= ts <= t1. Instants have no time index: the collector writes each row
+  // within one drain (~100 ms) of its time, so ids follow time to within kInstantSkewNs, and a
+  // bisection on id bounds the rows to scan.
+  static constexpr int64_t kInstantSkewNs = 60'000'000'000;
+  Result<std::vector<SpanRow>> spans_named_in(const std::vector<uint32_t>& name_ids, int64_t t0, int64_t t1);
+  Result<std::vector<InstantRow>> instants_named_in(const std::vector<uint32_t>& name_ids, int64_t t0, int64_t t1);
   Result<std::vector<CounterRow>> counters_of(const std::vector<int64_t>& track_ids);
   // The latest time any row reaches (a span that never ended counts at its start).
   Result<int64_t> end_ns();
@@ -92,6 +103,7 @@ class Reader {
 
  private:
   explicit Reader(std::unique_ptr<Db> db);
+  Result<int64_t> instant_id_from(int64_t ts);
   Result<std::vector<SpanRow>> span_query(const std::string& where, int64_t a, int64_t b);
   std::unique_ptr<Db> db_;
 };

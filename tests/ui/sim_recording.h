@@ -60,6 +60,11 @@ struct SimTruth {
   const SimBatch* find(int epoch, int batch) const;
 };
 
+// The benchmarks' recording (bench/ui_bench, bench/export_bench): an hour of training with 8
+// persistent workers, pin memory and every /proc counter track at 20 Hz, as many epochs as make
+// about `events` events (~7 rows per batch and 1440 samples/s: 10 M events fill about an hour).
+SimOptions hour_of_training(int64_t events);
+
 // Writes the recording at `path` (which must not exist). Aborts the test on a write error.
 SimTruth write_sim_recording(const std::string& path, const SimOptions& o);
 
