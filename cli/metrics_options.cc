@@ -38,10 +38,9 @@ void add_metrics_options(CLI::App& app, MetricsSettings& s) {
                s.address_given = true;
                return "";
              });
-  parse_with(app.add_option("--job")
-                 ->type_name("NAME")
-                 ->description("the metrics' job label (default: $TORCHELASTIC_RUN_ID, else the\n"
-                               "recording's file name without .db)"),
+  parse_with(app.add_option("--job")->type_name("NAME")->description(
+                 "the metrics' job label (default: $TORCHELASTIC_RUN_ID, else the\n"
+                 "recording's file name without .db)"),
              [&s](const std::string& v) -> std::string {
                if (v.empty()) return "needs a name";
                s.job = v;

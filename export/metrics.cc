@@ -73,7 +73,8 @@ Status MetricsState::update(Reader& r) {
                                    [this](uint32_t id, std::string text) {
                                      names_.add(id, text);
                                      last_string_ = std::max<int64_t>(last_string_, id);
-                                     if (!text.empty() && text[0] == '{' && text.find("\"batch_size\"") != std::string::npos &&
+                                     if (!text.empty() && text[0] == '{' &&
+                                         text.find("\"batch_size\"") != std::string::npos &&
                                          configs_.size() < kMaxConfigs) {
                                        configs_[id] = std::move(text);
                                      }
@@ -98,7 +99,8 @@ Status MetricsState::update(Reader& r) {
   for (const CounterTrackRow& t : *tracks) tracks_[t.id] = {vocab::counter_of(t.name), t.pid};
 
   const TableHeads& h = *heads;
-  if (Status s = r.for_each_instant(last_.instants, h.instants, [this](const InstantRow& i) { on_instant(i); }); !s.ok()) {
+  if (Status s = r.for_each_instant(last_.instants, h.instants, [this](const InstantRow& i) { on_instant(i); });
+      !s.ok()) {
     return s;
   }
   if (Status s = r.for_each_span(last_.spans, h.spans, [this](const SpanRow& sp) { on_span(sp); }); !s.ok()) return s;
@@ -234,8 +236,7 @@ void MetricsState::on_instant(const InstantRow& i) {
       ++optimizer_steps_;
       if (arg(i.arg0, -1) >= 0) ++loader(*i.arg0).steps;
       break;
-    default:
-      break;
+    default: break;
   }
 }
 
@@ -375,12 +376,13 @@ Figures MetricsState::figures() const {
   for (const auto& [pid, p] : procs_) {
     Figures::Process out;
     out.pid = pid;
-    out.role = pid == train_pid_                                          ? "train"
+    out.role = pid == train_pid_                                                               ? "train"
                : (worker_loader_.count(pid) != 0 || (train_pid_ != 0 && p.ppid == train_pid_)) ? "worker"
-                                                                                                : "other";
+                                                                                               : "other";
     out.cpu_cores = p.cpu;
     out.runq_wait_ratio = p.runq;
-    if (p.private_first && p.private_last) out.private_growth_bytes = static_cast<int64_t>(*p.private_last - *p.private_first);
+    if (p.private_first && p.private_last)
+      out.private_growth_bytes = static_cast<int64_t>(*p.private_last - *p.private_first);
     f.processes.push_back(out);
   }
   if (gpu_seen_ && gpu_covered_until_ > gpu_first_ns_) {
@@ -406,7 +408,8 @@ std::string MetricsState::render(const Figures& f, const Labels& labels, bool up
   t.family("stallscope_stall_seconds_total", "counter", "Time the training loop stalled, by cause.");
   for (const char* cause : {vocab::kCauseDataWait, vocab::kCauseLoaderStart}) {
     auto it = f.stall_by_cause_s.find(cause);
-    t.sample("stallscope_stall_seconds_total", it == f.stall_by_cause_s.end() ? 0.0 : it->second, label("cause", cause));
+    t.sample("stallscope_stall_seconds_total", it == f.stall_by_cause_s.end() ? 0.0 : it->second,
+             label("cause", cause));
   }
   t.family("stallscope_stall_cause_fraction", "gauge", "Share of the training window stalled, by cause.");
   for (const char* cause : {vocab::kCauseDataWait, vocab::kCauseLoaderStart}) {

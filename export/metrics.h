@@ -104,15 +104,15 @@ class MetricsState {
   int64_t last_string_ = 0;
   int64_t updates_ = 0;
   vocab::NameTable names_;
-  std::map<uint32_t, std::string> configs_;           // string id -> a dl.config document's text
+  std::map<uint32_t, std::string> configs_;                 // string id -> a dl.config document's text
   std::map<int64_t, std::pair<int64_t, int64_t>> threads_;  // thread row id -> (process row id, pid)
-  std::map<int64_t, int64_t> process_pid_;            // process row id -> pid
-  int64_t train_pid_ = 0;                             // the process whose thread calls next()
+  std::map<int64_t, int64_t> process_pid_;                  // process row id -> pid
+  int64_t train_pid_ = 0;                                   // the process whose thread calls next()
   std::map<int64_t, Loader> loaders_;
-  std::map<int64_t, int64_t> worker_loader_;          // worker pid -> loader (dl.worker_start)
+  std::map<int64_t, int64_t> worker_loader_;                      // worker pid -> loader (dl.worker_start)
   std::map<std::pair<int64_t, int64_t>, int64_t> batch_samples_;  // (loader, batch) -> samples, until handed
-  std::map<int64_t, std::pair<vocab::Counter, int64_t>> tracks_;   // counter track -> (counter, pid)
-  std::map<int64_t, Proc> procs_;                                  // live processes by pid
+  std::map<int64_t, std::pair<vocab::Counter, int64_t>> tracks_;  // counter track -> (counter, pid)
+  std::map<int64_t, Proc> procs_;                                 // live processes by pid
   int64_t optimizer_steps_ = 0;
   int64_t dropped_ = 0;
   bool gpu_seen_ = false;
