@@ -1,6 +1,6 @@
 """The Prometheus endpoint of `stallscope run --metrics-port` on a real PyTorch training loop whose
 input pipeline is slow by construction (programs/metrics_train.py: each sample's __getitem__ sleeps
-10 ms, batches of 4, a trivial step): the text parses with prometheus_client, the stall fraction is
+20 ms, batches of 4, a trivial step): the text parses with prometheus_client, the stall fraction is
 high and samples/s agrees with the sleep; a real Prometheus server scrapes it; every metric the
 Grafana dashboard (assets/grafana/stallscope.json) queries is one the endpoint serves; a port in use
 stops the run before the program starts.
@@ -29,9 +29,10 @@ prometheus_client = pytest.importorskip("prometheus_client", reason="prometheus_
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 TRAIN = PROGRAMS / "metrics_train.py"
-SLEEP_S, BATCH = 0.01, 4  # as in programs/metrics_train.py
+SLEEP_S, BATCH = 0.02, 4  # as in programs/metrics_train.py
 MAX_SAMPLES_PER_S = 1 / SLEEP_S  # next() sleeps BATCH x SLEEP_S per batch of BATCH samples
 DASHBOARD = REPO / "assets" / "grafana" / "stallscope.json"
+DOCS = REPO / "docs" / "metrics.md"
 
 pytestmark = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
 
@@ -157,6 +158,14 @@ def test_grafana_dashboard_queries_served_metrics(session):
     assert used, exprs
     served = served_names(get(f"http://127.0.0.1:{session.port}/metrics"))
     assert used <= served, f"queried but not served: {sorted(used - served)}"
+
+
+def test_docs_list_every_served_metric(session):
+    served = served_names(get(f"http://127.0.0.1:{session.port}/metrics"))
+    documented = set(re.findall(r"^\| `(stallscope_[a-z0-9_]+)` \|", DOCS.read_text(), flags=re.M))
+    missing = {"served, not documented": sorted(served - documented),
+               "documented, not served": sorted(documented - served)}
+    assert served == documented, missing
 
 
 def test_real_prometheus_scrapes_the_endpoint(session, tmp_path):

@@ -14,7 +14,7 @@ import time
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-SLEEP = 0.01
+SLEEP = 0.02
 BATCH = 4
 
 
