@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cerrno>
@@ -29,6 +30,12 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
   auto impl = std::make_unique<Impl>();
   httplib::Server& svr = impl->server;
   svr.new_task_queue = [] { return new httplib::ThreadPool(2); };
+  // SO_REUSEADDR only: the library's default adds SO_REUSEPORT, with which a second stallscope of
+  // the same user would bind the same port and share its scrapes instead of being refused.
+  svr.set_socket_options([](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   svr.Get("/metrics", [body = std::move(body)](const httplib::Request&, httplib::Response& res) {
     res.set_content(body(), "text/plain; version=0.0.4; charset=utf-8");
   });

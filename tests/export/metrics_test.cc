@@ -140,8 +140,9 @@ TEST_F(MetricsTest, LiveRecordingReadInParts) {
   const std::string text = MetricsState::render(f, {"j", "3", "h"}, true);
   EXPECT_NE(text.find("# TYPE stallscope_steps_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("stallscope_steps_total{job=\"j\",rank=\"3\",host=\"h\"} 4\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("stallscope_process_cpu_cores{job=\"j\",rank=\"3\",host=\"h\",pid=\"2000\",role=\"worker\"} 0.75\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("stallscope_process_cpu_cores{job=\"j\",rank=\"3\",host=\"h\",pid=\"2000\",role=\"worker\"} 0.75\n"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("stallscope_up{job=\"j\",rank=\"3\",host=\"h\"} 1\n"), std::string::npos);
 
