@@ -9,6 +9,7 @@ stops the run before the program starts.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -214,6 +215,63 @@ scrape_configs:
         except subprocess.TimeoutExpired:
             prom.kill()
             prom.communicate()
+
+
+def _ptrace_blocked() -> str | None:
+    """Why `stallscope attach` cannot trace a process that is not its child here, or None."""
+    try:
+        scope = int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
+    except (OSError, ValueError):
+        return None
+    if scope >= 3 or (scope >= 1 and os.geteuid() != 0):
+        return f"kernel.yama.ptrace_scope={scope}: stallscope attach cannot trace the test's process"
+    return None
+
+
+@pytest.mark.skipif(_ptrace_blocked() is not None, reason=_ptrace_blocked() or "")
+def test_attach_serves_the_same_metrics_with_the_targets_labels(tmp_path):
+    """`stallscope attach --metrics-port` without -o: the recording's name is found once it starts;
+    rank and job come from the target's environment, not stallscope's."""
+    stop = tmp_path / "stop"
+    target = subprocess.Popen([sys.executable, str(TRAIN), "120", "0", str(stop)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env=base_env(RANK="2", TORCHELASTIC_RUN_ID="elastic-7"))
+    attach = None
+    try:
+        assert target.stdout.readline().strip() == "training", target.stderr.read()
+        port = free_port()
+        attach = subprocess.Popen([str(LAUNCHER), "attach", "--metrics-port", str(port), str(target.pid)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                                  env=base_env(RANK="9"))
+        deadline = time.monotonic() + 60
+        last = None
+        while time.monotonic() < deadline:
+            assert attach.poll() is None, attach.communicate()
+            try:
+                last = scrape(port)
+                if value(last, "stallscope_steps_total") >= 10:
+                    break
+            except (OSError, KeyError):
+                pass
+            time.sleep(0.25)
+        assert last is not None and value(last, "stallscope_steps_total") >= 10, last and last["text"]
+        labels = last["values"][("stallscope_up", ())][1]
+        assert (labels["job"], labels["rank"]) == ("elastic-7", "2"), labels
+        assert value(last, "stallscope_up") == 1
+        assert value(last, "stallscope_stall_fraction") > 0.5, last["text"]
+        stop.touch()
+        assert target.wait(timeout=60) == 0
+        _, err = attach.communicate(timeout=60)
+        assert attach.returncode == 0, err
+        with pytest.raises(OSError):
+            get(f"http://127.0.0.1:{port}/metrics", timeout=2)
+    finally:
+        stop.touch()
+        for p in (attach, target):
+            if p is not None and p.poll() is None:
+                p.kill()
+            if p is not None:
+                p.communicate()
 
 
 def test_a_port_in_use_stops_the_run_before_the_program(tmp_path):

@@ -39,6 +39,7 @@ def main():
     def done():
         return time.monotonic() >= end or (stop is not None and os.path.exists(stop))
 
+    print("training", flush=True)
     steps = 0
     while not done():
         for x, y in loader:
