@@ -99,20 +99,36 @@ Status MetricsState::update(Reader& r) {
   for (const CounterTrackRow& t : *tracks) tracks_[t.id] = {vocab::counter_of(t.name), t.pid};
 
   const TableHeads& h = *heads;
-  if (Status s = r.for_each_instant(last_.instants, h.instants, [this](const InstantRow& i) { on_instant(i); });
+  if (Status s = r.for_each_instant(last_.instants, h.instants,
+                                    [this](const InstantRow& i) {
+                                      on_instant(i);
+                                      last_.instants = i.id;
+                                    });
       !s.ok()) {
     return s;
   }
-  if (Status s = r.for_each_span(last_.spans, h.spans, [this](const SpanRow& sp) { on_span(sp); }); !s.ok()) return s;
+  if (Status s = r.for_each_span(last_.spans, h.spans,
+                                 [this](const SpanRow& sp) {
+                                   on_span(sp);
+                                   last_.spans = sp.id;
+                                 });
+      !s.ok()) {
+    return s;
+  }
   if (Status s = r.for_each_counter(last_.counters, h.counters, [this](const CounterRow& c) { on_counter(c); });
       !s.ok()) {
     return s;
   }
   if (Status s = r.for_each_gpu_activity(last_.gpu_activities, h.gpu_activities,
-                                         [this](const GpuActivityRow& g) { on_gpu(g); });
+                                         [this](const GpuActivityRow& g) {
+                                           on_gpu(g);
+                                           last_.gpu_activities = g.id;
+                                         });
       !s.ok()) {
     return s;
   }
+  // Each table's position moves row by row (a read that fails half-way is not counted twice);
+  // counter samples are latest values, so reading some of them again is harmless.
   last_ = h;
   auto flush = r.last_flush();
   if (!flush.ok()) return flush.status();

@@ -1,6 +1,8 @@
 // The endpoint's HTTP side and the scrape: MetricsServer serves what its handler returns, refuses a
 // port in use with one line and stops; LiveMetrics answers stallscope_up 0 until the recording
 // exists, then reads it.
+#include "export/metrics_server.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -10,7 +12,6 @@
 #include <string>
 
 #include "export/live_metrics.h"
-#include "export/metrics_server.h"
 #include "tests/analysis/fixture.h"
 #include "tests/unit/test_util.h"
 
