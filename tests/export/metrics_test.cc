@@ -175,6 +175,33 @@ TEST_F(MetricsTest, LiveRecordingReadInParts) {
   EXPECT_NEAR(whole.training_s, f.training_s, 1e-9);
 }
 
+// GPU busy: the union of kernels, copies and memsets (overlaps counted once, syncs not at all)
+// over the time since the first.
+TEST_F(MetricsTest, GpuBusyFraction) {
+  RecordingBuilder b(path());
+  const int64_t main_row = b.process(1000);
+  auto gpu = [&](const char* kind, int64_t start_ms, int64_t dur_ms) {
+    GpuActivityRow g;
+    g.process_id = main_row;
+    g.kind = kind;
+    g.start_ns = start_ms * kMs;
+    g.dur_ns = dur_ms * kMs;
+    g.name_id = b.str(kind);
+    b.writer().add_gpu_activity(g);
+  };
+  gpu("kernel", 0, 10);
+  gpu("memcpy", 5, 10);  // overlaps the kernel: 0-15 busy
+  gpu("sync", 20, 50);   // a host wait, not GPU work
+  gpu("memset", 90, 10);
+  b.finish();
+  const Figures f = read(path());
+  ASSERT_TRUE(f.gpu_busy_fraction);
+  EXPECT_NEAR(*f.gpu_busy_fraction, 25.0 / 100.0, 1e-9);
+  EXPECT_NE(MetricsState::render(f, {"j", "0", "h"}, true)
+                .find("stallscope_gpu_busy_fraction{job=\"j\",rank=\"0\",host=\"h\"} 0.25\n"),
+            std::string::npos);
+}
+
 TEST_F(MetricsTest, LabelValuesAreEscaped) {
   const std::string text = MetricsState::render(Figures{}, {"a\"b\\c\nd", "0", "h"}, false);
   EXPECT_NE(text.find("stallscope_up{job=\"a\\\"b\\\\c\\nd\",rank=\"0\",host=\"h\"} 0\n"), std::string::npos) << text;
