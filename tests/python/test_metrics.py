@@ -149,11 +149,16 @@ def served_names(text: str) -> set:
     return set(re.findall(r"^# TYPE (\S+) ", text, flags=re.M))
 
 
+def dashboard_queries() -> list[str]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    return [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+
+
 def test_grafana_dashboard_queries_served_metrics(session):
     dashboard = json.loads(DASHBOARD.read_text())
     assert 35 <= dashboard["schemaVersion"] <= 41
     assert any(v["type"] == "datasource" and v["query"] == "prometheus" for v in dashboard["templating"]["list"])
-    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    exprs = dashboard_queries()
     exprs += [v["definition"] for v in dashboard["templating"]["list"] if v.get("definition")]
     used = {name for e in exprs for name in re.findall(r"\bstallscope_[a-zA-Z0-9_]+", e)}
     assert used, exprs
@@ -208,6 +213,12 @@ scrape_configs:
         stall = float(result["value"][1])
         assert stall > 0.5, result
         print(f"prometheus: stallscope_stall_fraction = {stall:.3f}", file=sys.stderr)
+        # Every query of the Grafana dashboard is PromQL that this Prometheus accepts, and those of
+        # the metrics a CPU run serves find series.
+        for expr in dashboard_queries():
+            q = expr.replace("$__rate_interval", "1m").replace("$job", ".*").replace("$rank", ".*")
+            data = json.loads(get(f"http://127.0.0.1:{web}/api/v1/query?query={urllib.parse.quote(q)}"))
+            assert data["status"] == "success", (expr, data)
     finally:
         prom.send_signal(signal.SIGTERM)
         try:
