@@ -1,14 +1,19 @@
 // `stallscope attach [OPTIONS] PID` and `stallscope attach --list`: records a Python training
 // process that is already running (inject/attach.h).
+#include <unistd.h>
+
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/metrics_options.h"
 #include "cli/recording_options.h"
 #include "cli/summary.h"
 #include "inject/attach.h"
+#include "storage/session_registry.h"
+#include "storage/writer.h"
 
 namespace stallscope::cli {
 namespace {
@@ -17,11 +22,13 @@ struct AttachArgs {
   AttachOptions opt;
   std::vector<std::string> pids;  // more than one is a usage error, said in the command's words
   bool list = false;
+  MetricsSettings metrics;
 };
 
 Body define(CLI::App& app) {
   auto a = std::make_shared<AttachArgs>();
   add_recording_options(app, {a->opt.output, a->opt.overwrite, a->opt.ring_events, a->opt.rings, a->opt.quiet});
+  add_metrics_options(app, a->metrics);
   parse_with(app.add_option("-d,--duration")
                  ->type_name("SEC")
                  ->description("detach after SEC seconds (default: until the process exits or Ctrl-C)"),
@@ -51,6 +58,18 @@ Body define(CLI::App& app) {
     if (*end != '\0' || pid <= 0 || pid > (1l << 22)) return usage_error(app, "'" + arg + "' is not a process id");
     if (int rc = check_output(app, a->opt.output, a->opt.overwrite); rc != 0) return rc;
     a->opt.pid = static_cast<pid_t>(pid);
+    std::unique_ptr<MetricsEndpoint> endpoint;  // serves until the attach ends
+    if (a->metrics.port != 0 && a->opt.overwrite && !a->opt.output.empty()) (void)Writer::remove(a->opt.output);
+    // Without -o the name comes from the target's command line: the session registry has it
+    // once the recording starts.
+    auto path = [output = a->opt.output]() -> std::string {
+      if (!output.empty()) return output;
+      for (const SessionEntry& e : list_live_sessions()) {
+        if (e.launcher_pid == ::getpid()) return e.db_path;
+      }
+      return "";
+    };
+    if (int rc = start_metrics(app, a->metrics, path, process_environment(pid), &endpoint); rc != 0) return rc;
     a->opt.summary = print_summary;
     return attach_command(a->opt);
   };

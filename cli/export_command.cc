@@ -63,7 +63,8 @@ int run_export(const CLI::App& app, const ExportArgs& a) {
   Result<exporting::ExportCounts> counts = Status::Error("");
   std::string tmp;
   if (a.format == "csv") {
-    if (!exists && ::mkdir(out.c_str(), 0755) != 0) return write_error("cannot create " + out + ": " + std::strerror(errno));
+    if (!exists && ::mkdir(out.c_str(), 0755) != 0)
+      return write_error("cannot create " + out + ": " + std::strerror(errno));
     auto sink = exporting::csv_sink(out);
     counts = exporting::export_recording(**reader, *sink);
   } else {
@@ -75,7 +76,8 @@ int run_export(const CLI::App& app, const ExportArgs& a) {
     }
     auto sink = exporting::perfetto_json_sink(f);
     counts = exporting::export_recording(**reader, *sink);
-    if (!to_stdout && std::fclose(f) != 0 && counts.ok()) counts = Status::Error(std::string("write failed: ") + std::strerror(errno));
+    if (!to_stdout && std::fclose(f) != 0 && counts.ok())
+      counts = Status::Error(std::string("write failed: ") + std::strerror(errno));
     if (!to_stdout && counts.ok() && std::rename(tmp.c_str(), out.c_str()) != 0)
       counts = Status::Error("cannot rename " + tmp + " to " + out + ": " + std::strerror(errno));
     if (!to_stdout && !counts.ok()) (void)::unlink(tmp.c_str());
@@ -121,7 +123,8 @@ Body define(CLI::App& app) {
   app.add_flag("-q,--quiet", a->quiet, "print nothing but errors");
   app.add_option("FILE.db", a->files, "the recording")->type_name("");
   return [&app, a] {
-    if (a->files.empty()) return usage_error(app, "export: no recording given; usage: stallscope export FILE.db [-o OUT]");
+    if (a->files.empty())
+      return usage_error(app, "export: no recording given; usage: stallscope export FILE.db [-o OUT]");
     if (a->files.size() > 1) {
       return usage_error(app, "export: one recording at a time; got '" + a->files[0] + "' and '" + a->files[1] + "'");
     }

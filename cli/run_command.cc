@@ -7,12 +7,14 @@
 
 #include "analysis/loader_tuning.h"
 #include "cli/command.h"
+#include "cli/metrics_options.h"
 #include "cli/recording_options.h"
 #include "cli/summary.h"
 #include "collector/gpu_choice.h"
 #include "common/cpus.h"
 #include "common/vocabulary.h"
 #include "inject/launcher.h"
+#include "storage/writer.h"
 
 namespace stallscope::cli {
 namespace {
@@ -20,7 +22,9 @@ namespace {
 Body define(CLI::App& app) {
   auto opt = std::make_shared<RunOptions>();
   auto gpu = std::make_shared<std::string>();
+  auto metrics = std::make_shared<MetricsSettings>();
   add_recording_options(app, {opt->output, opt->overwrite, opt->ring_events, opt->rings, opt->quiet});
+  add_metrics_options(app, *metrics);
   parse_with(app.add_option("--gpu")
                  ->type_name("SPEC")
                  ->envname("STALLSCOPE_GPU")
@@ -61,12 +65,25 @@ Body define(CLI::App& app) {
   // but CLI11 2.1 hands the words after a subcommand's `--` back to the top-level app.)
   app.add_option("PROGRAM", opt->command, "the program to record, and its arguments")->type_name("");
   app.positionals_at_end();
-  return [&app, opt, gpu] {
+  return [&app, opt, gpu, metrics] {
     if (opt->command.empty()) {
       return usage_error(app, "run: no program given; usage: stallscope run [-o FILE] -- PROGRAM [ARGS...]");
     }
     if (int rc = check_output(app, opt->output, opt->overwrite); rc != 0) return rc;  // before the program starts
-    if (!gpu->empty()) ::setenv("STALLSCOPE_GPU", gpu->c_str(), 1);                   // the program's processes read it
+    std::unique_ptr<MetricsEndpoint> endpoint;                                        // serves until the run ends
+    if (metrics->port != 0) {
+      // The endpoint reads the recording by name: choose it here, and have an old one (--force)
+      // gone before the first scrape could read it.
+      if (opt->output.empty()) opt->output = default_output_name(opt->command[0]);
+      if (opt->overwrite) (void)Writer::remove(opt->output);
+    }
+    const std::string path = opt->output;
+    if (int rc = start_metrics(
+            app, *metrics, [path] { return path; }, own_environment(), &endpoint);
+        rc != 0) {
+      return rc;
+    }
+    if (!gpu->empty()) ::setenv("STALLSCOPE_GPU", gpu->c_str(), 1);  // the program's processes read it
     if (opt->loader != vocab::kLoaderTorch) {
       // reference falls back to tuned for a dataset it cannot read, so both need the settings.
       opt->loader_tuned = analysis::to_json(analysis::tuned_loader(cpus::budget())).dump();  // one line

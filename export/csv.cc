@@ -72,20 +72,20 @@ class CsvSink final : public TraceSink {
 
   void span(const SpanRow& r) override {
     line(spans_, std::to_string(r.id) + "," + thread(r.thread_id) + name(r.name_id) + "," + std::to_string(r.start_ns) +
-                     "," + num(r.dur_ns) + "," + std::to_string(r.depth) + "," + num(r.arg0) + "," + num(r.arg1) +
-                     "," + num(r.arg2));
+                     "," + num(r.dur_ns) + "," + std::to_string(r.depth) + "," + num(r.arg0) + "," + num(r.arg1) + "," +
+                     num(r.arg2));
   }
   void instant(const InstantRow& r) override {
-    line(instants_, std::to_string(r.id) + "," + thread(r.thread_id) + name(r.name_id) + "," +
-                        std::to_string(r.ts_ns) + "," + num(r.arg0) + "," + num(r.arg1) + "," + num(r.arg2));
+    line(instants_, std::to_string(r.id) + "," + thread(r.thread_id) + name(r.name_id) + "," + std::to_string(r.ts_ns) +
+                        "," + num(r.arg0) + "," + num(r.arg1) + "," + num(r.arg2));
   }
   void counter(const CounterRow& r) override {
     auto [it, fresh] = track_prefix_.try_emplace(r.track_id);
     if (fresh) {
       const auto t = ctx_->tracks.find(r.track_id);
-      it->second = t == ctx_->tracks.end()
-                       ? "track " + std::to_string(r.track_id) + ",,0,"
-                       : field(t->second.name) + "," + field(t->second.unit) + "," + std::to_string(t->second.pid) + ",";
+      it->second = t == ctx_->tracks.end() ? "track " + std::to_string(r.track_id) + ",,0,"
+                                           : field(t->second.name) + "," + field(t->second.unit) + "," +
+                                                 std::to_string(t->second.pid) + ",";
     }
     line(counters_, it->second + std::to_string(r.ts_ns) + "," + real(r.value));
   }
@@ -121,7 +121,8 @@ class CsvSink final : public TraceSink {
   }
   void close(std::FILE*& f) {
     if (f == nullptr) return;
-    if (std::fclose(f) != 0 && status_.ok()) status_ = Status::Error(std::string("write failed: ") + std::strerror(errno));
+    if (std::fclose(f) != 0 && status_.ok())
+      status_ = Status::Error(std::string("write failed: ") + std::strerror(errno));
     f = nullptr;
   }
   void line(std::FILE* f, const std::string& s) {

@@ -3,8 +3,8 @@
 // Strings are escaped once each (interned names), numbers written with std::to_chars.
 #include "export/perfetto_json.h"
 
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -36,7 +36,8 @@ class PerfettoJsonSink final : public TraceSink {
     ctx_ = &ctx;
     for (const auto& [id, value] : ctx.strings) {
       std::string cat = "span";
-      if (const size_t dot = value.find('.'); dot != std::string::npos && dot > 0 && dot < 16) cat = value.substr(0, dot);
+      if (const size_t dot = value.find('.'); dot != std::string::npos && dot > 0 && dot < 16)
+        cat = value.substr(0, dot);
       names_.emplace(id, Name{json_string(value), json_string(cat), vocab::event_of(value)});
     }
     for (const ProcessRow& p : ctx.processes) pid_of_process_[p.id] = p.pid;
@@ -57,7 +58,8 @@ class PerfettoJsonSink final : public TraceSink {
       if (n == ctx.process_names.end()) continue;
       metadata("process_name", p.pid, std::nullopt, "name", json_string(n->second.name));
       metadata("process_sort_index", p.pid, std::nullopt, "sort_index", std::to_string(n->second.sort_index));
-      if (!p.cmdline.empty()) metadata("process_labels", p.pid, std::nullopt, "labels", json_string(p.cmdline.substr(0, 200)));
+      if (!p.cmdline.empty())
+        metadata("process_labels", p.pid, std::nullopt, "labels", json_string(p.cmdline.substr(0, 200)));
     }
     for (const ThreadRow& t : ctx.threads) {
       const auto n = ctx.thread_names.find(t.id);
@@ -93,7 +95,8 @@ class PerfettoJsonSink final : public TraceSink {
     int64_t pid = 0;
     if (const auto t = ctx_->tracks.find(r.track_id); t != ctx_->tracks.end()) {
       pid = t->second.pid;
-      if (name.empty()) name = json_string(t->second.name + (t->second.unit.empty() ? "" : " (" + t->second.unit + ")"));
+      if (name.empty())
+        name = json_string(t->second.name + (t->second.unit.empty() ? "" : " (" + t->second.unit + ")"));
     } else if (name.empty()) {
       name = json_string("track " + std::to_string(r.track_id));
     }
@@ -104,14 +107,15 @@ class PerfettoJsonSink final : public TraceSink {
     while (derived_names_.size() <= static_cast<size_t>(s.series)) {
       derived_names_.push_back(json_string(ctx_->series[derived_names_.size()]));
     }
-    counter_event(derived_names_[static_cast<size_t>(s.series)], ctx_->train_pid, s.ts_ns, static_cast<double>(s.value));
+    counter_event(derived_names_[static_cast<size_t>(s.series)], ctx_->train_pid, s.ts_ns,
+                  static_cast<double>(s.value));
   }
 
   void flow(const BatchFlow& f) override {
     const std::string id = std::to_string(f.id);
     auto point = [&](const char* ph, const BatchFlow::Point& p, bool enclosing) {
       start_event();
-    buf_ += "{\"ph\":\"";
+      buf_ += "{\"ph\":\"";
       buf_ += ph;
       buf_ += "\",\"cat\":\"dl.batch\",\"name\":\"batch\",\"id\":";
       buf_ += id;
@@ -176,7 +180,8 @@ class PerfettoJsonSink final : public TraceSink {
     ended_ = true;
     buf_ += "\n]}\n";
     write_out();
-    if (std::fflush(out_) != 0 && status_.ok()) status_ = Status::Error(std::string("write failed: ") + std::strerror(errno));
+    if (std::fflush(out_) != 0 && status_.ok())
+      status_ = Status::Error(std::string("write failed: ") + std::strerror(errno));
     return status_;
   }
 

@@ -25,7 +25,7 @@ std::string loader_label(const analysis::DataLoaderModel& m, int64_t loader, siz
 void name_tracks(const analysis::DataLoaderModel& m, const std::set<int64_t>& pin_threads, ExportContext& ctx) {
   std::set<int64_t> loaders_with_workers;
   for (const analysis::WorkerInfo& w : m.workers) loaders_with_workers.insert(w.loader);
-  std::map<int64_t, const analysis::WorkerInfo*> worker_of_pid;      // worker processes
+  std::map<int64_t, const analysis::WorkerInfo*> worker_of_pid;     // worker processes
   std::map<int64_t, const analysis::WorkerInfo*> worker_of_thread;  // reference loader threads
   for (const analysis::WorkerInfo& w : m.workers) {
     if (w.thread_id != 0) {
@@ -159,8 +159,8 @@ class DerivedSeries {
   // first point would otherwise be missing when it falls in the window before).
   static void step_points(const analysis::StepFunction& f, int series, Window w,
                           const std::function<void(const DerivedSample&)>& out) {
-    auto first = std::lower_bound(f.begin(), f.end(), w.lo,
-                                  [](const analysis::StepPoint& p, int64_t t) { return p.ts_ns < t; });
+    auto first =
+        std::lower_bound(f.begin(), f.end(), w.lo, [](const analysis::StepPoint& p, int64_t t) { return p.ts_ns < t; });
     if (w.lo > -kFar && first != f.begin() && (first == f.end() || first->ts_ns != w.lo)) {
       out({series, w.lo, std::prev(first)->value});
     }
@@ -172,7 +172,8 @@ class DerivedSeries {
 };
 
 // Rows by their vocabulary event.
-std::vector<uint32_t> ids_of(const std::map<uint32_t, std::string>& strings, std::initializer_list<vocab::Event> events) {
+std::vector<uint32_t> ids_of(const std::map<uint32_t, std::string>& strings,
+                             std::initializer_list<vocab::Event> events) {
   std::vector<uint32_t> ids;
   for (const auto& [id, value] : strings) {
     const vocab::Event e = vocab::event_of(value);
@@ -225,9 +226,8 @@ Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const Exp
   base.end_ns = *end;
   for (const auto& [id, value] : *strings) base.strings.emplace(id, value);
 
-  const std::vector<uint32_t> run_instants =
-      ids_of(*strings, {E::kDlConfig, E::kDlEpochBegin, E::kDlEpochEnd, E::kDlWorkerStart, E::kDlWorkerStop,
-                        E::kDlWorkerReady});
+  const std::vector<uint32_t> run_instants = ids_of(*strings, {E::kDlConfig, E::kDlEpochBegin, E::kDlEpochEnd,
+                                                               E::kDlWorkerStart, E::kDlWorkerStop, E::kDlWorkerReady});
   const std::vector<uint32_t> batch_spans = ids_of(*strings, {E::kDlNext, E::kDlFetch});
   const std::vector<uint32_t> batch_instants = ids_of(*strings, {E::kDlSent, E::kDlRecv, E::kDlPut});
   auto context_instants = reader.instants_named(run_instants);

@@ -56,7 +56,7 @@ struct ExportContext {
   std::vector<ProcessRow> processes;
   std::vector<ThreadRow> threads;
   std::map<uint32_t, std::string> strings;
-  std::map<int64_t, CounterTrackRow> tracks;  // by id
+  std::map<int64_t, CounterTrackRow> tracks;   // by id
   std::map<int64_t, TrackName> process_names;  // by pid
   std::map<int64_t, TrackName> thread_names;   // by threads.id
   std::map<int64_t, int64_t> thread_pid;       // threads.id -> pid

@@ -17,6 +17,8 @@ APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-d
               libjpeg62-turbo-dev libturbojpeg0-dev libarchive-dev libopencv-imgproc-dev
               # resize candidates that bench/resize_bench measures beside OpenCV (optional there)
               libyuv-dev libswscale-dev
+              # the metrics endpoint (--metrics-port): its HTTP server; Prometheus for its test
+              libcpp-httplib-dev prometheus
               # formatting, checked by scripts/test.sh (scripts/check_format.sh)
               clang-format)
 missing=()
@@ -39,6 +41,10 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
 fi
 if ! "$PY" -c "import pytest" 2>/dev/null; then
   "$PY" -m pip install -q pytest
+fi
+# prometheus_client: tests/python/test_metrics.py parses the metrics endpoint's text with it.
+if ! "$PY" -c "import prometheus_client" 2>/dev/null; then
+  "$PY" -m pip install -q prometheus_client
 fi
 # numpy: the reference loader's tests read arrays and .npy files with it.
 if ! "$PY" -c "import numpy" 2>/dev/null; then

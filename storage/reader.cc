@@ -192,6 +192,20 @@ Result<std::vector<FlushRow>> Reader::flushes() {
                            });
 }
 
+Result<std::optional<FlushRow>> Reader::last_flush() {
+  auto rows = collect<FlushRow>(*db_, "SELECT ts_ns, events, dropped_total FROM flushes ORDER BY id DESC LIMIT 1",
+                                [](const Stmt& s) {
+                                  FlushRow r;
+                                  r.ts_ns = s.int64(0);
+                                  r.events = s.int64(1);
+                                  r.dropped_total = s.int64(2);
+                                  return r;
+                                });
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) return std::optional<FlushRow>();
+  return std::optional<FlushRow>(rows->front());
+}
+
 Result<std::vector<GpuActivityRow>> Reader::gpu_activities() {
   return collect<GpuActivityRow>(
       *db_, std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities ORDER BY start_ns",

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ class Reader {
   Result<std::vector<ThreadRow>> threads();
   Result<std::vector<CounterTrackRow>> counter_tracks();
   Result<std::vector<FlushRow>> flushes();
+  // The latest flush (its dropped_total is the recording's count of dropped events so far);
+  // nullopt before the first.
+  Result<std::optional<FlushRow>> last_flush();
   Result<int64_t> count(const std::string& table);
 
   // Spans that overlap [t0, t1] (ns since session start), ordered by start. Unended spans count as

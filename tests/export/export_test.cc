@@ -58,8 +58,8 @@ struct TraceCheck {
   std::vector<std::string> problems;
   std::map<std::string, int64_t> by_phase;
   int64_t gpu_slices = 0;
-  std::map<int64_t, std::string> process_names;                        // pid -> name
-  std::map<std::pair<int64_t, int64_t>, std::string> thread_names;     // (pid, tid) -> name
+  std::map<int64_t, std::string> process_names;                             // pid -> name
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names;          // (pid, tid) -> name
   std::map<std::string, std::vector<std::pair<int64_t, double>>> counters;  // "pid name" -> (ts, value)
   struct Point {
     std::string ph;
@@ -87,8 +87,8 @@ TraceCheck check_trace(const Json& doc) {
     ++c.by_phase[ph];
     if (!e.contains("pid") || !e["pid"].is_number_integer()) bad("no integer pid", e);
     if (ph == "M") {
-      static const std::set<std::string> kMeta = {"process_name", "process_sort_index", "process_labels",
-                                                  "thread_name", "thread_sort_index"};
+      static const std::set<std::string> kMeta = {"process_name", "process_sort_index", "process_labels", "thread_name",
+                                                  "thread_sort_index"};
       if (!e.contains("name") || kMeta.count(e["name"].get<std::string>()) == 0) bad("unknown metadata", e);
       if (!e.contains("args") || !e["args"].is_object()) bad("metadata without args", e);
       if (e["name"] == "process_name") c.process_names[e["pid"]] = e["args"]["name"];
@@ -121,8 +121,8 @@ TraceCheck check_trace(const Json& doc) {
       for (const auto& [k, v] : e["args"].items()) {
         if (!v.is_number()) bad("counter value not numeric", e);
       }
-      c.counters[std::to_string(pid) + " " + e["name"].get<std::string>()].emplace_back(ts,
-                                                                                      e["args"]["value"].get<double>());
+      c.counters[std::to_string(pid) + " " + e["name"].get<std::string>()].emplace_back(
+          ts, e["args"]["value"].get<double>());
     } else if (ph == "s" || ph == "t" || ph == "f") {
       if (!e.contains("id") || !e["id"].is_number_integer()) bad("flow without id", e);
       if (ph == "f" && e.value("bp", "") != "e") bad("flow end not bound to its enclosing slice", e);
@@ -133,7 +133,8 @@ TraceCheck check_trace(const Json& doc) {
   }
   // Slices nest per thread: one that starts inside another ends inside it.
   for (auto& [key, v] : slices) {
-    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
+    std::sort(v.begin(), v.end(),
+              [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
     std::vector<int64_t> open;
     for (const auto& [s, e] : v) {
       while (!open.empty() && open.back() <= s) open.pop_back();
@@ -153,7 +154,8 @@ TraceCheck check_trace(const Json& doc) {
     }
     for (const auto& p : pts) {
       const auto& v = slices[{p.pid, p.tid}];
-      const bool inside = std::any_of(v.begin(), v.end(), [&](auto& sl) { return sl.first < p.ts && p.ts < sl.second; });
+      const bool inside =
+          std::any_of(v.begin(), v.end(), [&](auto& sl) { return sl.first < p.ts && p.ts < sl.second; });
       if (!inside) c.problems.push_back("flow " + std::to_string(id) + " point " + p.ph + " binds to no slice");
     }
   }
@@ -388,12 +390,11 @@ TEST(CsvExportTest, EveryTableRowByRowWithAHeader) {
   const std::string db = dir.file("run.db");
   write_sim_recording(db, busy_run());
   export_to(db, dir.path(), true);
-  const std::map<std::string, std::pair<const char*, size_t>> files = {
-      {"spans.csv", {"spans", 11}},
-      {"instants.csv", {"instants", 9}},
-      {"counters.csv", {"counters", 5}},
-      {"gpu_activities.csv", {"gpu_activities", 13}},
-      {"processes.csv", {"processes", 8}}};
+  const std::map<std::string, std::pair<const char*, size_t>> files = {{"spans.csv", {"spans", 11}},
+                                                                       {"instants.csv", {"instants", 9}},
+                                                                       {"counters.csv", {"counters", 5}},
+                                                                       {"gpu_activities.csv", {"gpu_activities", 13}},
+                                                                       {"processes.csv", {"processes", 8}}};
   for (const auto& [file, want] : files) {
     const auto rows = parse_csv(read_file(dir.file(file)));
     ASSERT_FALSE(rows.empty()) << file;
