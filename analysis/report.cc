@@ -559,6 +559,17 @@ EvidenceAt evidence_around(int64_t t0, int64_t t1, double pad, std::string what)
   return e;
 }
 
+namespace {
+
+std::string rank_of_pid(const RankSummary& ranks, int64_t pid) {
+  for (const RankStats& r : ranks.ranks) {
+    if (r.pid == pid) return std::to_string(r.rank);
+  }
+  return "?";
+}
+
+}  // namespace
+
 Report analyze(const Session& s) { return analyze(s, build_dataloader_model(s)); }
 
 Report analyze(const Session& s, const DataLoaderModel& m) {
@@ -606,6 +617,11 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
   r.recommendations = recommend(r);
   note_unexplained_wait(&r);
   note_spawn_start(r, r.workers, &r.notes);
+  r.ranks = analyze_ranks(s);
+  if (!r.ranks.ranks.empty()) {
+    r.notes.push_back("a job of " + std::to_string(r.ranks.ranks.size()) + " ranks: the figures above are rank " +
+                      rank_of_pid(r.ranks, r.train_pid) + "'s (the process that handed the most batches); see Ranks");
+  }
   return r;
 }
 

@@ -12,6 +12,7 @@
 
 #include "analysis/dataloader.h"
 #include "analysis/gpu.h"
+#include "analysis/ranks.h"
 #include "analysis/session.h"
 #include "analysis/whatif.h"
 #include "common/json.h"
@@ -170,6 +171,7 @@ struct Report {
   GpuStats gpu;                             // mode "gpu": the GPU timeline's figures
   WhatIf whatif;                            // the what-if model of the training loader (whatif.h)
   std::optional<EvidenceAt> longest_stall;  // the longest stall interval, to show
+  RankSummary ranks;                        // a multi-rank job's ranks (ranks.h); empty for one process
 
   // Share of the window the training loop waited in next() while it mattered: in CPU mode the
   // whole stall; in GPU mode the data_wait part of the GPU's idle time.

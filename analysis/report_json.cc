@@ -281,6 +281,42 @@ Json to_json(const Report& r) {
   proc["cpu_util"] = r.train_cpu_util;
   proc["runq_delay_fraction"] = r.train_runq_delay_fraction;
   d["training_process"] = std::move(proc);
+  Json ranks = Json::array();
+  for (const RankStats& k : r.ranks.ranks) {
+    Json v = Json::object();
+    v["rank"] = k.rank;
+    v["local_rank"] = k.local_rank;
+    v["world_size"] = k.world_size;
+    v["node"] = k.node;
+    v["job"] = k.job.empty() ? Json() : Json(k.job);
+    v["pid"] = k.pid;
+    v["wall_s"] = k.wall_s;
+    v["steps"] = k.steps;
+    v["samples_per_s"] = k.samples_per_s;
+    v["step_time_p50_ms"] = k.step_p50_ms;
+    Json stall = Json::object();
+    stall["fraction"] = k.stall_fraction;
+    Json causes = Json::object();
+    for (const auto& [cause, sec] : k.stall_by_cause_s) causes[cause] = sec;
+    stall["by_cause"] = std::move(causes);
+    v["stall"] = std::move(stall);
+    v["collectives"] = k.collectives;
+    v["collective_s"] = k.collective_s;
+    v["collective_wait_s"] = k.collective_wait_s;
+    v["last_at_collectives"] = k.last_at;
+    ranks.push_back(std::move(v));
+  }
+  d["ranks"] = std::move(ranks);
+  if (r.ranks.slowest) {
+    Json v = Json::object();
+    v["rank"] = r.ranks.slowest->rank;
+    v["last_at_collectives"] = r.ranks.slowest->last_at;
+    v["matched_collectives"] = r.ranks.matched;
+    v["lost_s"] = r.ranks.slowest->lost_s;
+    d["slowest_rank"] = std::move(v);
+  } else {
+    d["slowest_rank"] = nullptr;
+  }
   d["notes"] = r.notes;
   return d;
 }

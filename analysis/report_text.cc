@@ -132,6 +132,35 @@ std::string whatif_lines(const Report& r) {
 
 }  // namespace
 
+namespace {
+
+// The Ranks section of a multi-rank job: each rank's figures, and the rank the others wait for.
+std::string rank_lines(const Report& r) {
+  if (r.ranks.ranks.empty()) return "";
+  std::string o = "\nRanks\n";
+  o += "  rank  node              steps   samples/s   stall   in collectives   waiting there   last at\n";
+  for (const RankStats& k : r.ranks.ranks) {
+    o += "  " + pad(std::to_string(k.rank), 4, true) + "  " + pad(k.node.substr(0, 16), 16, false) +
+         pad(grouped(k.steps), 7, true) +
+         pad(or_dash(k.samples_per_s, [](double v) { return fixed(v, 1); }), 12, true) +
+         pad(percent(k.stall_fraction), 8, true) + pad(fixed(k.collective_s, 2) + " s", 17, true) +
+         pad(fixed(k.collective_wait_s, 2) + " s", 16, true) + pad(grouped(k.last_at), 10, true) + "\n";
+  }
+  if (r.ranks.slowest) {
+    o += wrap("  slowest rank: " + std::to_string(r.ranks.slowest->rank) + ", the last to arrive at " +
+                  grouped(r.ranks.slowest->last_at) + " of " + grouped(r.ranks.matched) +
+                  " collectives; the job lost " + fixed(r.ranks.slowest->lost_s, 2) +
+                  " s waiting for it (its arrival less the next-latest rank's, where it was last)",
+              100, "    ") +
+         "\n";
+  } else {
+    o += "  no collective was recorded on every rank: the slowest rank is not known\n";
+  }
+  return o;
+}
+
+}  // namespace
+
 std::string render_text(const Report& r) {
   std::string o;
   o += "stallscope report: " + r.source + (r.complete ? "" : "  (not finished: live or cut short)") + "\n";
@@ -262,6 +291,7 @@ std::string render_text(const Report& r) {
   }
 
   o += whatif_lines(r);
+  o += rank_lines(r);
 
   o += "\nRecommendations\n";
   if (r.recommendations.empty()) {

@@ -54,6 +54,11 @@ enum class Event : uint8_t {
   kCudaEventSynchronize,
   kCudaMemcpy,
   kCudaMemcpyAsync,
+  // torch.distributed (training processes)
+  kDistRank,
+  kDistCollective,
+  kDistIssue,
+  kDistDone,
   kCount  // not an event
 };
 
@@ -121,6 +126,10 @@ inline constexpr EventDef kEvents[] = {
     {Event::kCudaEventSynchronize, "cuda.cudaEventSynchronize", Shape::kSpan, {Arg::kCorrelation, Arg::kNone, Arg::kNone}, kNoArgs},
     {Event::kCudaMemcpy, "cuda.cudaMemcpy", Shape::kSpan, {Arg::kCorrelation, Arg::kNone, Arg::kNone}, kNoArgs},
     {Event::kCudaMemcpyAsync, "cuda.cudaMemcpyAsync", Shape::kSpan, {Arg::kCorrelation, Arg::kNone, Arg::kNone}, kNoArgs},
+    {Event::kDistRank, "dist.rank", Shape::kInstant, {Arg::kCount, Arg::kText, Arg::kCount}, kNoArgs},
+    {Event::kDistCollective, "dist.collective", Shape::kSpan, {Arg::kBytes, Arg::kCount, Arg::kText}, kNoArgs},
+    {Event::kDistIssue, "dist.issue", Shape::kInstant, {Arg::kBytes, Arg::kCount, Arg::kText}, kNoArgs},
+    {Event::kDistDone, "dist.done", Shape::kInstant, {Arg::kNone, Arg::kCount, Arg::kNone}, kNoArgs},
     // clang-format on
 };
 

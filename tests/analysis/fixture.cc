@@ -147,6 +147,7 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
   const int64_t L = c.loader;
   const int64_t main_row = b.process(c.main_pid, 0);
   const int64_t main = b.thread(main_row, c.main_pid, "MainThread");
+  truth.main_thread = main;
   int64_t next_pid = c.first_worker_pid;
   std::vector<Worker> workers;
   int64_t t = c.start_ns;

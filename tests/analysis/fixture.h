@@ -96,6 +96,7 @@ struct SimTruth {
   int64_t samples = 0;
   std::vector<int64_t> handoffs;
   std::vector<int64_t> worker_pids;
+  int64_t main_thread = 0;              // threads.id of the training thread
   std::vector<int64_t> epoch_start_ns;  // per epoch: epoch_begin -> first batch handed
   std::vector<double> fetch_ms;         // every fetch
   int64_t fetch_busy_ns = 0;
