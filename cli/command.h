@@ -39,6 +39,7 @@ struct Command {
   X(Attach)                    \
   X(Report)                    \
   X(Compare)                   \
+  X(Merge)                     \
   X(Export)                    \
   X(Ui)
 #define STALLSCOPE_DECLARE_COMMAND(Name) extern const Command k##Name##Command;
