@@ -26,7 +26,8 @@ std::string how(const MergedInput& m) {
   char buf[160];
   if (m.clock == "base") return "the time base";
   if (m.clock == "same host") {
-    std::snprintf(buf, sizeof buf, "%+.6f s, same host: one monotonic clock (exact)", static_cast<double>(m.offset_ns) / 1e9);
+    std::snprintf(buf, sizeof buf, "%+.6f s, same host: one monotonic clock (exact)",
+                  static_cast<double>(m.offset_ns) / 1e9);
   } else if (m.clock == "collectives") {
     std::snprintf(buf, sizeof buf, "%+.6f s, host %s: realtime refined by %lld collectives (residual %.1f us)",
                   static_cast<double>(m.offset_ns) / 1e9, m.host.c_str(), static_cast<long long>(m.matched),

@@ -25,13 +25,13 @@ struct Input {
   std::unique_ptr<Reader> reader;
   std::map<std::string, std::string> meta;
   std::map<uint32_t, std::string> strings;
-  std::unordered_map<uint32_t, uint32_t> string_id;   // input's -> output's
-  std::unordered_map<uint32_t, vocab::Event> event;    // input's string id -> event
-  std::unordered_map<int64_t, int64_t> process_id;    // input's processes.id -> output's
-  std::unordered_map<int64_t, int64_t> thread_id;     // input's threads.id -> output's
-  std::unordered_map<int64_t, int64_t> track_id;      // input's counter_tracks.id -> output's
+  std::unordered_map<uint32_t, uint32_t> string_id;  // input's -> output's
+  std::unordered_map<uint32_t, vocab::Event> event;  // input's string id -> event
+  std::unordered_map<int64_t, int64_t> process_id;   // input's processes.id -> output's
+  std::unordered_map<int64_t, int64_t> thread_id;    // input's threads.id -> output's
+  std::unordered_map<int64_t, int64_t> track_id;     // input's counter_tracks.id -> output's
   TableHeads heads;
-  std::map<int64_t, int64_t> completions;             // collective seq -> completion (input's clock)
+  std::map<int64_t, int64_t> completions;  // collective seq -> completion (input's clock)
 };
 
 int64_t meta_int(const std::map<std::string, std::string>& m, const char* key) {
@@ -267,8 +267,8 @@ Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>
       for (size_t i = 0; i < inputs.size(); ++i) {
         if (Status s = refill(i); !s.ok()) return s;
         if (heads[i].empty()) continue;
-        if (best == inputs.size() || heads[i].front().ts_ns + inputs[i].out.offset_ns <
-                                         heads[best].front().ts_ns + inputs[best].out.offset_ns) {
+        if (best == inputs.size() ||
+            heads[i].front().ts_ns + inputs[i].out.offset_ns < heads[best].front().ts_ns + inputs[best].out.offset_ns) {
           best = i;
         }
       }

@@ -3,11 +3,12 @@
 // from the collectives, across hosts whose realtime clocks disagree by 3 ms), pids of another host
 // moved and followed by their arguments, strings re-interned; and the report of the merged
 // recording finds the two ranks and the slower one.
+#include "storage/merge.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include "analysis/report.h"
-#include "storage/merge.h"
 #include "storage/reader.h"
 #include "tests/analysis/fixture.h"
 #include "tests/unit/test_util.h"
@@ -42,7 +43,8 @@ std::vector<int64_t> write_rank(const std::string& path, int r, const std::strin
   c.finish = false;
   c.fetch_ns = [r](int, int) { return (r == 0 ? 10 : 120) * kMs; };
   const SimTruth t = simulate(b, c);
-  b.instant(t.main_thread, "dist.rank", c.start_ns - kMs, r, b.str(R"({"rank":)" + std::to_string(r) + R"(,"world_size":2,"node":")" + host + R"("})"), 2);
+  b.instant(t.main_thread, "dist.rank", c.start_ns - kMs, r,
+            b.str(R"({"rank":)" + std::to_string(r) + R"(,"world_size":2,"node":")" + host + R"("})"), 2);
   std::vector<int64_t> global;
   for (int64_t h : t.handoffs) global.push_back(h + origin);
   for (size_t k = 0; k < global.size(); ++k) arrivals->push_back(global[k] + 5 * kMs);
@@ -81,10 +83,13 @@ int64_t worst_step_back(const std::string& db) {
   auto reader = Reader::open(db);
   std::optional<int64_t> latest;
   int64_t worst = 0;
-  EXPECT_TRUE((*reader)->for_each_instant(0, count(db, "instants"), [&](const InstantRow& in) {
-    if (latest) worst = std::max(worst, *latest - in.ts_ns);
-    latest = std::max(latest.value_or(in.ts_ns), in.ts_ns);
-  }).ok());
+  EXPECT_TRUE((*reader)
+                  ->for_each_instant(0, count(db, "instants"),
+                                     [&](const InstantRow& in) {
+                                       if (latest) worst = std::max(worst, *latest - in.ts_ns);
+                                       latest = std::max(latest.value_or(in.ts_ns), in.ts_ns);
+                                     })
+                  .ok());
   return worst;
 }
 
@@ -121,7 +126,8 @@ TEST(MergeTest, RanksOfOneHostShareTheMonotonicClockExactly) {
     EXPECT_EQ(r.ranks.ranks[static_cast<size_t>(k)].samples_per_s, alone.samples_per_s);
   }
   // The merged file's instants follow time as closely as each input's do (readers bisect on it).
-  EXPECT_LE(worst_step_back(job), std::max(worst_step_back(dir.file("rank0.db")), worst_step_back(dir.file("rank1.db"))));
+  EXPECT_LE(worst_step_back(job),
+            std::max(worst_step_back(dir.file("rank0.db")), worst_step_back(dir.file("rank1.db"))));
 }
 
 TEST(MergeTest, AcrossHostsTheCollectivesCorrectTheRealtimeClocks) {
