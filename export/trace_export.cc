@@ -22,7 +22,8 @@ std::string loader_label(const analysis::DataLoaderModel& m, int64_t loader, siz
   return (l != nullptr ? analysis::loader_name(l->config, loader) : "loader " + std::to_string(loader)) + " ";
 }
 
-void name_tracks(const analysis::DataLoaderModel& m, const std::set<int64_t>& pin_threads, ExportContext& ctx) {
+void name_tracks(const analysis::DataLoaderModel& m, const std::set<int64_t>& pin_threads,
+                 const std::map<int64_t, int64_t>& rank_of_pid, ExportContext& ctx) {
   std::set<int64_t> loaders_with_workers;
   for (const analysis::WorkerInfo& w : m.workers) loaders_with_workers.insert(w.loader);
   std::map<int64_t, const analysis::WorkerInfo*> worker_of_pid;     // worker processes
@@ -37,7 +38,11 @@ void name_tracks(const analysis::DataLoaderModel& m, const std::set<int64_t>& pi
   for (const ProcessRow& p : ctx.processes) {
     TrackName n;
     auto w = worker_of_pid.find(p.pid);
-    if (p.pid == m.train_pid && m.seen) {
+    const auto rank = rank_of_pid.find(p.pid);
+    if (rank != rank_of_pid.end()) {  // a rank of a multi-rank job: the ranks in order
+      n = {"rank " + std::to_string(rank->second) + " (pid " + std::to_string(p.pid) + ")",
+           kSortMain * 1000 + static_cast<int>(rank->second)};
+    } else if (p.pid == m.train_pid && m.seen) {
       n = {"training (pid " + std::to_string(p.pid) + ")", kSortMain};
     } else if (w != worker_of_pid.end()) {
       n = {loader_label(m, w->second->loader, loaders_with_workers.size()) + "worker " +
@@ -226,8 +231,9 @@ Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const Exp
   base.end_ns = *end;
   for (const auto& [id, value] : *strings) base.strings.emplace(id, value);
 
-  const std::vector<uint32_t> run_instants = ids_of(*strings, {E::kDlConfig, E::kDlEpochBegin, E::kDlEpochEnd,
-                                                               E::kDlWorkerStart, E::kDlWorkerStop, E::kDlWorkerReady});
+  const std::vector<uint32_t> run_instants =
+      ids_of(*strings, {E::kDlConfig, E::kDlEpochBegin, E::kDlEpochEnd, E::kDlWorkerStart, E::kDlWorkerStop,
+                        E::kDlWorkerReady, E::kDistRank});
   const std::vector<uint32_t> batch_spans = ids_of(*strings, {E::kDlNext, E::kDlFetch});
   const std::vector<uint32_t> batch_instants = ids_of(*strings, {E::kDlSent, E::kDlRecv, E::kDlPut});
   auto context_instants = reader.instants_named(run_instants);
@@ -261,7 +267,13 @@ Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const Exp
   auto tracks = reader.counter_tracks();
   if (!tracks.ok()) return tracks.status();
   for (CounterTrackRow& t : *tracks) ctx.tracks.emplace(t.id, std::move(t));
-  name_tracks(run_model, pin_threads, ctx);
+  std::map<int64_t, int64_t> rank_of_pid;  // the processes that said their rank
+  for (const InstantRow& in : context.instants) {
+    if (context.event(in.name_id) == E::kDistRank && in.arg0)
+      rank_of_pid.emplace(context.pid_of_thread(in.thread_id), *in.arg0);
+  }
+  if (rank_of_pid.size() < 2) rank_of_pid.clear();  // one rank: named as any training process
+  name_tracks(run_model, pin_threads, rank_of_pid, ctx);
 
   auto heads = reader.heads();
   if (!heads.ok()) return heads.status();
