@@ -166,7 +166,12 @@ struct Lane {
   int32_t row_count = 1;                    // visual rows
   std::vector<int32_t> row_depth;           // depth shown by each visual row
   int64_t items = 0;                        // items over all tracks and rows
-  std::array<int64_t, 4> sort_key_tuple{};  // display order
+  std::array<int64_t, 5> sort_key_tuple{};  // display order
+  // Multi-rank jobs (a process that recorded dist.rank): the rank whose process, or whose
+  // DataLoader worker, this lane shows (-1: none, or a single-rank recording); rank_lead marks the
+  // first lane of each rank in display order, where the group is collapsed and expanded.
+  int64_t rank = -1;
+  bool rank_lead = false;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -180,8 +180,10 @@ void SnapshotBuilder::on_instant(const InstantRow& r) {
     if (d.loader && d.worker && d.pid) {
       if (!workers_.count(*d.pid)) worker_pids_[*d.loader].push_back(*d.pid);
       workers_[*d.pid] = {*d.loader, static_cast<int32_t>(*d.worker)};
+      worker_owner_thread_[*d.pid] = r.thread_id;
     }
   }
+  if (e == Event::kDistRank && r.arg0) rank_thread_.emplace(r.thread_id, *r.arg0);
   if (e == Event::kDlConfig) {
     const analysis::DlEvent d = decode(e, false, r);
     if (d.loader && d.text && !loader_configs_.count(*d.loader))
@@ -328,8 +330,16 @@ Track SnapshotBuilder::published_track(const TrackState& t) const {
 // share it), the training loop's main thread, the pin-memory thread, other threads, GPU streams.
 std::vector<Lane> SnapshotBuilder::group_lanes(std::set<int64_t>* loaders_with_workers) const {
   std::vector<Lane> lanes;
-  std::map<std::pair<int64_t, int32_t>, size_t> worker_lane;  // (loader, W) -> index
-  std::set<int64_t> training_pids;                            // processes with a training loop (dl.next)
+  // (the training process that started it, loader, W) -> index: each rank of a job has its own
+  // loader 0 worker 0.
+  std::map<std::tuple<int64_t, int64_t, int32_t>, size_t> worker_lane;
+  auto pid_of_thread = [&](int64_t thread_id) -> int64_t {
+    auto t = threads_.find(thread_id);
+    if (t == threads_.end()) return 0;
+    auto p = processes_.find(t->second.process_id);
+    return p == processes_.end() ? 0 : p->second.pid;
+  };
+  std::set<int64_t> training_pids;  // processes with a training loop (dl.next)
   for (const auto& [id, ts] : thread_tracks_) {
     if (ts->has_next) training_pids.insert(ts->track.pid);
   }
@@ -347,13 +357,19 @@ std::vector<Lane> SnapshotBuilder::group_lanes(std::set<int64_t>* loaders_with_w
                                               : loader_thread
                                                   ? std::pair<int64_t, int32_t>(t.thread_loader, t.thread_worker)
                                                   : std::pair<int64_t, int32_t>(-1, t.worker_hint);
-      auto [it, fresh] = worker_lane.emplace(key, lanes.size());
+      int64_t owner = loader_thread ? pid : -1;
+      if (in_worker) {
+        auto o = worker_owner_thread_.find(pid);
+        if (o != worker_owner_thread_.end()) owner = pid_of_thread(o->second);
+      }
+      auto [it, fresh] = worker_lane.emplace(std::make_tuple(owner, key.first, key.second), lanes.size());
       if (fresh) {
         Lane l;
         l.role = LaneRole::kWorker;
         l.loader = key.first;
         l.worker = key.second;
         l.pid = pid;
+        l.rank = owner;  // the owner's pid for now; ranks are given in name_lanes()
         lanes.push_back(std::move(l));
       }
       if (key.first >= 0) loaders_with_workers->insert(key.first);
@@ -442,26 +458,26 @@ void SnapshotBuilder::name_lanes(std::vector<Lane>& lanes, const std::set<int64_
       case LaneRole::kGpu:
         l.name = "GPU " + std::to_string(l.device) + " stream " + std::to_string(l.stream);
         if (gpu_pids.size() > 1) l.name += " (pid " + std::to_string(l.pid) + ")";
-        l.sort_key_tuple = {0, l.pid, l.device, l.stream};
+        l.sort_key_tuple = {0, 0, l.pid, l.device, l.stream};
         break;
       case LaneRole::kMain:
         l.name = mains > 1 ? "main thread (pid " + std::to_string(l.pid) + ")" : "main thread";
-        l.sort_key_tuple = {1, l.pid, t0.tid, 0};
+        l.sort_key_tuple = {0, 1, l.pid, t0.tid, 0};
         break;
       case LaneRole::kPin:
         l.name = pins > 1 ? "pin memory (pid " + std::to_string(l.pid) + ")" : "pin memory";
-        l.sort_key_tuple = {2, l.pid, t0.tid, 0};
+        l.sort_key_tuple = {0, 2, l.pid, t0.tid, 0};
         break;
       case LaneRole::kWorker:
         l.name = (loaders_with_workers.size() > 1 && l.loader >= 0 ? loader_label(l.loader) + " " : std::string()) +
                  "worker " + std::to_string(l.worker);
         if (l.loader >= 0) l.detail = "loader " + std::to_string(l.loader) + ": " + loader_label(l.loader);
-        l.sort_key_tuple = {3, l.loader, l.worker, 0};
+        l.sort_key_tuple = {0, 3, l.loader, l.worker, 0};
         break;
       case LaneRole::kOther:
         l.name = "pid " + std::to_string(l.pid) + " " +
                  (t0.thread_name.empty() ? "tid " + std::to_string(t0.tid) : t0.thread_name);
-        l.sort_key_tuple = {4, l.pid, t0.tid, 0};
+        l.sort_key_tuple = {0, 4, l.pid, t0.tid, 0};
         break;
     }
     for (const Track& t : l.tracks) {
@@ -470,6 +486,32 @@ void SnapshotBuilder::name_lanes(std::vector<Lane>& lanes, const std::set<int64_
     }
     const std::string cmd = cmdline(l.pid);
     if (!cmd.empty()) l.detail += "\n" + cmd;
+  }
+
+  // A multi-rank job: every lane of a rank's process or of its workers goes in that rank's group,
+  // named after it, the ranks in order; lanes of no rank after them.
+  std::map<int64_t, int64_t> rank_of_pid;
+  for (const auto& [thread_id, rank] : rank_thread_) {
+    auto t = threads_.find(thread_id);
+    if (t == threads_.end()) continue;
+    auto p = processes_.find(t->second.process_id);
+    if (p != processes_.end()) rank_of_pid.emplace(p->second.pid, rank);
+  }
+  std::set<int64_t> ranks;
+  for (const auto& [pid, rank] : rank_of_pid) ranks.insert(rank);
+  for (Lane& l : lanes) {
+    const int64_t owner = l.role == LaneRole::kWorker && l.rank > 0 ? l.rank : l.pid;
+    auto r = rank_of_pid.find(owner);
+    l.rank = ranks.size() >= 2 && r != rank_of_pid.end() ? r->second : -1;
+    l.sort_key_tuple[0] = ranks.size() < 2 ? 0 : l.rank >= 0 ? l.rank : INT64_MAX;
+    if (l.rank >= 0) {
+      // The rank says whose lane it is: no "(pid N)" to tell several main threads apart.
+      if (const size_t p = l.name.find(" (pid "); p != std::string::npos && l.role != LaneRole::kOther) {
+        l.name.resize(p);
+      }
+      l.name = "rank " + std::to_string(l.rank) + " " + l.name;
+      l.detail = "rank " + std::to_string(l.rank) + "\n" + l.detail;
+    }
   }
 }
 
@@ -536,6 +578,9 @@ std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
   for (Lane& l : lanes) lay_out_rows(l);
   std::sort(lanes.begin(), lanes.end(),
             [](const Lane& a, const Lane& b) { return a.sort_key_tuple < b.sort_key_tuple; });
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    lanes[i].rank_lead = lanes[i].rank >= 0 && (i == 0 || lanes[i - 1].rank != lanes[i].rank);
+  }
   tl->lanes = std::move(lanes);
   dirty_ = false;
   counters_dirty_ = false;

@@ -79,6 +79,8 @@ class SnapshotBuilder : public RowSink {
   std::unordered_map<int64_t, ProcessRow> processes_;                 // by row id
   std::unordered_map<int64_t, ThreadRow> threads_;                    // by row id
   std::unordered_map<int64_t, std::pair<int64_t, int32_t>> workers_;  // pid -> (loader, W)
+  std::unordered_map<int64_t, int64_t> worker_owner_thread_;          // worker pid -> thread that started it
+  std::unordered_map<int64_t, int64_t> rank_thread_;                  // thread that recorded dist.rank -> rank
   std::map<int64_t, std::vector<int64_t>> worker_pids_;               // order of appearance, for lane details
   std::map<int64_t, uint32_t> loader_configs_;  // L -> string id of its dl.config document (lane names)
   std::unordered_map<int64_t, std::unique_ptr<TrackState>> thread_tracks_;

@@ -26,6 +26,7 @@ constexpr float kLanePad = 5.0f;
 
 struct LaneLayout {
   float y0 = 0, y1 = 0;  // in content coordinates (before scrolling)
+  bool hidden = false;   // in a collapsed rank's group: no height, nothing drawn
 };
 
 float lane_height(const Lane& l) { return static_cast<float>(l.row_count) * kRowH + kLanePad; }
@@ -149,6 +150,7 @@ void draw_batch_path(const Frame& f, const analysis::BatchInfo& b, const std::ve
   int main_lane = -1, worker_lane = -1, pin_lane = -1;
   for (size_t i = 0; i < f.tl->lanes.size(); ++i) {
     const Lane& l = f.tl->lanes[i];
+    if (lay[i].hidden) continue;
     if (l.role == LaneRole::kMain && (main_lane < 0 || l.pid == f.an->model.train_pid)) main_lane = static_cast<int>(i);
     if (l.role == LaneRole::kPin && pin_lane < 0) pin_lane = static_cast<int>(i);
     if (l.role == LaneRole::kWorker && std::find(l.pids.begin(), l.pids.end(), b.worker_pid) != l.pids.end()) {
@@ -191,14 +193,16 @@ struct LanesArea {
   std::vector<LaneLayout> lay;  // one per lane
 };
 
-// The lanes stacked top down, each as tall as its rows; returns the height of them all.
-float stack_lanes(const std::vector<Lane>& lanes, std::vector<LaneLayout>& lay) {
+// The lanes stacked top down, each as tall as its rows (a collapsed rank's group as its first
+// lane alone); returns the height of them all.
+float stack_lanes(const std::vector<Lane>& lanes, const std::set<int64_t>& collapsed, std::vector<LaneLayout>& lay) {
   lay.assign(lanes.size(), {});
   float y = 0;
   for (size_t i = 0; i < lanes.size(); ++i) {
+    lay[i].hidden = lanes[i].rank >= 0 && !lanes[i].rank_lead && collapsed.count(lanes[i].rank) != 0;
     lay[i].y0 = y + 2;
-    y += lane_height(lanes[i]);
-    lay[i].y1 = y;
+    if (!lay[i].hidden) y += lane_height(lanes[i]);
+    lay[i].y1 = lay[i].hidden ? lay[i].y0 : y;
   }
   return y + 4;
 }
@@ -226,7 +230,7 @@ void scroll_to_requested_lane(Frame& f, const std::vector<Lane>& lanes, const st
 void draw_lane_backgrounds(const LanesArea& a) {
   for (size_t i = 0; i < a.lay.size(); ++i) {
     const float y0 = a.top + a.lay[i].y0 - 2, y1 = a.top + a.lay[i].y1;
-    if (y1 < a.vis0 || y0 > a.vis1) continue;
+    if (a.lay[i].hidden || y1 < a.vis0 || y0 > a.vis1) continue;
     if (i % 2 == 1) a.dl->AddRectFilled(ImVec2(a.cp.x, y0), ImVec2(a.cp.x + a.cs.x, y1), IM_COL32(255, 255, 255, 6));
     a.dl->AddLine(ImVec2(a.cp.x, y1), ImVec2(a.cp.x + a.cs.x, y1), kGrid);
   }
@@ -278,6 +282,7 @@ void draw_lanes(Frame& f, const LanesArea& a) {
   const bool highlight = f.st->highlight_pid != 0 && f.st->wall_s < f.st->highlight_until;
   for (size_t i = 0; i < lanes.size(); ++i) {
     const Lane& l = lanes[i];
+    if (a.lay[i].hidden) continue;  // in a collapsed rank: not in the dump either
     const float ly0 = a.top + a.lay[i].y0;
     DumpLane* dstat = nullptr;
     if (f.dump) {
@@ -323,10 +328,24 @@ void draw_label_column(const Frame& f, const LanesArea& a) {
   for (size_t i = 0; i < lanes.size(); ++i) {
     const Lane& l = lanes[i];
     const float y0 = a.top + a.lay[i].y0, y1 = a.top + a.lay[i].y1;
-    if (y1 < a.vis0 || y0 > a.vis1) continue;
+    if (a.lay[i].hidden || y1 < a.vis0 || y0 > a.vis1) continue;
     a.dl->AddRectFilled(ImVec2(a.cp.x + 2, y0), ImVec2(a.cp.x + 6, y1 - 3), role_color(l.role));
     const ImVec4 clip(a.cp.x, y0, a.ax.x0 - 4, y1);
-    a.dl->AddText(nullptr, 0.0f, ImVec2(a.cp.x + 12, y0 + 1), kText, l.name.c_str(), nullptr, 0.0f, &clip);
+    // A rank's first lane carries its group's [-] / [+]: a click collapses or expands the rank.
+    std::string name = l.name;
+    if (l.rank_lead) {
+      const bool collapsed = f.st->collapsed_ranks.count(l.rank) != 0;
+      name = (collapsed ? "[+] " : "[-] ") + name;
+      if (ImGui::IsWindowHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
+          ImGui::IsMouseHoveringRect(ImVec2(a.cp.x, std::max(y0, a.vis0)), ImVec2(a.ax.x0, std::min(y1, a.vis1)))) {
+        if (collapsed) {
+          f.st->collapsed_ranks.erase(l.rank);
+        } else {
+          f.st->collapsed_ranks.insert(l.rank);
+        }
+      }
+    }
+    a.dl->AddText(nullptr, 0.0f, ImVec2(a.cp.x + 12, y0 + 1), kText, name.c_str(), nullptr, 0.0f, &clip);
     // A second line where the lane has room: a worker's (latest) pid, or how much the lane holds.
     if (y1 - y0 > kRowH * 1.5f) {
       std::string sub = std::to_string(l.items) + " items";
@@ -385,7 +404,7 @@ const analysis::BatchInfo* hover_and_click(Frame& f, const LanesArea& a) {
   }
   const float cy = mouse.y - a.top;
   for (size_t i = 0; i < lanes.size(); ++i) {
-    if (cy < a.lay[i].y0 || cy >= a.lay[i].y1) continue;
+    if (a.lay[i].hidden || cy < a.lay[i].y0 || cy >= a.lay[i].y1) continue;
     const int vrow = std::clamp(static_cast<int>((cy - a.lay[i].y0) / kRowH), 0, lanes[i].row_count - 1);
     const double t = a.ax.t(mouse.x);
     const Hit h = hit_test(lanes[i], static_cast<int>(i), vrow, t, 3 * a.ax.ns_per_px());
@@ -442,7 +461,7 @@ void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size) {
   draw_ruler_bar(f, a.ax, dl, wp);
 
   // Lanes (scrolled vertically; the wheel zooms, so scrolling is by the scrollbar or dragging).
-  a.content_h = stack_lanes(f.tl->lanes, a.lay);
+  a.content_h = stack_lanes(f.tl->lanes, f.st->collapsed_ranks, a.lay);
   ImGui::SetCursorScreenPos(ImVec2(wp.x, wp.y + kRulerH));
   ImGui::BeginChild("lanes", ImVec2(ws.x, ws.y - kRulerH), false, ImGuiWindowFlags_NoScrollWithMouse);
   scroll_to_requested_lane(f, f.tl->lanes, a.lay);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,12 +47,13 @@ struct ViewState {
   bool playing = false;
   float speed = 1.0f;
   // Selection and highlights.
-  int heat_metric = 1;              // 0 cpu, 1 run queue (contention), 2 rss, 3 fetch time
-  int64_t highlight_pid = 0;        // lane pointed at by a recommendation
-  int64_t scroll_to_pid = 0;        // the timeline scrolls this lane into view once
-  double highlight_until = 0;       // wall seconds
-  std::optional<BatchKey> pinned;   // clicked batch
-  std::optional<BatchKey> hovered;  // this frame's hovered batch (set by the timeline)
+  int heat_metric = 1;                // 0 cpu, 1 run queue (contention), 2 rss, 3 fetch time
+  int64_t highlight_pid = 0;          // lane pointed at by a recommendation
+  int64_t scroll_to_pid = 0;          // the timeline scrolls this lane into view once
+  std::set<int64_t> collapsed_ranks;  // multi-rank jobs: ranks whose lanes show only their first
+  double highlight_until = 0;         // wall seconds
+  std::optional<BatchKey> pinned;     // clicked batch
+  std::optional<BatchKey> hovered;    // this frame's hovered batch (set by the timeline)
   int selected_recommendation = -1;
   std::string evidence_note;  // what the last clicked recommendation points at
   // Session picker: a path chosen this frame (the app opens it).

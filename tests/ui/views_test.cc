@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "storage/writer.h"
 #include "tests/ui/headless.h"
 #include "tests/ui/sim_recording.h"
 #include "tests/unit/test_util.h"
@@ -438,6 +439,78 @@ TEST_F(ViewsTest, WithoutTheAnalysisTheTimelineStillDraws) {
   EXPECT_TRUE(d.recommendations.empty());
   EXPECT_EQ(d.queue_columns, 0);
   EXPECT_GT(d.heat_cells, 0);  // fetch time comes from the timeline itself
+}
+
+// A multi-rank job in one recording (torchrun under `stallscope run`): each rank's lanes form a
+// group, named and ordered by rank, its workers apart from the other rank's worker of the same
+// id; clicking a rank's first label collapses the group to that lane, clicking again expands it.
+TEST(ViewsRanksTest, EachRankIsALaneGroupThatCollapses) {
+  testing::TempDir dir;
+  const std::string path = dir.file("job.db");
+  {
+    auto w = Writer::create(path);
+    ASSERT_TRUE(w.ok());
+    Writer& wr = **w;
+    ASSERT_TRUE(wr.begin().ok());
+    ASSERT_TRUE(wr.set_meta("complete", "1").ok());
+    const char* names[] = {"",          "dl.next", "dl.fetch",      "dl.put", "dl.sent", "dl.worker_start",
+                           "dist.rank", "{}",      "dl.epoch_begin"};
+    for (uint32_t i = 1; i < std::size(names); ++i) wr.add_string(i, names[i]);
+    auto instant = [&](int64_t th, uint32_t name, int64_t ts, int64_t a0, int64_t a1, int64_t a2) {
+      wr.add_instant(InstantRow{0, th, ts, name, a0, a1, a2});
+    };
+    auto span = [&](int64_t th, uint32_t name, int64_t start, int64_t dur, int64_t a0, int64_t a1, int64_t a2) {
+      wr.add_span(SpanRow{0, th, start, dur, name, 0, a0, a1, a2});
+    };
+    for (int r = 1; r >= 0; --r) {  // rank 1's process first: the order comes from the ranks
+      const int64_t pid = 100 * (r + 1), wpid = pid + 1;
+      const int64_t proc = wr.add_process(ProcessRow{0, pid, 1, "python train.py", 0, {}, {}, {}});
+      const int64_t main = wr.add_thread(ThreadRow{0, proc, pid, "MainThread"});
+      const int64_t wproc = wr.add_process(ProcessRow{0, wpid, pid, "python train.py", 0, {}, {}, {}});
+      const int64_t worker = wr.add_thread(ThreadRow{0, wproc, wpid, "MainThread"});
+      instant(main, 6, kMsNs, r, 7, 2);
+      instant(main, 8, kMsNs, 0, 0, 1);
+      instant(main, 5, kMsNs, 0, 0, wpid);
+      for (int b = 0; b < 5; ++b) {
+        const int64_t t = (2 + 10 * b) * kMsNs;
+        instant(main, 4, t, 0, b, 0);
+        span(worker, 2, t + kMsNs, 5 * kMsNs, b, 0, 0);
+        instant(worker, 3, t + 6 * kMsNs, b, 0, 0);
+        span(main, 1, t, 7 * kMsNs, 0, b, 0);
+      }
+    }
+    ASSERT_TRUE(wr.commit().ok());
+  }
+  auto snap = testing::load_snapshot(path);
+  ASSERT_TRUE(snap->timeline) << snap->error;
+  std::vector<std::string> lanes;
+  for (const Lane& l : snap->timeline->lanes) lanes.push_back(l.name);
+  EXPECT_EQ(lanes, (std::vector<std::string>{"rank 0 main thread", "rank 0 worker 0", "rank 1 main thread",
+                                             "rank 1 worker 0"}));
+  EXPECT_TRUE(snap->timeline->lanes[0].rank_lead);
+  EXPECT_FALSE(snap->timeline->lanes[1].rank_lead);
+  EXPECT_TRUE(snap->timeline->lanes[2].rank_lead);
+  EXPECT_EQ(snap->timeline->lanes[3].pids, std::vector<int64_t>{201});
+
+  testing::Headless h;
+  Dashboard dash;
+  LayoutDump d = h.dashboard(dash, *snap);
+  ASSERT_EQ(d.lanes.size(), 4u);
+  // Click rank 1's first label (left of the lanes' area): its worker lane goes.
+  const DumpLane* lead = lane_named(d, "rank 1 main thread");
+  ASSERT_NE(lead, nullptr);
+  const ImVec2 label(lead->rect.x0 + 20, lead->rect.y0 + 5);
+  d = h.dashboard(dash, *snap, label, 1, true);
+  d = h.dashboard(dash, *snap);
+  EXPECT_EQ(dash.state().collapsed_ranks, std::set<int64_t>{1});
+  lanes.clear();
+  for (const DumpLane& l : d.lanes) lanes.push_back(l.name);
+  EXPECT_EQ(lanes, (std::vector<std::string>{"rank 0 main thread", "rank 0 worker 0", "rank 1 main thread"}));
+  // Again: expanded.
+  d = h.dashboard(dash, *snap, label, 1, true);
+  d = h.dashboard(dash, *snap);
+  EXPECT_TRUE(dash.state().collapsed_ranks.empty());
+  EXPECT_EQ(d.lanes.size(), 4u);
 }
 
 TEST(ViewsGpuTest, GpuLanesComeFirstAndTheHeadlineShowsGpuBusy) {
