@@ -205,4 +205,13 @@ RankSummary analyze_ranks(const Session& s) {
   return out;
 }
 
+std::optional<Session> rank_part(const Session& s, int64_t rank) {
+  for (const InstantRow& in : s.instants) {
+    if (s.event(in.name_id) != Event::kDistRank || in.arg0 != rank) continue;
+    const ThreadRow* t = s.thread(in.thread_id);
+    if (t != nullptr) return part_of(s, process_tree(s, t->process_id));
+  }
+  return std::nullopt;
+}
+
 }  // namespace stallscope::analysis

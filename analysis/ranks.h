@@ -53,4 +53,8 @@ struct RankSummary {
 // Empty when fewer than two processes of `s` say their rank.
 RankSummary analyze_ranks(const Session& s);
 
+// The part of `s` that rank `rank` recorded (its process and the processes it started or named
+// as workers); nullopt when no process says it is that rank.
+std::optional<Session> rank_part(const Session& s, int64_t rank);
+
 }  // namespace stallscope::analysis

@@ -618,6 +618,18 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
   note_unexplained_wait(&r);
   note_spawn_start(r, r.workers, &r.notes);
   r.ranks = analyze_ranks(s);
+  if (r.ranks.slowest) {
+    // A job goes at the pace of its slowest rank: its report is the job's, the others in Ranks.
+    if (std::optional<Session> part = rank_part(s, r.ranks.slowest->rank)) {
+      Report slow = analyze(*part);
+      slow.source = r.source;
+      slow.ranks = std::move(r.ranks);
+      slow.notes.push_back("a job of " + std::to_string(slow.ranks.ranks.size()) +
+                           " ranks: the figures above are the slowest rank's, rank " +
+                           std::to_string(slow.ranks.slowest->rank) + " (the one the others wait for); see Ranks");
+      return slow;
+    }
+  }
   if (!r.ranks.ranks.empty()) {
     r.notes.push_back("a job of " + std::to_string(r.ranks.ranks.size()) + " ranks: the figures above are rank " +
                       rank_of_pid(r.ranks, r.train_pid) + "'s (the process that handed the most batches); see Ranks");

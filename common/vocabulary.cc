@@ -63,6 +63,8 @@ std::string_view arg_name(Arg a) {
     case Arg::kCorrelation: return "correlation";
     case Arg::kMicros: return "us";
     case Arg::kBytes: return "bytes";
+    case Arg::kRank: return "rank";
+    case Arg::kSeq: return "seq";
   }
   return "";
 }

@@ -82,7 +82,9 @@ enum class Arg : uint8_t {
   kRangeId,      // NVTX range id
   kCorrelation,  // CUPTI correlation id: links a host call to its GPU activity
   kMicros,       // a duration in microseconds
-  kBytes         // a size in bytes
+  kBytes,        // a size in bytes
+  kRank,         // a torch.distributed rank
+  kSeq           // a collective's number in its process (0, 1, ...): the same on every rank
 };
 using Args = std::array<Arg, 3>;
 inline constexpr Args kNoArgs = {Arg::kNone, Arg::kNone, Arg::kNone};
@@ -126,10 +128,10 @@ inline constexpr EventDef kEvents[] = {
     {Event::kCudaEventSynchronize, "cuda.cudaEventSynchronize", Shape::kSpan, {Arg::kCorrelation, Arg::kNone, Arg::kNone}, kNoArgs},
     {Event::kCudaMemcpy, "cuda.cudaMemcpy", Shape::kSpan, {Arg::kCorrelation, Arg::kNone, Arg::kNone}, kNoArgs},
     {Event::kCudaMemcpyAsync, "cuda.cudaMemcpyAsync", Shape::kSpan, {Arg::kCorrelation, Arg::kNone, Arg::kNone}, kNoArgs},
-    {Event::kDistRank, "dist.rank", Shape::kInstant, {Arg::kCount, Arg::kText, Arg::kCount}, kNoArgs},
-    {Event::kDistCollective, "dist.collective", Shape::kSpan, {Arg::kBytes, Arg::kCount, Arg::kText}, kNoArgs},
-    {Event::kDistIssue, "dist.issue", Shape::kInstant, {Arg::kBytes, Arg::kCount, Arg::kText}, kNoArgs},
-    {Event::kDistDone, "dist.done", Shape::kInstant, {Arg::kNone, Arg::kCount, Arg::kNone}, kNoArgs},
+    {Event::kDistRank, "dist.rank", Shape::kInstant, {Arg::kRank, Arg::kText, Arg::kCount}, kNoArgs},
+    {Event::kDistCollective, "dist.collective", Shape::kSpan, {Arg::kBytes, Arg::kSeq, Arg::kText}, kNoArgs},
+    {Event::kDistIssue, "dist.issue", Shape::kInstant, {Arg::kBytes, Arg::kSeq, Arg::kText}, kNoArgs},
+    {Event::kDistDone, "dist.done", Shape::kInstant, {Arg::kNone, Arg::kSeq, Arg::kNone}, kNoArgs},
     // clang-format on
 };
 

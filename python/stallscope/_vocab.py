@@ -35,10 +35,17 @@ DL_CPU = "dl.cpu"
 # Hook health
 STALLSCOPE_HOOKS = "stallscope.hooks"
 
+# torch.distributed (training processes)
+DIST_RANK = "dist.rank"
+DIST_COLLECTIVE = "dist.collective"
+DIST_ISSUE = "dist.issue"
+DIST_DONE = "dist.done"
+
 # Every event name above, in the order of docs/events.md.
 EVENT_NAMES = (
     DL_CONFIG, DL_EPOCH_BEGIN, DL_EPOCH_END, DL_NEXT, DL_SENT, DL_RECV, DL_WORKER_START, DL_WORKER_STOP,
     DL_FETCH, DL_COLLATE, DL_STEP, DL_CPU, DL_PIN, DL_WORKER_READY, DL_PUT, STALLSCOPE_HOOKS,
+    DIST_RANK, DIST_COLLECTIVE, DIST_ISSUE, DIST_DONE,
 )
 
 # Which loader ran (`kind` in dl.config) and which `stallscope run --loader` asked for: torch's

@@ -16,7 +16,7 @@ import threading
 from .. import _native as N
 from .. import _tb
 from .. import _vocab as V
-from . import _main, _pin, _profiler, _swap, _worker
+from . import _dist, _main, _pin, _profiler, _swap, _worker
 from . import _state as S
 
 _instant = N.instant
@@ -192,6 +192,10 @@ def _deep_install() -> None:
             _main.install_step_hook(torch)
         except Exception:
             pass  # the training loader is then the most-consumed one
+        try:
+            _dist.install(torch)
+        except Exception:
+            pass  # collectives then go unrecorded
         _warn_problem(torch, missing)
 
 

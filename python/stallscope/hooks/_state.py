@@ -11,6 +11,7 @@ iterator, per fetcher). No other module of the package has a `global` statement.
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 from .. import _native as N
@@ -50,6 +51,12 @@ _profiler_warned = False  # the torch.profiler warning was printed
 _last_it = None  # the _ItState of the iterator that handed the latest batch (read by dl.step)
 _step_hook = None  # the handle of the optimizer step hook (training process only)
 adopt_worker_why = ""  # why adopt_worker() returned None (public: hooks.adopt_worker_why)
+
+# torch.distributed (hooks/_dist.py).
+_dist_installed = False
+_dist_rank_gen = -1  # the session whose database has this process's dist.rank
+_dist_seq = itertools.count()  # the next collective's number in this process
+_dist_tls = threading.local()  # .inside: in a DDP hook of ours (its all_reduce is not recorded again)
 
 # `stallscope run --loader` (hooks/_swap.py), read once by install(): None for torch (the script's
 # DataLoader untouched: _main then takes exactly the path it takes without --loader), else "tuned"

@@ -1,0 +1,205 @@
+"""torch.distributed: which rank this process is, and the collectives it calls (docs/events.md,
+"torch.distributed"). Installed at the first DataLoader.__iter__ (_install._deep_install), when
+torch.distributed is available:
+
+  dist.rank        once per session, from RANK / WORLD_SIZE (torchrun sets them), or when
+                   init_process_group returns
+  dist.collective  a span around each collective called synchronously through torch.distributed
+  dist.issue/done  an asynchronous one (async_op=True): at the call, and when its future completes
+                   (on whichever thread completes it)
+  DDP buckets      DistributedDataParallel reduces gradients in C++; at a DDP module's first forward
+                   a communication hook is registered that is PyTorch's allreduce_hook (documented
+                   to give DDP's results unchanged) timed with dist.issue/dist.done, op
+                   "ddp.all_reduce". A hook the user registers (before or after) is timed instead.
+
+seq, the collective's number in this process (0, 1, ...), matches ranks: the k-th collective of
+every rank is the same one. A failure of our own code drops the event, never the call.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import socket
+
+from .. import _native as N
+from .. import _vocab as V
+from . import _state as S
+
+_OPS = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+        "reduce_scatter_tensor", "reduce", "gather", "scatter", "all_to_all", "all_to_all_single", "barrier",
+        "all_reduce_coalesced", "all_gather_coalesced")
+DDP_OP = "ddp.all_reduce"
+
+
+def _int_env(name):
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def say_rank(rank=None, world_size=None, backend=None) -> None:
+    """dist.rank, once per session: from the arguments (init_process_group), else the environment."""
+    if S._dist_rank_gen == S._session_gen or not N.is_recording():
+        return
+    rank = _int_env("RANK") if rank is None else rank
+    world_size = _int_env("WORLD_SIZE") if world_size is None else world_size
+    if rank is None or world_size is None:
+        return
+    S._dist_rank_gen = S._session_gen
+    doc = {"rank": rank, "local_rank": _int_env("LOCAL_RANK"), "world_size": world_size,
+           "node": socket.gethostname(), "group_rank": _int_env("GROUP_RANK"),
+           "job": os.environ.get("STALLSCOPE_JOB") or os.environ.get("TORCHELASTIC_RUN_ID") or None,
+           "backend": backend}
+    N.instant(N.intern(V.DIST_RANK), rank, N.intern_once(json.dumps(doc)), world_size)
+
+
+def _nbytes(x) -> int:
+    try:
+        if isinstance(x, (list, tuple)):
+            return sum(_nbytes(t) for t in x)
+        return int(x.numel() * x.element_size())
+    except Exception:
+        return 0
+
+
+def _done(seq):
+    try:
+        N.instant(N.intern(V.DIST_DONE), 0, seq, 0)
+    except Exception:
+        pass
+
+
+def _wrap_op(name, orig):
+    @functools.wraps(orig)
+    def wrapper(*args, **kwargs):
+        if getattr(S._dist_tls, "inside", False) or not N.is_recording():
+            return orig(*args, **kwargs)  # inside our DDP hook, or not recording: as it is
+        try:
+            seq = next(S._dist_seq)
+            size = _nbytes(args[0]) if args else 0
+            op = N.intern(name)
+            asynchronous = bool(kwargs.get("async_op", False))
+        except Exception:
+            return orig(*args, **kwargs)
+        if asynchronous:
+            N.instant(N.intern(V.DIST_ISSUE), size, seq, op)
+            work = orig(*args, **kwargs)
+            try:
+                if work is not None:
+                    work.get_future().then(lambda _fut: _done(seq))
+            except Exception:
+                pass
+            return work
+        N.span_begin_args(N.intern(V.DIST_COLLECTIVE), size, seq, op)
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            N.span_end()
+    return wrapper
+
+
+def _timed_hook(hook):
+    """`hook` (a DDP communication hook) with dist.issue at its call and dist.done when its future
+    completes; the future's value is the hook's."""
+    def timed(state, bucket):
+        seq = None
+        try:
+            if N.is_recording():
+                seq = next(S._dist_seq)
+                N.instant(N.intern(V.DIST_ISSUE), _nbytes(bucket.buffer()), seq, N.intern(DDP_OP))
+        except Exception:
+            seq = None
+        S._dist_tls.inside = True
+        try:
+            fut = hook(state, bucket)
+        finally:
+            S._dist_tls.inside = False
+        if seq is None:
+            return fut
+
+        def finished(f):
+            _done(seq)
+            return f.value()  # raises as the hook's own future would
+        return fut.then(finished)
+    timed.__qualname__ = getattr(hook, "__qualname__", "hook")
+    return timed
+
+
+def _install_ddp(torch) -> None:
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    orig_forward, orig_register = DDP.forward, DDP.register_comm_hook
+    orig_builtin = DDP._register_builtin_comm_hook
+
+    @functools.wraps(orig_register)
+    def register_comm_hook(self, state, hook):
+        if getattr(self, "_stallscope_hook", None) == "ours":
+            # Ours holds DDP's one hook: the user's takes its place, timed, as if it were the first.
+            self._check_comm_hook(hook)
+            self._stallscope_hook = "user"
+            self._stallscope_user = (state, _timed_hook(hook))
+            return None
+        self._stallscope_hook = "user"
+        return orig_register(self, state, _timed_hook(hook))
+
+    @functools.wraps(orig_builtin)
+    def register_builtin_comm_hook(self, comm_hook_type):
+        self._stallscope_hook = "builtin"  # C++ hooks stay untimed
+        return orig_builtin(self, comm_hook_type)
+
+    @functools.wraps(orig_forward)
+    def forward(self, *args, **kwargs):
+        if getattr(self, "_stallscope_hook", None) is None and N.is_recording():
+            try:
+                self._stallscope_hook = "ours"
+                group = self.process_group
+                timed_default = _timed_hook(default_hooks.allreduce_hook)
+
+                def dispatch(state, bucket):
+                    user = getattr(self, "_stallscope_user", None)
+                    return user[1](user[0], bucket) if user is not None else timed_default(group, bucket)
+                dispatch.__qualname__ = "allreduce_hook"
+                orig_register(self, None, dispatch)
+            except Exception:
+                self._stallscope_hook = "failed"
+        return orig_forward(self, *args, **kwargs)
+
+    DDP.forward = forward
+    DDP.register_comm_hook = register_comm_hook
+    DDP._register_builtin_comm_hook = register_builtin_comm_hook
+
+
+def install(torch) -> None:
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or S._dist_installed:
+        return
+    S._dist_installed = True
+    say_rank()
+    for name in _OPS:
+        orig = getattr(dist, name, None)
+        if callable(orig):
+            setattr(dist, name, _wrap_op(name, orig))
+    orig_init = dist.init_process_group
+
+    @functools.wraps(orig_init)
+    def init_process_group(*args, **kwargs):
+        out = orig_init(*args, **kwargs)
+        try:
+            say_rank(dist.get_rank(), dist.get_world_size(), str(dist.get_backend()))
+        except Exception:
+            pass
+        return out
+    dist.init_process_group = init_process_group
+    if dist.is_initialized():
+        try:
+            say_rank(dist.get_rank(), dist.get_world_size(), str(dist.get_backend()))
+        except Exception:
+            pass
+    try:
+        _install_ddp(torch)
+    except Exception:
+        pass  # DDP's buckets then go unrecorded; explicit collectives are

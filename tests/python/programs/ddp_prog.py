@@ -1,0 +1,68 @@
+"""A data-parallel training job for the multi-rank tests, started by torchrun: gloo on the CPU,
+DistributedDataParallel over a small model, a DistributedSampler, a DataLoader with one worker, and
+rank 1's input pipeline deliberately slower than rank 0's (its __getitem__ sleeps longer). An
+explicit all_reduce of the loss ends each epoch. Rank 0 prints CHECKSUM, the sum of the absolute
+values of the trained parameters, to compare runs with and without stallscope.
+
+  torchrun --standalone --nproc_per_node 2 ddp_prog.py [--epochs N] [--user-hook]
+"""
+import argparse
+import time
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+
+class Slow(Dataset):
+    def __init__(self, n, sleep_s):
+        g = torch.Generator().manual_seed(1)
+        self.x = torch.randn(n, 32, generator=g)
+        self.y = torch.randint(0, 4, (n,), generator=g)
+        self.sleep_s = sleep_s
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        time.sleep(self.sleep_s)
+        return self.x[i], self.y[i]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--samples", type=int, default=192)
+    ap.add_argument("--user-hook", action="store_true", help="register PyTorch's allreduce_hook")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)))
+    if a.user_hook:
+        model.register_comm_hook(None, default_hooks.allreduce_hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = Slow(a.samples, 0.001 if rank == 0 else 0.008)
+    sampler = DistributedSampler(data, shuffle=True, seed=3)
+    loader = DataLoader(data, batch_size=8, sampler=sampler, num_workers=1)
+    for epoch in range(a.epochs):
+        sampler.set_epoch(epoch)
+        total = torch.zeros(1)
+        for x, y in loader:
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            total += loss.detach()
+        dist.all_reduce(total)
+    if rank == 0:
+        print("CHECKSUM", repr(sum(p.detach().abs().sum().item() for p in model.parameters())), flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,88 @@
+"""Multi-rank jobs for real: `stallscope run -- torchrun --nproc_per_node 2` of a DDP job on gloo
+(tests/python/programs/ddp_prog.py) whose rank 1 has the slower input pipeline. Every rank says who
+it is, DDP's gradient buckets and the explicit all_reduce are recorded as collectives on both
+ranks with matching numbers, the report names rank 1 the slowest and puts rank 0's wait in the
+collectives, not in its data; and the training's result is the same as without stallscope, with
+DDP's built-in reduction and with a communication hook the program registers itself."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import LAUNCHER, PROGRAMS, base_env
+
+pytestmark = pytest.mark.torch
+
+PROG = PROGRAMS / "ddp_prog.py"
+CHECKSUM = re.compile(r"CHECKSUM (\S+)")
+
+
+def torchrun(*args):
+    exe = shutil.which("torchrun")
+    return [exe] if exe else [sys.executable, "-m", "torch.distributed.run"]
+
+
+def job(tmp_path, recorded, *extra):
+    cmd = [*torchrun(), "--standalone", "--nproc_per_node", "2", str(PROG), *extra]
+    db = tmp_path / ("job.db" if recorded else "none")
+    if recorded:
+        cmd = [str(LAUNCHER), "run", "-o", str(db), "--", *cmd]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=base_env(), timeout=180, cwd=tmp_path)
+    m = CHECKSUM.search(p.stdout)
+    assert p.returncode == 0 and m, f"rc={p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
+    return m.group(1), db
+
+
+def rows(db, sql):
+    import sqlite3
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("hook", [False, True], ids=["ddp-builtin", "user-hook"])
+def test_ddp_job_ranks_collectives_and_the_slowest_rank(tmp_path, hook):
+    extra = ["--user-hook"] if hook else []
+    plain, _ = job(tmp_path, False, *extra)
+    recorded, db = job(tmp_path, True, *extra)
+    assert recorded == plain  # the same training result, to the last digit
+
+    ranks = rows(db, "SELECT pid, arg0, arg2 FROM instant_view WHERE name = 'dist.rank' ORDER BY arg0")
+    assert [(r[1], r[2]) for r in ranks] == [(0, 2), (1, 2)]
+    pid = {r[1]: r[0] for r in ranks}
+    # DDP's buckets: issued and done on both ranks, the same numbers on each. Timed by stallscope's
+    # hook (op ddp.all_reduce); a hook the program registered before its first DataLoader iteration
+    # shows as the asynchronous all_reduce it calls.
+    issued = {}
+    for rank, p in pid.items():
+        issued[rank] = {seq for (seq,) in rows(db, f"SELECT i.arg1 FROM instant_view i JOIN strings s ON s.id = i.arg2 "
+                                                    f"WHERE i.name = 'dist.issue' AND s.value IN ('ddp.all_reduce', 'all_reduce') "
+                                                    f"AND i.pid = {p}")}
+        done = {seq for (seq,) in rows(db, f"SELECT arg1 FROM instant_view WHERE name = 'dist.done' AND pid = {p}")}
+        assert len(issued[rank]) >= 24 and issued[rank] <= done, (rank, len(issued[rank]), len(done))
+    assert issued[0] == issued[1]
+    # The explicit all_reduce at each epoch's end: a span on both ranks, the same numbers.
+    spans = {rank: [r[0] for r in rows(db, f"SELECT s.arg1 FROM span_view s JOIN strings n ON n.id = s.arg2 "
+                                          f"WHERE s.name = 'dist.collective' AND n.value = 'all_reduce' "
+                                          f"AND s.pid = {p} ORDER BY s.start_ns")] for rank, p in pid.items()}
+    assert len(spans[0]) == 2 and spans[0] == spans[1]
+
+    out = subprocess.run([str(LAUNCHER), "report", "--json", str(db)], capture_output=True, text=True, check=True)
+    rep = json.loads(out.stdout)
+    assert rep["slowest_rank"]["rank"] == 1, rep["slowest_rank"]
+    r0, r1 = rep["ranks"]
+    assert (r0["rank"], r1["rank"]) == (0, 1)
+    # Rank 0 waits for rank 1 in the collectives, not for its own data; rank 1 waits for its data.
+    data0 = r0["stall"]["by_cause"].get("data_wait", 0.0)
+    assert r0["collective_wait_s"] > 3 * data0, r0
+    assert r1["stall"]["fraction"] > 0.6 and r0["stall"]["fraction"] < 0.3, (r0, r1)
+    # The job's headline figures are the slowest rank's.
+    assert rep["training_pid"] == pid[1]
