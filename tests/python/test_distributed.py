@@ -62,9 +62,10 @@ def test_ddp_job_ranks_collectives_and_the_slowest_rank(tmp_path, hook):
     # hook (op ddp.all_reduce); a hook the program registered before its first DataLoader iteration
     # shows as the asynchronous all_reduce it calls.
     issued = {}
+    bucket_ops = "('ddp.all_reduce', 'all_reduce')"
     for rank, p in pid.items():
         issued[rank] = {seq for (seq,) in rows(db, f"SELECT i.arg1 FROM instant_view i JOIN strings s ON s.id = i.arg2 "
-                                                    f"WHERE i.name = 'dist.issue' AND s.value IN ('ddp.all_reduce', 'all_reduce') "
+                                                    f"WHERE i.name = 'dist.issue' AND s.value IN {bucket_ops} "
                                                     f"AND i.pid = {p}")}
         done = {seq for (seq,) in rows(db, f"SELECT arg1 FROM instant_view WHERE name = 'dist.done' AND pid = {p}")}
         assert len(issued[rank]) >= 24 and issued[rank] <= done, (rank, len(issued[rank]), len(done))
