@@ -8,7 +8,9 @@
 namespace stallscope::cli {
 
 void add_recording_options(CLI::App& app, RecordingSettings s) {
-  parse_with(app.add_option("-o,--output", "database to write (default: stallscope-PROG-YYYYmmdd-HHMMSS.db here)")
+  parse_with(app.add_option("-o,--output",
+                            "database to write (default: stallscope-PROG-[rankR-]YYYYmmdd-HHMMSS.db here, with the\n"
+                            "rank when RANK is set; in run, {rank} in FILE becomes RANK)")
                  ->type_name("FILE"),
              [&out = s.output](const std::string& v) -> std::string {
                if (v.empty()) return "needs a file name";

@@ -69,6 +69,7 @@ Body define(CLI::App& app) {
     if (opt->command.empty()) {
       return usage_error(app, "run: no program given; usage: stallscope run [-o FILE] -- PROGRAM [ARGS...]");
     }
+    opt->output = with_rank(opt->output);                                             // -o run-{rank}.db under torchrun
     if (int rc = check_output(app, opt->output, opt->overwrite); rc != 0) return rc;  // before the program starts
     std::unique_ptr<MetricsEndpoint> endpoint;                                        // serves until the run ends
     if (metrics->port != 0) {

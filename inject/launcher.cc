@@ -157,10 +157,24 @@ std::string default_output_name(const std::string& program) {
   ::localtime_r(&now, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  std::string base = "stallscope-" + prog + "-" + stamp;
+  std::string rank;
+  if (const char* r = std::getenv("RANK");
+      r != nullptr && *r != '\0' && std::strspn(r, "0123456789") == std::strlen(r)) {
+    rank = std::string("rank") + r + "-";
+  }
+  std::string base = "stallscope-" + prog + "-" + rank + stamp;
   std::string name = base + ".db";
   for (int i = 2; file_exists(name); ++i) name = base + "-" + std::to_string(i) + ".db";
   return name;
+}
+
+std::string with_rank(std::string output) {
+  const char* r = std::getenv("RANK");
+  const std::string rank = r != nullptr && *r != '\0' ? r : "0";
+  for (size_t at = output.find("{rank}"); at != std::string::npos; at = output.find("{rank}", at + rank.size())) {
+    output.replace(at, 6, rank);
+  }
+  return output;
 }
 
 std::string find_preload_library() {
@@ -213,6 +227,13 @@ int run_command(const RunOptions& opt) {
       std::map<std::string, std::string> meta = {
           {"mode", "launcher"}, {"command", shell_join(opt.command)}, {"loader", opt.loader}};
       if (!opt.loader_tuned.empty()) meta["loader_tuned"] = opt.loader_tuned;
+      // One `stallscope run` per rank (torchrun ... stallscope run -- python train.py): who it is.
+      const std::pair<const char*, const char*> kRankEnv[] = {
+          {"rank", "RANK"}, {"local_rank", "LOCAL_RANK"}, {"world_size", "WORLD_SIZE"}, {"job", "TORCHELASTIC_RUN_ID"}};
+      for (const auto& [key, env] : kRankEnv) {
+        if (const char* v = std::getenv(env); v != nullptr && *v != '\0') meta[key] = v;
+      }
+      if (const char* job = std::getenv("STALLSCOPE_JOB"); job != nullptr && *job != '\0') meta["job"] = job;
       auto rec = Recorder::start(arena, output, meta);
       if (rec.ok()) {
         recorder = std::move(*rec);

@@ -32,8 +32,12 @@ struct RunOptions {
 // by a signal, kills this process with the same signal instead of returning.
 int run_command(const RunOptions& options);
 
-// The default recording name for a program, e.g. stallscope-python-20261122-093512.db.
+// The default recording name for a program, e.g. stallscope-python-20261122-093512.db; with
+// RANK in the environment (one `stallscope run` per rank under torchrun), the rank too:
+// stallscope-python-rank1-20261122-093512.db, so that ranks started together never pick one name.
 std::string default_output_name(const std::string& program);
+// `output` with each "{rank}" replaced by RANK from the environment ("0" without one).
+std::string with_rank(std::string output);
 
 // Path of libstallscope.so beside this executable (or $STALLSCOPE_LIBRARY); empty if not found.
 std::string find_preload_library();

@@ -87,3 +87,27 @@ def test_ddp_job_ranks_collectives_and_the_slowest_rank(tmp_path, hook):
     assert r1["stall"]["fraction"] > 0.6 and r0["stall"]["fraction"] < 0.3, (r0, r1)
     # The job's headline figures are the slowest rank's.
     assert rep["training_pid"] == pid[1]
+
+
+def test_one_recording_per_rank_then_merged(tmp_path):
+    # torchrun starts `stallscope run` as each rank: every rank writes its own recording, named by
+    # its rank, which `stallscope merge` makes one recording of the job.
+    cmd = [*torchrun(), "--standalone", "--nproc_per_node", "2", "--no-python", str(LAUNCHER), "run", "-q",
+           "-o", "part-{rank}.db", "--", sys.executable, str(PROG), "--epochs", "1"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=base_env(), timeout=180, cwd=tmp_path)
+    assert p.returncode == 0 and CHECKSUM.search(p.stdout), f"{p.stdout}\n{p.stderr[-3000:]}"
+    parts = sorted(tmp_path.glob("part-*.db"))
+    assert [f.name for f in parts] == ["part-0.db", "part-1.db"]
+    for rank, f in enumerate(parts):
+        assert rows(f, "SELECT value FROM meta WHERE key = 'rank'") == [(str(rank),)]
+        assert rows(f, "SELECT value FROM meta WHERE key = 'world_size'") == [("2",)]
+    m = subprocess.run([str(LAUNCHER), "merge", *map(str, parts), "-o", str(tmp_path / "job.db")],
+                       capture_output=True, text=True)
+    assert m.returncode == 0, m.stderr
+    assert "same host: one monotonic clock (exact)" in m.stderr, m.stderr
+    out = subprocess.run([str(LAUNCHER), "report", "--json", str(tmp_path / "job.db")], capture_output=True,
+                         text=True, check=True)
+    rep = json.loads(out.stdout)
+    assert [r["rank"] for r in rep["ranks"]] == [0, 1]
+    assert rep["slowest_rank"]["rank"] == 1
+    assert rep["ranks"][0]["collective_wait_s"] > 0.3
