@@ -3,7 +3,8 @@
 it is, DDP's gradient buckets and the explicit all_reduce are recorded as collectives on both
 ranks with matching numbers, the report names rank 1 the slowest and puts rank 0's wait in the
 collectives, not in its data; and the training's result is the same as without stallscope, with
-DDP's built-in reduction and with a communication hook the program registers itself."""
+DDP's built-in reduction, with a communication hook the program registers itself, and with a
+built-in hook registered after the first forward (when stallscope's timing hook is in place)."""
 
 from __future__ import annotations
 
@@ -48,9 +49,9 @@ def rows(db, sql):
         con.close()
 
 
-@pytest.mark.parametrize("hook", [False, True], ids=["ddp-builtin", "user-hook"])
-def test_ddp_job_ranks_collectives_and_the_slowest_rank(tmp_path, hook):
-    extra = ["--user-hook"] if hook else []
+@pytest.mark.parametrize("extra", [[], ["--user-hook"], ["--late-builtin"]],
+                         ids=["ddp-default", "user-hook", "late-builtin-hook"])
+def test_ddp_job_ranks_collectives_and_the_slowest_rank(tmp_path, extra):
     plain, _ = job(tmp_path, False, *extra)
     recorded, db = job(tmp_path, True, *extra)
     assert recorded == plain  # the same training result, to the last digit

@@ -146,8 +146,16 @@ def _install_ddp(torch) -> None:
         self._stallscope_hook = "user"
         return orig_register(self, state, _timed_hook(hook))
 
+    python_twin = {"ALLREDUCE": default_hooks.allreduce_hook, "FP16_COMPRESS": default_hooks.fp16_compress_hook}
+
     @functools.wraps(orig_builtin)
     def register_builtin_comm_hook(self, comm_hook_type):
+        twin = python_twin.get(getattr(comm_hook_type, "name", ""))
+        if getattr(self, "_stallscope_hook", None) == "ours" and twin is not None:
+            # Ours holds DDP's one hook: the built-in's Python twin takes its place, timed.
+            self._stallscope_hook = "user"
+            self._stallscope_user = (self.process_group, _timed_hook(twin))
+            return None
         self._stallscope_hook = "builtin"  # C++ hooks stay untimed
         return orig_builtin(self, comm_hook_type)
 

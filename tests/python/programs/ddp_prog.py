@@ -4,7 +4,7 @@ rank 1's input pipeline deliberately slower than rank 0's (its __getitem__ sleep
 explicit all_reduce of the loss ends each epoch. Rank 0 prints CHECKSUM, the sum of the absolute
 values of the trained parameters, to compare runs with and without stallscope.
 
-  torchrun --standalone --nproc_per_node 2 ddp_prog.py [--epochs N] [--user-hook]
+  torchrun --standalone --nproc_per_node 2 ddp_prog.py [--epochs N] [--user-hook] [--late-builtin]
 """
 import argparse
 import time
@@ -36,6 +36,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--samples", type=int, default=192)
     ap.add_argument("--user-hook", action="store_true", help="register PyTorch's allreduce_hook")
+    ap.add_argument("--late-builtin", action="store_true",
+                    help="register DDP's built-in ALLREDUCE hook after the first forward")
     a = ap.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -54,6 +56,9 @@ def main():
         for x, y in loader:
             opt.zero_grad()
             loss = torch.nn.functional.cross_entropy(model(x), y)
+            if a.late_builtin and not getattr(model, "_late_done", False):
+                model._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
+                model._late_done = True
             loss.backward()
             opt.step()
             total += loss.detach()
