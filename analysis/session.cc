@@ -50,6 +50,17 @@ void Session::index() {
   }
 }
 
+void Session::sort_rows() {
+  std::sort(spans.begin(), spans.end(), [](const SpanRow& a, const SpanRow& b) {
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    if (a.depth != b.depth) return a.depth < b.depth;
+    return a.id < b.id;
+  });
+  std::sort(instants.begin(), instants.end(), [](const InstantRow& a, const InstantRow& b) {
+    return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.id < b.id;
+  });
+}
+
 Result<Session> load_session(Reader& reader, const LoadOptions& options) {
   Reader::Snapshot snapshot(reader);
   Session s;
@@ -82,14 +93,7 @@ Result<Session> load_session(Reader& reader, const LoadOptions& options) {
   auto instants = options.all_names ? reader.instants() : reader.instants_named(name_ids);
   if (!instants.ok()) return in_file(s.path, instants.status());
   s.instants = std::move(*instants);
-  std::sort(s.spans.begin(), s.spans.end(), [](const SpanRow& a, const SpanRow& b) {
-    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-    if (a.depth != b.depth) return a.depth < b.depth;
-    return a.id < b.id;
-  });
-  std::sort(s.instants.begin(), s.instants.end(), [](const InstantRow& a, const InstantRow& b) {
-    return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.id < b.id;
-  });
+  s.sort_rows();
 
   auto tracks = reader.counter_tracks();
   if (!tracks.ok()) return in_file(s.path, tracks.status());

@@ -55,6 +55,9 @@ struct Session {
 
   // Rebuilds the look-up tables; load_session() calls it, tests that assemble a Session by hand too.
   void index();
+  // Puts spans in (start, depth, id) order and instants in (time, id) order, as load_session()
+  // leaves them: for a Session assembled from rows read some other way (the export's windows).
+  void sort_rows();
 
  private:
   std::unordered_map<int64_t, size_t> process_index_, thread_index_;

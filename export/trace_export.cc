@@ -187,18 +187,6 @@ std::vector<uint32_t> ids_of(const std::map<uint32_t, std::string>& strings,
   return ids;
 }
 
-void sort_rows(analysis::Session& s) {
-  std::sort(s.spans.begin(), s.spans.end(), [](const SpanRow& a, const SpanRow& b) {
-    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-    if (a.depth != b.depth) return a.depth < b.depth;
-    return a.id < b.id;
-  });
-  std::sort(s.instants.begin(), s.instants.end(), [](const InstantRow& a, const InstantRow& b) {
-    return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.id < b.id;
-  });
-  s.index();
-}
-
 }  // namespace
 
 Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const ExportOptions& options) {
@@ -249,7 +237,8 @@ Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const Exp
   analysis::Session context = base;
   context.spans = *first_spans;
   context.instants = *context_instants;
-  sort_rows(context);
+  context.sort_rows();
+  context.index();
   const analysis::DataLoaderModel run_model = analysis::build_dataloader_model(context);
 
   ctx.meta = std::move(*meta);
@@ -311,7 +300,8 @@ Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const Exp
       if (context_span_ids.count(sp.id) == 0) part.spans.push_back(sp);
     }
     part.instants.insert(part.instants.end(), instants->begin(), instants->end());
-    sort_rows(part);
+    part.sort_rows();
+    part.index();
     const analysis::DataLoaderModel m = analysis::build_dataloader_model(part);
     derived.emit(m, ctx.end_ns, w, [&](const DerivedSample& d) {
       sink.derived(d);
