@@ -20,7 +20,9 @@ APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-d
               # the metrics endpoint (--metrics-port): its HTTP server; Prometheus for its test
               libcpp-httplib-dev prometheus
               # formatting, checked by scripts/test.sh (scripts/check_format.sh)
-              clang-format)
+              clang-format
+              # compiler cache: test.sh's build and its `pip install .` check share compiled objects
+              ccache)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

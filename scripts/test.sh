@@ -24,7 +24,14 @@ echo "== format (clang-format)"
 scripts/check_format.sh
 
 echo "== build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLSCOPE_WERROR=ON >/dev/null
+# Through ccache, with paths relative to the repository: tests/python/test_pip_install.py builds the
+# same sources again with the same settings (pip install ., into build-pip/) and reuses the objects.
+LAUNCHER=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
+  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLSCOPE_WERROR=ON "${LAUNCHER[@]}" >/dev/null
 cmake --build build
 
 echo "== C++ tests"
