@@ -19,6 +19,7 @@ struct MergeArgs {
   std::string output;
   bool force = false;
   bool quiet = false;
+  bool allow_mismatch = false;
   std::vector<std::string> files;
 };
 
@@ -50,6 +51,8 @@ Body define(CLI::App& app) {
                return "";
              });
   app.add_flag("--force", a->force, "replace the -o file (and its -wal/-shm files) if it exists");
+  app.add_flag("--allow-mismatch", a->allow_mismatch,
+               "merge recordings whose job ids or world sizes differ, or that hold the same rank");
   app.add_flag("-q,--quiet", a->quiet, "print nothing but errors");
   app.add_option("FILES.db", a->files, "the recordings of the job's parts (two or more)")->type_name("");
   return [&app, a] {
@@ -68,7 +71,7 @@ Body define(CLI::App& app) {
       std::fclose(f);
       return usage_error(app, a->output + " exists; pass --force to overwrite it or choose another -o");
     }
-    auto merged = merge_recordings(a->files, a->output);
+    auto merged = merge_recordings(a->files, a->output, a->allow_mismatch);
     if (!merged.ok()) {
       (void)Writer::remove(a->output);  // nothing half-written stays behind
       return read_error(merged.status().message());
@@ -90,12 +93,14 @@ Body define(CLI::App& app) {
 const Command kMergeCommand = {
     "merge",
     "one recording of a multi-rank job from the recordings of its ranks or nodes",
-    "stallscope merge [--force] A.db B.db [C.db ...] -o JOB.db",
+    "stallscope merge [--force] [--allow-mismatch] A.db B.db [C.db ...] -o JOB.db",
     "Merges the recordings of a job's parts (one per rank when each rank ran its own\n"
     "'stallscope run', or one per node) into one recording, ranks and nodes kept apart, on the\n"
     "first recording's clock. Recordings from one host share the monotonic clock (exact); across\n"
     "hosts the realtime clocks give the offset, refined by the collectives every rank records,\n"
-    "and the residual error is printed. 'stallscope report JOB.db' then shows each rank and the\n"
+    "and the residual error is printed. Recordings of different jobs (the job ids that\n"
+    "'stallscope run' records under torchrun), of different world sizes, or two of one rank are\n"
+    "refused. 'stallscope report JOB.db' then shows each rank and the\n"
     "slowest one. Described in docs/report.md (Ranks) and docs/schema.md (meta merged_from).",
     "Exit status: 0 on success, 1 when an input cannot be read or JOB.db cannot be written, 2 on\n"
     "usage errors.\n"

@@ -2,6 +2,8 @@
 #include "storage/merge.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -118,9 +120,42 @@ Status in_input(const Input& in, const Status& s) {
   return s.ok() ? s : Status::Error(in.out.path + ": " + s.message());
 }
 
+// The first pair of inputs that cannot be parts of one job, said in one line; Ok when none.
+Status check_one_job(const std::vector<Input>& inputs, bool allow_mismatch) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      const Input &a = inputs[j], &b = inputs[i];
+      char ra[PATH_MAX], rb[PATH_MAX];
+      if (::realpath(a.out.path.c_str(), ra) && ::realpath(b.out.path.c_str(), rb) && std::string(ra) == rb) {
+        return Status::Error(b.out.path + " is given twice; give each part of the job once");
+      }
+      if (allow_mismatch) continue;
+      const auto value = [](const Input& in, const char* key) -> std::string {
+        auto it = in.meta.find(key);
+        return it == in.meta.end() ? "" : it->second;
+      };
+      const std::string what = a.out.path + " and " + b.out.path;
+      const std::string fix = "; merge the recordings of one job (or pass --allow-mismatch)";
+      if (const std::string ja = value(a, "job"), jb = value(b, "job"); !ja.empty() && !jb.empty() && ja != jb) {
+        return Status::Error(what + " are of different jobs (" + ja + ", " + jb + ")" + fix);
+      }
+      if (const std::string wa = value(a, "world_size"), wb = value(b, "world_size");
+          !wa.empty() && !wb.empty() && wa != wb) {
+        return Status::Error(what + " have different world sizes (" + wa + ", " + wb + ")" + fix);
+      }
+      if (const std::string ra_ = value(a, "rank"), rb_ = value(b, "rank");
+          !ra_.empty() && ra_ == rb_ && value(a, "job") == value(b, "job")) {
+        return Status::Error(what + " both hold rank " + ra_ + fix);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
-Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>& paths, const std::string& output) {
+Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>& paths, const std::string& output,
+                                                  bool allow_mismatch) {
   if (paths.size() < 2) return Status::Error("merge needs two recordings or more");
   std::vector<Input> inputs(paths.size());
   std::map<std::string, int64_t> host_shift;
@@ -150,6 +185,7 @@ Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>
       in.out.clock = "base";
     }
   }
+  if (Status s = check_one_job(inputs, allow_mismatch); !s.ok()) return s;
 
   auto w = Writer::create(output);
   if (!w.ok()) return w.status();

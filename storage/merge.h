@@ -36,7 +36,11 @@ struct MergedInput {
   int64_t spans = 0, instants = 0, counters = 0, gpu_activities = 0;
 };
 
-// Writes `output` (which must not exist) from `inputs` (two or more recordings).
-Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>& inputs, const std::string& output);
+// Writes `output` (which must not exist) from `inputs` (two or more recordings). Refuses, naming
+// the two files, a file given twice and, unless `allow_mismatch`, recordings that are not parts of
+// one job: different job ids (meta `job`), different world sizes, or the same rank twice (meta
+// `rank`; these keys are written by `stallscope run` under torchrun, see docs/schema.md).
+Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>& inputs, const std::string& output,
+                                                  bool allow_mismatch = false);
 
 }  // namespace stallscope

@@ -6,6 +6,7 @@
 #include "storage/merge.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include "analysis/report.h"
@@ -166,6 +167,62 @@ TEST(MergeTest, RefusesOneInputAndUnreadableOnes) {
   auto bad = merge_recordings({dir.file("rank0.db"), dir.file("text.db")}, dir.file("j2.db"));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("text.db"), std::string::npos) << bad.status().message();
+}
+
+void set_meta(const std::string& db, const std::string& key, const std::string& value) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  const std::string sql = "INSERT OR REPLACE INTO meta (key, value) VALUES ('" + key + "', '" + value + "')";
+  EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
+  sqlite3_close(h);
+}
+
+TEST(MergeTest, RefusesRecordingsThatAreNotPartsOfOneJob) {
+  stallscope::testing::TempDir dir;
+  write_job(dir, "node-a", 0);
+  const std::string a = dir.file("rank0.db"), b = dir.file("rank1.db");
+  // The same file twice (also under another name) is refused, mismatch allowed or not.
+  for (bool allow : {false, true}) {
+    auto twice = merge_recordings({a, dir.path() + "/./rank0.db"}, dir.file("t.db"), allow);
+    ASSERT_FALSE(twice.ok());
+    EXPECT_NE(twice.status().message().find("given twice"), std::string::npos) << twice.status().message();
+  }
+  set_meta(a, "job", "job-1");
+  set_meta(b, "job", "job-2");
+  auto jobs = merge_recordings({a, b}, dir.file("j.db"));
+  ASSERT_FALSE(jobs.ok());
+  EXPECT_EQ(jobs.status().message(),
+            a + " and " + b +
+                " are of different jobs (job-1, job-2); merge the recordings of one job (or pass --allow-mismatch)");
+  EXPECT_EQ(::access(dir.file("j.db").c_str(), F_OK), -1);
+  EXPECT_TRUE(merge_recordings({a, b}, dir.file("j2.db"), true).ok());
+
+  set_meta(b, "job", "job-1");
+  set_meta(a, "world_size", "2");
+  set_meta(b, "world_size", "4");
+  auto sizes = merge_recordings({a, b}, dir.file("s.db"));
+  ASSERT_FALSE(sizes.ok());
+  EXPECT_NE(sizes.status().message().find("different world sizes (2, 4)"), std::string::npos);
+
+  set_meta(b, "world_size", "2");
+  set_meta(a, "rank", "1");
+  set_meta(b, "rank", "1");
+  auto ranks = merge_recordings({a, b}, dir.file("r.db"));
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_NE(ranks.status().message().find("both hold rank 1"), std::string::npos);
+  set_meta(a, "rank", "0");
+  auto fine = merge_recordings({a, b}, dir.file("ok.db"));
+  EXPECT_TRUE(fine.ok()) << fine.status().message();
+
+  // The command: one line, exit status 1, nothing written; --allow-mismatch merges.
+  set_meta(a, "rank", "1");
+  auto r = stallscope::testing::run_process({STALLSCOPE_BIN, "merge", a, b, "-o", dir.file("c.db")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(stallscope::testing::count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--allow-mismatch"), std::string::npos) << r.err;
+  EXPECT_EQ(::access(dir.file("c.db").c_str(), F_OK), -1);
+  r = stallscope::testing::run_process({STALLSCOPE_BIN, "merge", "--allow-mismatch", a, b, "-o", dir.file("c.db")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST(MergeTest, TheCommandSaysHowEachClockWasAlignedAndRefusesInOneLine) {
