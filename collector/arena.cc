@@ -1,13 +1,19 @@
 // Shared-memory session arena; see arena.h.
 #include "collector/arena.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "collector/clock.h"
 
@@ -23,6 +29,13 @@ uint32_t hash_text(std::string_view s) {
 }
 
 std::string shm_path(const std::string& name) { return "/dev/shm/" + name; }
+
+// The descriptors through which this process holds its arenas' liveness locks, by name.
+std::mutex g_lock_mu;
+std::map<std::string, int>& lock_fds() {
+  static auto* m = new std::map<std::string, int>;  // never destroyed: used until exit
+  return *m;
+}
 
 }  // namespace
 
@@ -56,11 +69,19 @@ Arena* Arena::create(const std::string& shm_name, const ArenaConfig& cfg, std::s
     return nullptr;
   }
   void* mem = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
   if (mem == MAP_FAILED) {
     *error = "cannot map " + path + ": " + std::strerror(errno);
+    ::close(fd);
     ::unlink(path.c_str());
     return nullptr;
+  }
+  // The liveness lock (remove_stale): held through this descriptor until unlink() or exit. It is
+  // close-on-exec, so a program the creator execs does not keep a dead session's arena alive.
+  if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    std::lock_guard<std::mutex> g(g_lock_mu);
+    lock_fds()[shm_name] = fd;
+  } else {
+    ::close(fd);  // no lock: remove_stale still keeps the arena while its creator lives
   }
   auto* base = static_cast<uint8_t*>(mem);
   auto* h = new (base) ArenaHeader();
@@ -123,7 +144,44 @@ Arena* Arena::attach(const std::string& shm_name, std::string* error) {
   return new Arena(static_cast<uint8_t*>(mem), h, shm_name);
 }
 
-void Arena::unlink(const std::string& shm_name) { ::unlink(shm_path(shm_name).c_str()); }
+void Arena::unlink(const std::string& shm_name) {
+  ::unlink(shm_path(shm_name).c_str());
+  std::lock_guard<std::mutex> g(g_lock_mu);
+  if (auto it = lock_fds().find(shm_name); it != lock_fds().end()) {
+    ::close(it->second);
+    lock_fds().erase(it);
+  }
+}
+
+std::vector<std::pair<std::string, uint64_t>> Arena::remove_stale(const std::string& prefix, int min_age_s) {
+  std::vector<std::pair<std::string, uint64_t>> removed;
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return removed;
+  struct timespec now;
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string path = shm_path(name);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat st;
+    bool stale = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+                 now.tv_sec - st.st_ctim.tv_sec >= min_age_s && ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    // Belt and braces: an arena whose creator still runs is kept, locked or not.
+    alignas(ArenaHeader) unsigned char buf[sizeof(ArenaHeader)];
+    if (stale && ::pread(fd, buf, sizeof buf, 0) == static_cast<ssize_t>(sizeof buf)) {
+      const auto* h = reinterpret_cast<const ArenaHeader*>(buf);
+      if (h->magic == kArenaMagic && h->owner_pid > 0 && (::kill(h->owner_pid, 0) == 0 || errno == EPERM)) {
+        stale = false;
+      }
+    }
+    if (stale && ::unlink(path.c_str()) == 0) removed.emplace_back(name, static_cast<uint64_t>(st.st_blocks) * 512);
+    ::close(fd);  // also lets go of the exclusive lock
+  }
+  ::closedir(dir);
+  return removed;
+}
 
 void Arena::lock() {
   int rc = pthread_mutex_lock(&header_->lock);

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "collector/event.h"
 
@@ -108,8 +110,15 @@ class Arena {
   static Arena* create(const std::string& shm_name, const ArenaConfig& config, std::string* error);
   // Maps an existing arena created by another process of the session.
   static Arena* attach(const std::string& shm_name, std::string* error);
-  // Removes the /dev/shm name (mapped processes keep their mapping).
+  // Removes the /dev/shm name (mapped processes keep their mapping) and, in the process that
+  // created it, lets go of its liveness lock.
   static void unlink(const std::string& shm_name);
+  // Removes the arenas of dead sessions: /dev/shm/<prefix>* files of this user, at least
+  // `min_age_s` old, whose liveness lock nobody holds. The creator of an arena holds a shared
+  // flock(2) on it until it unlinks it or dies (its forked children share the lock; exec'd ones do
+  // not), so an arena whose launcher, attacher or recording process was killed is found however it
+  // died. Returns the names removed and their sizes in bytes.
+  static std::vector<std::pair<std::string, uint64_t>> remove_stale(const std::string& prefix, int min_age_s);
 
   ArenaHeader* header() const { return header_; }
   const std::string& name() const { return name_; }

@@ -203,6 +203,16 @@ std::string find_python_dir() {
   return "";
 }
 
+void report_stale_arenas_removed() {
+  // Ten seconds: an arena is locked microseconds after it is made; older and unlocked is dead.
+  const auto removed = Arena::remove_stale("stallscope-", 10);
+  if (removed.empty()) return;
+  uint64_t bytes = 0;
+  for (const auto& r : removed) bytes += r.second;
+  std::fprintf(stderr, "stallscope: removed %zu shared-memory arena%s of dead sessions from /dev/shm (%.1f MiB)\n",
+               removed.size(), removed.size() == 1 ? "" : "s", static_cast<double>(bytes) / (1 << 20));
+}
+
 int run_command(const RunOptions& opt) {
   const std::string output = opt.output.empty() ? default_output_name(opt.command[0]) : opt.output;
   const std::string preload = find_preload_library();
@@ -212,6 +222,7 @@ int run_command(const RunOptions& opt) {
   if (preload.empty()) {
     why_not = "libstallscope.so not found beside the stallscope executable (set STALLSCOPE_LIBRARY)";
   } else {
+    report_stale_arenas_removed();
     std::random_device rd;
     shm_name = "stallscope-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
     ArenaConfig cfg;

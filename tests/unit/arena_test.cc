@@ -3,6 +3,7 @@
 #include "collector/arena.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -101,6 +102,84 @@ TEST_F(ArenaTest, AttachRejectsWhatIsNotAnArena) {
   EXPECT_NE(err.find("not a stallscope arena"), std::string::npos) << err;
   EXPECT_EQ(Arena::attach(name_ + "-missing", &err), nullptr);
   EXPECT_NE(err.find("cannot open"), std::string::npos) << err;
+}
+
+// Whether /dev/shm/<name> exists.
+bool exists(const std::string& name) {
+  struct stat st;
+  return ::stat(("/dev/shm/" + name).c_str(), &st) == 0;
+}
+
+// A child that makes an arena named `name` and dies without removing it; with `keep_child`, it
+// first forks a grandchild that holds the inherited lock until killed (returned), else -1.
+pid_t leave_arena_behind(const std::string& name, bool keep_child) {
+  int pipe_fds[2];
+  EXPECT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    std::string err;
+    if (Arena::create(name, ArenaConfig{}, &err) == nullptr) ::_exit(1);
+    pid_t grandchild = -1;
+    if (keep_child) {
+      grandchild = ::fork();
+      if (grandchild == 0) {
+        ::pause();
+        ::_exit(0);
+      }
+    }
+    (void)!::write(pipe_fds[1], &grandchild, sizeof grandchild);
+    ::_exit(0);  // SIGKILL-like for the arena: no unlink
+  }
+  ::close(pipe_fds[1]);
+  pid_t grandchild = -1;
+  EXPECT_EQ(::read(pipe_fds[0], &grandchild, sizeof grandchild), static_cast<ssize_t>(sizeof grandchild));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  return grandchild;
+}
+
+std::vector<std::string> names(const std::vector<std::pair<std::string, uint64_t>>& removed) {
+  std::vector<std::string> out;
+  for (const auto& r : removed) out.push_back(r.first);
+  return out;
+}
+
+TEST_F(ArenaTest, RemoveStaleTakesOnlyTheArenasOfDeadSessions) {
+  const std::string prefix = name_ + "-";
+  const std::string mine = prefix + "live", dead = prefix + "dead", held = prefix + "held";
+  std::string err;
+  ASSERT_NE(Arena::create(mine, ArenaConfig{}, &err), nullptr) << err;
+  leave_arena_behind(dead, false);
+  const pid_t grandchild = leave_arena_behind(held, true);
+  ASSERT_GT(grandchild, 0);
+  ASSERT_TRUE(exists(dead) && exists(held) && exists(mine));
+
+  // Too young: nothing goes.
+  EXPECT_TRUE(Arena::remove_stale(prefix, 3600).empty());
+  // The dead session's arena goes; the live creator's and the one a forked child still holds stay.
+  auto removed = Arena::remove_stale(prefix, 0);
+  EXPECT_EQ(names(removed), std::vector<std::string>{dead});
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_GT(removed[0].second, 0u);  // its pages, as the header was written
+  EXPECT_FALSE(exists(dead));
+  EXPECT_TRUE(exists(held) && exists(mine));
+
+  // The grandchild is init's now (its parent exited): its lock goes when it is gone, soon after.
+  ::kill(grandchild, SIGKILL);
+  std::vector<std::pair<std::string, uint64_t>> later;
+  for (int i = 0; i < 500 && later.empty(); ++i) {
+    later = Arena::remove_stale(prefix, 0);
+    if (later.empty()) ::usleep(10'000);
+  }
+  EXPECT_EQ(names(later), std::vector<std::string>{held});
+  EXPECT_TRUE(exists(mine));
+
+  // Unlinking lets go of the lock: a file of that name made afterwards (not an arena) is stale.
+  Arena::unlink(mine);
+  testing::write_file("/dev/shm/" + mine, "not an arena");
+  EXPECT_EQ(names(Arena::remove_stale(prefix, 0)), std::vector<std::string>{mine});
 }
 
 TEST_F(ArenaTest, CreateRejectsBadSizes) {
