@@ -2,6 +2,7 @@
 #include "analysis/session.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace stallscope::analysis {
 
@@ -61,6 +62,39 @@ void Session::sort_rows() {
   });
 }
 
+namespace {
+
+// Times a recording can hold: nanoseconds from the session start, so far less than 2^62 (146
+// years) either way. Anything past that is damage, and left out so that no sum overflows.
+constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
+bool sane_time(int64_t t) { return t > -kMaxTimeNs && t < kMaxTimeNs; }
+bool sane_duration(int64_t d) { return d >= 0 && d < kMaxTimeNs; }
+
+template <typename Rows, typename Bad>
+int64_t drop_if(Rows* rows, Bad bad) {
+  const size_t before = rows->size();
+  rows->erase(std::remove_if(rows->begin(), rows->end(), bad), rows->end());
+  return static_cast<int64_t>(before - rows->size());
+}
+
+// Leaves out the rows whose times cannot be; their count goes to s->impossible_rows.
+void drop_impossible_rows(Session* s) {
+  s->impossible_rows += drop_if(
+      &s->spans, [](const SpanRow& r) { return !sane_time(r.start_ns) || (r.dur_ns && !sane_duration(*r.dur_ns)); });
+  s->impossible_rows += drop_if(&s->instants, [](const InstantRow& r) { return !sane_time(r.ts_ns); });
+  s->impossible_rows +=
+      drop_if(&s->counters, [](const CounterRow& r) { return !sane_time(r.ts_ns) || !std::isfinite(r.value); });
+  s->impossible_rows +=
+      drop_if(&s->gpu, [](const GpuActivityRow& r) { return !sane_time(r.start_ns) || !sane_duration(r.dur_ns); });
+  for (ProcessRow& p : s->processes) {
+    if (p.start_ns && !sane_time(*p.start_ns)) p.start_ns.reset(), ++s->impossible_rows;
+    if (p.end_ns && !sane_time(*p.end_ns)) p.end_ns.reset(), ++s->impossible_rows;
+  }
+  if (!sane_time(s->end_ns)) s->end_ns = 0, ++s->impossible_rows;
+}
+
+}  // namespace
+
 Result<Session> load_session(Reader& reader, const LoadOptions& options) {
   Reader::Snapshot snapshot(reader);
   Session s;
@@ -119,6 +153,7 @@ Result<Session> load_session(Reader& reader, const LoadOptions& options) {
   auto end = reader.end_ns();
   if (!end.ok()) return in_file(s.path, end.status());
   s.end_ns = *end;
+  drop_impossible_rows(&s);
   s.index();
   return s;
 }

@@ -22,7 +22,9 @@ APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-d
               # formatting, checked by scripts/test.sh (scripts/check_format.sh)
               clang-format
               # compiler cache: test.sh's build and its `pip install .` check share compiled objects
-              ccache)
+              ccache
+              # clang and its libFuzzer runtime: scripts/fuzz.sh
+              clang)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

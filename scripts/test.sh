@@ -4,8 +4,9 @@
 # environment scripts/venv_torchvision.sh makes), then every C++ test again under
 # AddressSanitizer+UndefinedBehaviorSanitizer, and the collector's rings, the drainer, the recorder,
 # the dashboard's reader/analysis threads and the reference loader (all its tests: its threads,
-# pool and copy watcher) under ThreadSanitizer. GPU tests are skipped here (CTest label `gpu`; see
-# tests/gpu/).
+# pool and copy watcher) under ThreadSanitizer, and the readers of outside bytes under libFuzzer for
+# 20 s each (scripts/fuzz.sh; their corpora replay under CTest in every build). GPU tests are
+# skipped here (CTest label `gpu`; see tests/gpu/).
 #   scripts/test.sh [--no-sanitizers]
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -63,5 +64,8 @@ if [ "$SANITIZERS" = 1 ]; then
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/ui_tests --gtest_filter='LiveTest.*:SimTest.ALargeFirstRead*')
   echo "== reference loader threads under TSan"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/loader_tests)
+
+  echo "== fuzzing (libFuzzer with ASan+UBSan, 20 s a target; docs/robustness.md)"
+  scripts/fuzz.sh 20
 fi
 echo "== all tests passed"

@@ -127,7 +127,7 @@ Status check_one_job(const std::vector<Input>& inputs, bool allow_mismatch) {
       const Input &a = inputs[j], &b = inputs[i];
       char ra[PATH_MAX], rb[PATH_MAX];
       if (::realpath(a.out.path.c_str(), ra) && ::realpath(b.out.path.c_str(), rb) && std::string(ra) == rb) {
-        return Status::Error(b.out.path + " is given twice; give each part of the job once");
+        return Status::Error(b.out.path + " is given twice; pass each part of the job once");
       }
       if (allow_mismatch) continue;
       const auto value = [](const Input& in, const char* key) -> std::string {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <limits>
 
 #include "analysis/dataloader.h"
 #include "analysis/report.h"
@@ -123,6 +124,35 @@ TEST_F(AnalysisTest, CpuStallFractionIsExact) {
 }
 
 // Samples come from dl.collate when recorded (a short last batch), else from batch_size.
+// A damaged recording: rows whose times cannot be are left out (and counted in a note); the
+// figures come from the rest, here the same as the undamaged run's.
+TEST_F(AnalysisTest, RowsWithImpossibleTimesAreLeftOutAndSaidSo) {
+  SimConfig c;
+  c.num_workers = 2;
+  c.worker_cpu = 0.5;
+  SimTruth t;
+  const Report clean = run_sim(c, &t, "clean.db");
+  {
+    RecordingBuilder b(path("damaged.db"));
+    simulate(b, c);
+    const int64_t main = t.main_thread;
+    b.span(main, "dl.next", 2000 * kMs, -5);                                      // negative duration
+    b.span(main, "dl.next", 3000 * kMs, std::numeric_limits<int64_t>::max());     // overflows its end
+    b.span(main, "dl.next", std::numeric_limits<int64_t>::min(), 10 * kMs);       // before time began
+    b.instant(main, "dl.cpu", std::numeric_limits<int64_t>::max() - 1, 1, 2, 3);  // past 2^62 ns
+    b.counter(1000, "proc.cpu", "cores", 1500 * kMs, std::numeric_limits<double>::quiet_NaN());
+  }
+  auto s = load_session(path("damaged.db"));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->impossible_rows, 5);
+  const Report r = analyze(*s);
+  EXPECT_EQ(r.steps, clean.steps);
+  EXPECT_DOUBLE_EQ(r.stall.fraction, clean.stall.fraction);
+  bool said = false;
+  for (const std::string& n : r.notes) said = said || n.rfind("5 rows with impossible values", 0) == 0;
+  EXPECT_TRUE(said) << "no note about the 5 rows left out";
+}
+
 TEST_F(AnalysisTest, SamplesFromCollateThenBatchSize) {
   SimConfig c;
   c.batches_per_epoch = 10;

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Fuzzes every reader of outside bytes with libFuzzer (docs/robustness.md): builds the targets of
+# tests/fuzz/ with clang, ASan and UBSan into build-fuzz/, then runs each for SECONDS (default 30)
+# from its corpus in tests/fuzz/corpus/<target>/. Inputs that reach new code go to
+# build-fuzz/corpus/<target>/ (copy the useful ones into tests/fuzz/corpus/ to keep them: every
+# build replays that folder under CTest, label `fuzz`). A crash stops the run with a non-zero exit
+# and the input saved as build-fuzz/crashes/<target>-crash-*: reproduce it with
+# `build-fuzz/bin/<target> FILE`, then keep it in the corpus as a regression test.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: fuzz_npy fuzz_jpeg fuzz_tar fuzz_recording
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+EACH=${1:-30}
+[ $# -gt 0 ] && shift
+TARGETS=("$@")
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_npy fuzz_jpeg fuzz_tar fuzz_recording)
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz: clang++ is not installed (scripts/setup.sh installs clang)" >&2
+  exit 1
+fi
+
+# -O1 with line tables, as libFuzzer advises (and quicker to build); asserts kept.
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -gline-tables-only" \
+  -DCMAKE_C_FLAGS_RELEASE="-O1 -gline-tables-only" -DSTALLSCOPE_FUZZ=ON \
+  -DSTALLSCOPE_BUILD_BENCH=OFF >/dev/null
+cmake --build build-fuzz --target "${TARGETS[@]}"
+mkdir -p build-fuzz/crashes
+for t in "${TARGETS[@]}"; do
+  mkdir -p "build-fuzz/corpus/$t"
+  log="build-fuzz/$t.log"
+  # Leaks are not what this looks for (the targets keep a decoder and a template for the process).
+  if ! "build-fuzz/bin/$t" -max_total_time="$EACH" -timeout=20 -rss_limit_mb=2048 -detect_leaks=0 \
+       -print_final_stats=1 -artifact_prefix="build-fuzz/crashes/$t-" \
+       "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "fuzz: $t crashed; the input is in build-fuzz/crashes/ (log: $log)" >&2
+    exit 1
+  fi
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1)
+  echo "fuzz: $t: ${runs:-?} inputs in ${EACH} s, ${cov:-cov: ?}, no crash"
+done
