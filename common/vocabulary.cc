@@ -93,6 +93,14 @@ std::string_view unit_of(Counter c) {
 
 void NameTable::add(uint32_t id, std::string_view text) {
   const Event e = event_of(text);
+  if (id >= kDenseIds) {
+    if (e == Event::kNone) {
+      sparse_.erase(id);
+    } else {
+      sparse_[id] = e;
+    }
+    return;
+  }
   if (e == Event::kNone && id >= events_.size()) return;  // nothing to remember
   if (id >= events_.size()) events_.resize(static_cast<size_t>(id) + 1, Event::kNone);
   events_[id] = e;

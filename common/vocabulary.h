@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace stallscope::vocab {
@@ -200,10 +201,19 @@ class NameTable {
   // Records what `text`, string `id` of the recording, names. Later ids may come at any time (a
   // live recording grows).
   void add(uint32_t id, std::string_view text);
-  Event event(uint32_t id) const { return id < events_.size() ? events_[id] : Event::kNone; }
+  Event event(uint32_t id) const {
+    if (id < events_.size()) return events_[id];
+    if (sparse_.empty()) return Event::kNone;
+    auto it = sparse_.find(id);
+    return it == sparse_.end() ? Event::kNone : it->second;
+  }
 
  private:
-  std::vector<Event> events_;  // by string id
+  // Ids a recorder hands out are dense from 1 (the arena holds far fewer than kDenseIds strings);
+  // a damaged file's larger ids go to the map instead of growing the vector to gigabytes.
+  static constexpr uint32_t kDenseIds = 1u << 22;
+  std::vector<Event> events_;  // by string id, below kDenseIds
+  std::unordered_map<uint32_t, Event> sparse_;
 };
 
 // ---------------------------------------------------------------------------------------------

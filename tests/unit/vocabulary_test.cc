@@ -69,6 +69,12 @@ TEST(VocabularyTest, NameTableMapsStringIds) {
   EXPECT_EQ(t.event(9), vocab::Event::kCudaMemcpy);
   EXPECT_EQ(t.event(2), vocab::Event::kNone);
   EXPECT_EQ(t.event(1000), vocab::Event::kNone);
+  // A damaged file's huge id is remembered without a table of that size.
+  t.add(4'000'000'000u, "dl.next");
+  EXPECT_EQ(t.event(4'000'000'000u), vocab::Event::kDlNext);
+  EXPECT_EQ(t.event(3'999'999'999u), vocab::Event::kNone);
+  t.add(4'000'000'000u, "renamed");
+  EXPECT_EQ(t.event(4'000'000'000u), vocab::Event::kNone);
 }
 
 // docs/events.md documents every event and counter of the vocabulary, and names no other.
