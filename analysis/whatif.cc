@@ -623,7 +623,10 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   // prefetch and persistence; then, at the best of those, deeper prefetch and persistent workers.
   const double cores = static_cast<double>(in.usable_cores);
   const double ratio = in.compute_ms > 0 ? in.fetch_ms / in.compute_ms : cores;
-  const int64_t n_max = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(2 * std::max(ratio, cores))), 2, 64);
+  // Clamped before the conversion: a damaged recording's times can make the ratio anything.
+  double want = std::ceil(2 * std::max(ratio, cores));
+  if (!std::isfinite(want)) want = 2 * cores;
+  const int64_t n_max = static_cast<int64_t>(std::clamp(want, 2.0, 64.0));
   std::vector<int64_t> grid;
   for (int64_t n = 0; n <= n_max; n += n < 8 ? 1 : (n < 16 ? 2 : (n < 32 ? 4 : 8))) grid.push_back(n);
   const bool multi_epoch = in.epochs > 1;
