@@ -8,6 +8,7 @@
 
 #include "analysis/format.h"
 #include "analysis/report.h"
+#include "analysis/stats.h"
 
 namespace stallscope::analysis {
 namespace {
@@ -315,9 +316,9 @@ void worker_memory_growth(const Report& r, std::vector<Recommendation>* out) {
                 " Expected: about " + bytes(peak) +
                 " less memory, and room to add workers without running out of memory.";
   rec.evidence = Json::object();
-  rec.evidence["max_private_growth_bytes"] = static_cast<int64_t>(max_one);
+  rec.evidence["max_private_growth_bytes"] = saturated_int64(max_one);
   rec.evidence["max_growth_pid"] = max_pid;
-  rec.evidence["concurrent_private_growth_bytes"] = static_cast<int64_t>(peak);
+  rec.evidence["concurrent_private_growth_bytes"] = saturated_int64(peak);
   rec.evidence["concurrent_workers"] = peak_workers;
   rec.evidence["start_method"] = method;
   out->push_back(std::move(rec));

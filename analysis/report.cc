@@ -551,7 +551,7 @@ const LoaderStats* Report::loader() const {
 
 EvidenceAt evidence_around(int64_t t0, int64_t t1, double pad, std::string what) {
   const int64_t len = std::max<int64_t>(t1 - t0, 1000);
-  const int64_t context = static_cast<int64_t>(static_cast<double>(len) * pad);
+  const int64_t context = saturated_int64(static_cast<double>(len) * pad);
   EvidenceAt e;
   e.t0 = t0 - context;
   e.t1 = t1 + context;

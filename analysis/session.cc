@@ -67,6 +67,8 @@ namespace {
 // Times a recording can hold: nanoseconds from the session start, so far less than 2^62 (146
 // years) either way. Anything past that is damage, and left out so that no sum overflows.
 constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
+// Counter values (bytes, cores, fractions) far below 2^61, so that differences of two fit an int64.
+constexpr double kMaxValue = 2305843009213693952.0;  // 2^61
 bool sane_time(int64_t t) { return t > -kMaxTimeNs && t < kMaxTimeNs; }
 bool sane_duration(int64_t d) { return d >= 0 && d < kMaxTimeNs; }
 
@@ -82,8 +84,8 @@ void drop_impossible_rows(Session* s) {
   s->impossible_rows += drop_if(
       &s->spans, [](const SpanRow& r) { return !sane_time(r.start_ns) || (r.dur_ns && !sane_duration(*r.dur_ns)); });
   s->impossible_rows += drop_if(&s->instants, [](const InstantRow& r) { return !sane_time(r.ts_ns); });
-  s->impossible_rows +=
-      drop_if(&s->counters, [](const CounterRow& r) { return !sane_time(r.ts_ns) || !std::isfinite(r.value); });
+  s->impossible_rows += drop_if(
+      &s->counters, [](const CounterRow& r) { return !sane_time(r.ts_ns) || !(std::fabs(r.value) < kMaxValue); });
   s->impossible_rows +=
       drop_if(&s->gpu, [](const GpuActivityRow& r) { return !sane_time(r.start_ns) || !sane_duration(r.dur_ns); });
   for (ProcessRow& p : s->processes) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <utility>
 
 namespace stallscope::analysis {
@@ -135,6 +136,14 @@ double t_quantile_95(double dof) {
   }
   const auto [d0, t0] = kTable[std::size(kTable) - 1];
   return t0 + (kNormal - t0) * (1 - d0 / dof);  // 1/dof from 1/120 down to 0
+}
+
+int64_t saturated_int64(double v) {
+  if (std::isnan(v)) return 0;
+  constexpr double kMax = 9.2e18;  // just under 2^63
+  if (v >= kMax) return std::numeric_limits<int64_t>::max();
+  if (v <= -kMax) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
 }
 
 }  // namespace stallscope::analysis

@@ -23,6 +23,9 @@ std::vector<Interval> intersect(const std::vector<Interval>& a, const std::vecto
 
 // The arithmetic mean; nullopt when empty.
 std::optional<double> mean(const std::vector<double>& v);
+// `v` as an int64, saturated at its limits (NaN: 0): for figures read from a recording, which a
+// damaged file can make anything.
+int64_t saturated_int64(double v);
 
 // The p-th percentile (0..100) of `sorted` by linear interpolation between closest ranks (numpy's
 // default); nullopt when empty.

@@ -67,8 +67,8 @@ std::vector<WorkerStats> worker_stats(const Session& s, const DataLoaderModel& m
     ws.runq_delay_fraction = mean(samples_in(s, tracks, sampled, Counter::kRunqWait, rates_from, w.life_end_ns));
     const std::vector<double> priv = samples_in(s, tracks, sampled, Counter::kPrivateDirty, ready, w.life_end_ns);
     if (!priv.empty()) {
-      ws.private_first_bytes = static_cast<int64_t>(priv.front());
-      ws.private_last_bytes = static_cast<int64_t>(priv.back());
+      ws.private_first_bytes = saturated_int64(priv.front());
+      ws.private_last_bytes = saturated_int64(priv.back());
       ws.private_growth_bytes = *ws.private_last_bytes - *ws.private_first_bytes;
     }
     std::vector<double> durations;
