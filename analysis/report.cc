@@ -577,7 +577,7 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
   describe_recording(s, m, &r);
   if (s.impossible_rows > 0) {
     r.notes.push_back(std::to_string(s.impossible_rows) +
-                      " rows with impossible values (negative durations, times past 2^62 ns, counters that are "
+                      " rows with impossible values (negative durations, times past 2^60 ns, counters that are "
                       "not numbers) were left out: the recording is damaged, the figures come from the rest");
   }
   r.workers = worker_stats(s, m);

@@ -64,9 +64,10 @@ void Session::sort_rows() {
 
 namespace {
 
-// Times a recording can hold: nanoseconds from the session start, so far less than 2^62 (146
-// years) either way. Anything past that is damage, and left out so that no sum overflows.
-constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
+// Times a recording can hold: nanoseconds from the session start, so far less than 2^60 (36
+// years) either way. Anything past that is damage, and left out so that sums and differences of a
+// few times cannot overflow.
+constexpr int64_t kMaxTimeNs = int64_t{1} << 60;
 // Counter values (bytes, cores, fractions) far below 2^61, so that differences of two fit an int64.
 constexpr double kMaxValue = 2305843009213693952.0;  // 2^61
 bool sane_time(int64_t t) { return t > -kMaxTimeNs && t < kMaxTimeNs; }

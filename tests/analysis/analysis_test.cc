@@ -139,7 +139,7 @@ TEST_F(AnalysisTest, RowsWithImpossibleTimesAreLeftOutAndSaidSo) {
     b.span(main, "dl.next", 2000 * kMs, -5);                                      // negative duration
     b.span(main, "dl.next", 3000 * kMs, std::numeric_limits<int64_t>::max());     // overflows its end
     b.span(main, "dl.next", std::numeric_limits<int64_t>::min(), 10 * kMs);       // before time began
-    b.instant(main, "dl.cpu", std::numeric_limits<int64_t>::max() - 1, 1, 2, 3);  // past 2^62 ns
+    b.instant(main, "dl.cpu", std::numeric_limits<int64_t>::max() - 1, 1, 2, 3);  // past 2^60 ns
     b.counter(1000, "proc.cpu", "cores", 1500 * kMs, std::numeric_limits<double>::quiet_NaN());
   }
   auto s = load_session(path("damaged.db"));
