@@ -80,7 +80,7 @@ struct Attachment {
 // Makes the session's shared-memory arena and starts recording it into a.output. False after
 // saying why.
 bool start_recording(const AttachOptions& opt, Attachment* a) {
-  report_stale_arenas_removed();
+  report_stale_arenas_removed(opt.quiet);
   std::random_device rd;
   a->payload.shm = "stallscope-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
   ArenaConfig cfg;

@@ -203,10 +203,10 @@ std::string find_python_dir() {
   return "";
 }
 
-void report_stale_arenas_removed() {
+void report_stale_arenas_removed(bool quiet) {
   // Ten seconds: an arena is locked microseconds after it is made; older and unlocked is dead.
   const auto removed = Arena::remove_stale("stallscope-", 10);
-  if (removed.empty()) return;
+  if (removed.empty() || quiet) return;
   uint64_t bytes = 0;
   for (const auto& r : removed) bytes += r.second;
   std::fprintf(stderr, "stallscope: removed %zu shared-memory arena%s of dead sessions from /dev/shm (%.1f MiB)\n",
@@ -222,7 +222,7 @@ int run_command(const RunOptions& opt) {
   if (preload.empty()) {
     why_not = "libstallscope.so not found beside the stallscope executable (set STALLSCOPE_LIBRARY)";
   } else {
-    report_stale_arenas_removed();
+    report_stale_arenas_removed(opt.quiet);
     std::random_device rd;
     shm_name = "stallscope-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
     ArenaConfig cfg;

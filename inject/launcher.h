@@ -44,8 +44,8 @@ std::string find_preload_library();
 // Folder holding the `stallscope` Python package (python/ beside bin/ and lib/, or
 // $STALLSCOPE_PYTHONPATH); empty if not found.
 std::string find_python_dir();
-// Removes the shared-memory arenas of dead sessions (Arena::remove_stale) and says so in one line
-// when there were any. `run` and `attach` call it before making their own.
-void report_stale_arenas_removed();
+// Removes the shared-memory arenas of dead sessions (Arena::remove_stale) and, unless `quiet`,
+// says so in one line when there were any. `run` and `attach` call it before making their own.
+void report_stale_arenas_removed(bool quiet);
 
 }  // namespace stallscope
