@@ -80,23 +80,22 @@ int64_t drop_if(Rows* rows, Bad bad) {
   return static_cast<int64_t>(before - rows->size());
 }
 
-// Leaves out the rows whose times cannot be; their count goes to s->impossible_rows.
-void drop_impossible_rows(Session* s) {
-  s->impossible_rows += drop_if(
-      &s->spans, [](const SpanRow& r) { return !sane_time(r.start_ns) || (r.dur_ns && !sane_duration(*r.dur_ns)); });
-  s->impossible_rows += drop_if(&s->instants, [](const InstantRow& r) { return !sane_time(r.ts_ns); });
-  s->impossible_rows += drop_if(
-      &s->counters, [](const CounterRow& r) { return !sane_time(r.ts_ns) || !(std::fabs(r.value) < kMaxValue); });
-  s->impossible_rows +=
-      drop_if(&s->gpu, [](const GpuActivityRow& r) { return !sane_time(r.start_ns) || !sane_duration(r.dur_ns); });
-  for (ProcessRow& p : s->processes) {
-    if (p.start_ns && !sane_time(*p.start_ns)) p.start_ns.reset(), ++s->impossible_rows;
-    if (p.end_ns && !sane_time(*p.end_ns)) p.end_ns.reset(), ++s->impossible_rows;
-  }
-  if (!sane_time(s->end_ns)) s->end_ns = 0, ++s->impossible_rows;
-}
-
 }  // namespace
+
+void Session::drop_impossible_rows() {
+  impossible_rows += drop_if(
+      &spans, [](const SpanRow& r) { return !sane_time(r.start_ns) || (r.dur_ns && !sane_duration(*r.dur_ns)); });
+  impossible_rows += drop_if(&instants, [](const InstantRow& r) { return !sane_time(r.ts_ns); });
+  impossible_rows +=
+      drop_if(&counters, [](const CounterRow& r) { return !sane_time(r.ts_ns) || !(std::fabs(r.value) < kMaxValue); });
+  impossible_rows +=
+      drop_if(&gpu, [](const GpuActivityRow& r) { return !sane_time(r.start_ns) || !sane_duration(r.dur_ns); });
+  for (ProcessRow& p : processes) {
+    if (p.start_ns && !sane_time(*p.start_ns)) p.start_ns.reset(), ++impossible_rows;
+    if (p.end_ns && !sane_time(*p.end_ns)) p.end_ns.reset(), ++impossible_rows;
+  }
+  if (!sane_time(end_ns)) end_ns = 0, ++impossible_rows;
+}
 
 Result<Session> load_session(Reader& reader, const LoadOptions& options) {
   Reader::Snapshot snapshot(reader);
@@ -156,7 +155,7 @@ Result<Session> load_session(Reader& reader, const LoadOptions& options) {
   auto end = reader.end_ns();
   if (!end.ok()) return in_file(s.path, end.status());
   s.end_ns = *end;
-  drop_impossible_rows(&s);
+  s.drop_impossible_rows();
   s.index();
   return s;
 }

@@ -61,6 +61,9 @@ struct Session {
   // Puts spans in (start, depth, id) order and instants in (time, id) order, as load_session()
   // leaves them: for a Session assembled from rows read some other way (the export's windows).
   void sort_rows();
+  // Leaves out the rows whose times or values cannot be (see impossible_rows); load_session()
+  // calls it, and so must code that assembles a Session from rows it read itself.
+  void drop_impossible_rows();
 
  private:
   std::unordered_map<int64_t, size_t> process_index_, thread_index_;

@@ -237,6 +237,7 @@ Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const Exp
   analysis::Session context = base;
   context.spans = *first_spans;
   context.instants = *context_instants;
+  context.drop_impossible_rows();
   context.sort_rows();
   context.index();
   const analysis::DataLoaderModel run_model = analysis::build_dataloader_model(context);
@@ -300,6 +301,7 @@ Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const Exp
       if (context_span_ids.count(sp.id) == 0) part.spans.push_back(sp);
     }
     part.instants.insert(part.instants.end(), instants->begin(), instants->end());
+    part.drop_impossible_rows();
     part.sort_rows();
     part.index();
     const analysis::DataLoaderModel m = analysis::build_dataloader_model(part);

@@ -1,5 +1,6 @@
 // libFuzzer target: every reader of a recording (storage's Reader, the analysis behind `report`,
-// its text and JSON) on a database whose SQLite structure is sound but whose rows are not.
+// its text and JSON, and `export`'s Perfetto trace) on a database whose SQLite structure is sound
+// but whose rows are not.
 //
 // The template is a simulated DataLoader run (2 workers, config document, /proc counters). Each
 // input is a list of edits applied to a copy of it, 4 bytes and a value each:
@@ -20,6 +21,8 @@
 
 #include "analysis/report.h"
 #include "analysis/session.h"
+#include "export/perfetto_json.h"
+#include "storage/reader.h"
 #include "tests/analysis/fixture.h"
 
 namespace {
@@ -145,6 +148,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const analysis::Report r = analysis::analyze(*session);
     (void)analysis::render_text(r);
     (void)analysis::to_json(r).dump();
+  }
+  if (auto reader = Reader::open(path); reader.ok()) {
+    static std::FILE* devnull = std::fopen("/dev/null", "w");
+    auto sink = exporting::perfetto_json_sink(devnull);
+    (void)exporting::export_recording(**reader, *sink);
   }
   return 0;
 }
