@@ -208,14 +208,16 @@ class PerfettoJsonSink final : public TraceSink {
 
   // Microseconds with three decimals: nanoseconds, exactly.
   void append_us(int64_t ns) {
+    // The magnitude as unsigned: INT64_MIN (a damaged row) has no signed negation.
+    uint64_t mag = static_cast<uint64_t>(ns);
     if (ns < 0) {
       buf_ += '-';
-      ns = -ns;
+      mag = 0 - mag;
     }
     char tmp[32];
-    auto r = std::to_chars(tmp, tmp + sizeof tmp, ns / 1000);
+    auto r = std::to_chars(tmp, tmp + sizeof tmp, mag / 1000);
     buf_.append(tmp, r.ptr);
-    const int frac = static_cast<int>(ns % 1000);
+    const int frac = static_cast<int>(mag % 1000);
     if (frac != 0) {
       const char digits[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
                               static_cast<char>('0' + frac % 10)};
