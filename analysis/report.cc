@@ -576,9 +576,10 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
   Report r;
   describe_recording(s, m, &r);
   if (s.impossible_rows > 0) {
-    r.notes.push_back(std::to_string(s.impossible_rows) +
-                      " rows with impossible values (negative durations, times past 2^60 ns, counters that are "
-                      "not numbers) were left out: the recording is damaged, the figures come from the rest");
+    r.notes.push_back(
+        std::to_string(s.impossible_rows) +
+        " rows with impossible values (negative durations, times or arguments past 2^60, counters that are "
+        "not numbers) were left out: the recording is damaged, the figures come from the rest");
   }
   r.workers = worker_stats(s, m);
   if (!m.seen) {

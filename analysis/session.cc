@@ -72,6 +72,11 @@ constexpr int64_t kMaxTimeNs = int64_t{1} << 60;
 constexpr double kMaxValue = 2305843009213693952.0;  // 2^61
 bool sane_time(int64_t t) { return t > -kMaxTimeNs && t < kMaxTimeNs; }
 bool sane_duration(int64_t d) { return d >= 0 && d < kMaxTimeNs; }
+// Arguments (ids, counts, bytes, microseconds) likewise: a sum of two must fit.
+bool sane_args(const std::optional<int64_t>& a0, const std::optional<int64_t>& a1, const std::optional<int64_t>& a2) {
+  const auto ok = [](const std::optional<int64_t>& a) { return !a || (*a > -kMaxTimeNs && *a < kMaxTimeNs); };
+  return ok(a0) && ok(a1) && ok(a2);
+}
 
 template <typename Rows, typename Bad>
 int64_t drop_if(Rows* rows, Bad bad) {
@@ -83,9 +88,11 @@ int64_t drop_if(Rows* rows, Bad bad) {
 }  // namespace
 
 void Session::drop_impossible_rows() {
-  impossible_rows += drop_if(
-      &spans, [](const SpanRow& r) { return !sane_time(r.start_ns) || (r.dur_ns && !sane_duration(*r.dur_ns)); });
-  impossible_rows += drop_if(&instants, [](const InstantRow& r) { return !sane_time(r.ts_ns); });
+  impossible_rows += drop_if(&spans, [](const SpanRow& r) {
+    return !sane_time(r.start_ns) || (r.dur_ns && !sane_duration(*r.dur_ns)) || !sane_args(r.arg0, r.arg1, r.arg2);
+  });
+  impossible_rows +=
+      drop_if(&instants, [](const InstantRow& r) { return !sane_time(r.ts_ns) || !sane_args(r.arg0, r.arg1, r.arg2); });
   impossible_rows +=
       drop_if(&counters, [](const CounterRow& r) { return !sane_time(r.ts_ns) || !(std::fabs(r.value) < kMaxValue); });
   impossible_rows +=

@@ -40,8 +40,8 @@ struct Session {
   std::vector<GpuActivityRow> gpu;   // ordered by start_ns
   int64_t end_ns = 0;                // the latest time anything in the recording reaches
   bool complete = false;             // meta.complete == "1": the recorder finished
-  // Rows load_session() left out because their times cannot be (negative durations, times past
-  // +-2^60 ns, counters that are not numbers): only a damaged or edited file has them.
+  // Rows load_session() left out because their times cannot be (negative durations, times or
+  // arguments past +-2^60, counters that are not numbers): only a damaged or edited file has them.
   int64_t impossible_rows = 0;
 
   // Look-ups (built by index()).
