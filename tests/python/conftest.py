@@ -15,6 +15,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -184,3 +185,19 @@ def recorded(tmp_path):
         return r, Recording(db)
 
     return go
+
+
+# A program that writes its pid to the file named by its first argument, then sleeps a minute:
+# something for `stallscope run` to record while a test looks at the session from outside.
+SLEEPER = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+
+
+def wait_for(cond, timeout=30.0):
+    """cond()'s first true value within `timeout` seconds, polled every 50 ms; else its last."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.05)
+    return cond()

@@ -11,16 +11,13 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import LAUNCHER
+from conftest import LAUNCHER, SLEEPER, wait_for
 
 OTHER = "stallscope-other"
-SLEEPER = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
-
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None or
                                 shutil.which("runuser") is None,
                                 reason="needs root, useradd and runuser to test as a second user")
@@ -37,12 +34,6 @@ def other_user():
 def as_other(user, *cmd, env=None):
     return subprocess.run(["runuser", "-u", user, "--", *cmd], capture_output=True, text=True, timeout=60, env=env)
 
-
-def wait_for(cond, timeout=30.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and not cond():
-        time.sleep(0.05)
-    return cond()
 
 
 def test_a_second_user_cannot_read_or_join_a_session(other_user):

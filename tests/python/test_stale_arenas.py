@@ -11,24 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import LAUNCHER
+from conftest import LAUNCHER, SLEEPER, wait_for
 
 SHM = Path("/dev/shm")
-SLEEPER = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
-
 
 def arenas_of(pid: int) -> list[Path]:
     return sorted(SHM.glob(f"stallscope-{pid}-*"))
 
-
-def wait_for(cond, timeout=30.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    return cond()
 
 
 def start_session(tmp_path: Path, tag: str):
