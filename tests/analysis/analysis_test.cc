@@ -859,7 +859,13 @@ TEST_F(AnalysisTest, LargeRecordingIsFast) {
   EXPECT_EQ(r.samples, int64_t{32} * kBatches);
   EXPECT_NEAR(r.stall.fraction, 0.5, 1e-3);
   std::printf("analysed %d batches (%d spans) in %.2f s\n", kBatches, 4 * kBatches, secs);
+  // The bound catches a quadratic step; the sanitizer build (Debug, ASan+UBSan) runs this loop
+  // about 7x slower than the optimized one (19.8 s against 2.85 s here), so it gets 4x the time.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  EXPECT_LT(secs, 60.0);
+#else
   EXPECT_LT(secs, 15.0);
+#endif
 }
 
 }  // namespace
