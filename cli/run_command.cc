@@ -67,8 +67,8 @@ Body define(CLI::App& app) {
                  ->type_name("ARGS")
                  ->description(std::string("DataLoader arguments every loader of the program runs with instead of\n"
                                            "the script's, as report and tune print them, e.g.\n"
-                                           "\"num_workers=2, prefetch_factor=4, persistent_workers=True\"; implies\n"
-                                           "--loader tuned; an argument not given stays as the script has it.\n"
+                                           "\"num_workers=2, prefetch_factor=4, persistent_workers=True\"; it\n"
+                                           "implies --loader tuned; an argument not given stays as the script has it.\n"
                                            "Settings that could change what the script computes are kept, with\n"
                                            "one line saying why (docs/report.md, \"Loader swap\").")),
              [loader_args](const std::string& v) -> std::string {
