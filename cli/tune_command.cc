@@ -393,7 +393,15 @@ void run_trial(const TuneArgs& a, Trial& t, const std::string& loader_args, cons
     const analysis::DataLoaderModel m = analysis::build_dataloader_model(*session);
     const analysis::Report r = analysis::analyze(*session, m);
     t.fig = analysis::steady_figures(m, r, a.warmup, a.steps);
-    if (!t.setting && r.whatif.available) t.setting = r.whatif.recorded;
+    if (!t.setting && r.whatif.available) {
+      t.setting = r.whatif.recorded;
+    } else if (const analysis::LoaderStats* l = r.loader(); !t.setting && l) {
+      LoaderSetting own;  // the baseline without a model: its settings as recorded
+      own.num_workers = l->num_workers.value_or(0);
+      own.prefetch_factor = own.num_workers > 0 ? l->config.prefetch_factor.value_or(2) : 2;
+      own.persistent_workers = own.num_workers > 0 && l->config.persistent_workers.value_or(false);
+      t.setting = own;
+    }
     if (const analysis::LoaderStats* l = r.loader(); l && t.setting && t.loader == vocab::kLoaderTuned) {
       t.not_applied = not_applied(l->config, *t.setting);
     }
@@ -691,7 +699,7 @@ int tune(CLI::App& app, TuneArgs& a) {
     return best;
   };
   int climbs = 0;
-  for (size_t i = 0; i < cands.size() && !g_interrupted; ++i) {
+  for (size_t i = 0; i < cands.size() && !g_interrupted && Clock::now() < lim.deadline; ++i) {
     Trial& t = cands[i];
     const std::string counter = "[" + std::to_string(i + 1) + "/" + std::to_string(cands.size()) + "]";
     run_trial(a, t, t.loader == vocab::kLoaderReference ? "" : t.setting->arguments(), lim, pr, counter);
@@ -702,11 +710,10 @@ int tune(CLI::App& app, TuneArgs& a) {
       const Trial* best = best_trial();
       if (best->setting && best->loader != vocab::kLoaderReference) {
         for (const LoaderSetting& s : analysis::worker_neighbours(*best->setting, climb_max)) {
-          if (add(s)) ++climbs;
+          if (climbs < kMaxClimbs && add(s)) ++climbs;
         }
       }
     }
-    if (Clock::now() >= lim.deadline) break;
   }
   kill_strays();
 

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from conftest import LAUNCHER, PROGRAMS, base_env, wait_for
+from conftest import LAUNCHER, LOADER_MODULE, PROGRAMS, base_env, wait_for
 
 pytestmark = pytest.mark.torch
 
@@ -281,3 +281,39 @@ def test_tune_under_frameworks(tmp_path, framework):
         assert rep["loader"]["role"] == "train", rep["loader"]
         assert rep["loader"]["num_workers"] == c["settings"]["num_workers"]
     assert doc["winner"]["samples_per_s"] > 0
+
+
+# A TensorDataset loop: one the reference loader reads natively.
+TENSORS = textwrap.dedent("""
+    import sys, time
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    ds = TensorDataset(torch.arange(4096 * 64, dtype=torch.float32).reshape(4096, 64), torch.arange(4096))
+    loader = DataLoader(ds, batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(0))
+    for _ in range(1000):
+        for x, y in loader:
+            time.sleep(0.001)
+""")
+
+
+def test_tune_includes_the_reference_loader(tmp_path):
+    if LOADER_MODULE is None:
+        pytest.skip("the reference loader's module is not built")
+    prog = tmp_path / "tensors.py"
+    prog.write_text(TENSORS)
+    p = tune(["--json", "--steps", "30", "--warmup", "5", "--candidates", "1", "--include-reference", "-o",
+              tmp_path / "t", "--", sys.executable, prog])
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    (ref,) = [c for c in doc["candidates"] if c["loader"] == "reference"]
+    assert ref["status"] == "measured" and ref["measured"]["samples_per_s"] > 0, ref
+    assert ref["predicted"] is None  # the model does not cover the reference loader
+    assert report(ref["recording"])["loader"]["kind"] == "reference"
+    # The script's generator seeds the shuffle: tuned keeps num_workers, and tune says that the
+    # setting was not applied rather than measuring the script's own under another name.
+    tuned = [c for c in doc["candidates"] if c["loader"] == "tuned"]
+    assert tuned
+    for c in tuned:
+        assert c["status"] == "not applied" and "generator" in c["not_applied"], c
+    assert doc["winner"]["loader"] in ("torch", "reference")
