@@ -41,7 +41,7 @@
 #include "common/cpus.h"
 #include "common/json.h"
 #include "common/vocabulary.h"
-#include "storage/sqlite.h"
+#include "storage/handed_batches.h"
 
 namespace stallscope::cli {
 namespace {
@@ -198,48 +198,16 @@ std::string last_line(const std::string& path) {
 // is taken to be the one that handed the most.
 class LiveSteps {
  public:
-  explicit LiveSteps(std::string path) : path_(std::move(path)) {}
-
-  void poll() {
-    if (!db_) {
-      struct stat st {};
-      if (::stat(path_.c_str(), &st) != 0) return;
-      auto db = Db::open(path_, Db::Mode::kReadOnly);
-      if (!db.ok()) return;
-      db_ = std::move(*db);
-    }
-    if (name_id_ < 0) {
-      auto id = db_->query_int("SELECT id FROM strings WHERE value = 'dl.next'");
-      if (!id.ok()) return;
-      name_id_ = *id;
-    }
-    if (!q_) {
-      auto q = db_->prepare(
-          "SELECT id, arg0, start_ns + dur_ns FROM spans WHERE name_id = ?1 AND id > ?2 AND arg1 >= 0 AND "
-          "dur_ns IS NOT NULL ORDER BY id");
-      if (!q.ok()) return;
-      q_ = std::move(*q);
-    }
-    q_->reset();
-    q_->bind(1, name_id_).bind(2, last_id_);
-    while (q_->step()) {
-      last_id_ = q_->int64(0);
-      ends_[q_->int64(1)].push_back(q_->int64(2));
-    }
-    q_->reset();
-  }
+  explicit LiveSteps(std::string path) : handed_(std::move(path)) {}
+  void poll() { handed_.poll(); }
+  void close() { handed_.close(); }
 
   const std::vector<int64_t>* busiest() const {
     const std::vector<int64_t>* best = nullptr;
-    for (const auto& [loader, ends] : ends_) {
+    for (const auto& [loader, ends] : handed_.ends()) {
       if (!best || ends.size() > best->size()) best = &ends;
     }
     return best;
-  }
-  // Closes the connection: the recorder, the last to close, then removes the -wal and -shm files.
-  void close() {
-    q_.reset();
-    db_.reset();
   }
   int64_t steps() const {
     const auto* e = busiest();
@@ -257,11 +225,7 @@ class LiveSteps {
   }
 
  private:
-  std::string path_;
-  std::unique_ptr<Db> db_;
-  std::unique_ptr<Stmt> q_;
-  int64_t name_id_ = -1, last_id_ = 0;
-  std::map<int64_t, std::vector<int64_t>> ends_;
+  HandedBatches handed_;
 };
 
 // Why the training loader of a --loader-args run did not run with `want` (the hooks keep a
@@ -382,11 +346,7 @@ void run_trial(const TuneArgs& a, Trial& t, const std::string& loader_args, cons
   }
   kill_strays();
   t.elapsed_s = since(t0);
-  if (struct stat st{}; ::stat((t.db + "-wal").c_str(), &st) == 0) {
-    // The run ended while this process was reading it: closing a connection that may write, the
-    // last one, checkpoints the WAL and removes it, as the recorder would have.
-    if (auto db = Db::open(t.db, Db::Mode::kReadWrite); db.ok()) std::unique_ptr<Db> closed = std::move(*db);
-  }
+  HandedBatches::tidy(t.db);  // the run may have ended while this process was reading it
 
   auto session = analysis::load_session(t.db);
   if (session.ok()) {
