@@ -13,7 +13,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import LAUNCHER, LOADER_MODULE, PROGRAMS, base_env, wait_for
+from conftest import LAUNCHER, LOADER_MODULE, PROGRAMS, base_env, wait_for, xvfb_display
 
 pytestmark = pytest.mark.torch
 
@@ -165,15 +164,8 @@ def test_tune_text_table_and_refusals(tmp_path):
     doc = json.loads((out / "tune.json").read_text())  # kept beside the recordings
     assert doc["schema"] == "stallscope.tune/1" and os.path.exists(doc["winner"]["recording"])
     # `stallscope ui DIR` opens the baseline beside the winner, in the compare view.
-    xvfb = shutil.which("Xvfb")
-    if xvfb is not None and not doc["winner"]["is_baseline"]:
-        r, w = os.pipe()
-        server = subprocess.Popen([xvfb, "-displayfd", str(w), "-screen", "0", "1600x1000x24", "-nolisten", "tcp"],
-                                  pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        os.close(w)
-        try:
-            with os.fdopen(r) as f:
-                display = f.readline().strip()
+    with xvfb_display() as display:
+        if display is not None and not doc["winner"]["is_baseline"]:
             layout = tmp_path / "ui.json"
             ui = subprocess.run([str(LAUNCHER), "ui", "--screenshot", str(tmp_path / "ui.png"), "--layout-dump",
                                  str(layout), str(out)], capture_output=True, text=True,
@@ -181,9 +173,6 @@ def test_tune_text_table_and_refusals(tmp_path):
             assert ui.returncode == 0, ui.stderr
             assert f"comparing the baseline with the winner {doc['winner']['recording']}" in ui.stderr
             assert json.loads(layout.read_text())["state"] == "compare"
-        finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
     bad = subprocess.run([str(LAUNCHER), "ui", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "without tune.json" in bad.stderr
     # The folder holds files now: refused, before anything runs.
