@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 
 #include "analysis/dataloader.h"
@@ -204,6 +205,41 @@ SteadyFigures steady_figures(const DataLoaderModel& m, const Report& r, int64_t 
   }
   f.stall = std::min(1.0, waited / f.window_s);
   return f;
+}
+
+LiveRate live_rate(const std::vector<int64_t>& v, int64_t warmup) {
+  LiveRate r;
+  const int64_t first = std::max<int64_t>(warmup, 1);  // the warm-up's last batch starts the clock
+  const int64_t n = static_cast<int64_t>(v.size());
+  if (n <= first + 1) return r;
+  r.steps = n - first;
+  const int64_t t0 = v[static_cast<size_t>(first - 1)];
+  const double span = static_cast<double>(v.back() - t0) * 1e-9;
+  if (span <= 0) return r;
+  r.steps_per_s = static_cast<double>(r.steps) / span;
+  const int64_t blocks = std::min<int64_t>(8, r.steps / 2);
+  if (blocks < 3) return r;
+  const int64_t per = r.steps / blocks;  // the last few steps beyond blocks x per are left out
+  double sum = 0, sum2 = 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t from = v[static_cast<size_t>(first - 1 + b * per)];
+    const int64_t to = v[static_cast<size_t>(first - 1 + (b + 1) * per)];
+    const double s = static_cast<double>(to - from) * 1e-9;
+    const double rate = s > 0 ? static_cast<double>(per) / s : 0;
+    if (rate <= 0) return r;  // a block with no time: no confidence
+    sum += rate;
+    sum2 += rate * rate;
+  }
+  const double k = static_cast<double>(blocks);
+  const double mean = sum / k;
+  const double var = std::max(0.0, (sum2 - sum * sum / k) / (k - 1));
+  r.rel_se = std::sqrt(var / k) / mean;
+  return r;
+}
+
+bool cannot_win(const LiveRate& r, double best_steps_per_s, double margin) {
+  if (r.steps_per_s <= 0 || best_steps_per_s <= 0 || r.rel_se >= 1) return false;
+  return r.steps_per_s * (1 + 2 * r.rel_se) < best_steps_per_s * (1 - margin);
 }
 
 }  // namespace stallscope::analysis

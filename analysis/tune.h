@@ -66,6 +66,21 @@ struct SteadyFigures {
 };
 SteadyFigures steady_figures(const DataLoaderModel& m, const Report& r, int64_t warmup, int64_t max_steps);
 
+// The live rate of a run still going, from the end times of the batches its training loader
+// handed (sorted, ns): steps/s after `warmup` steps, and how sure that is. The measured steps are
+// cut into up to 8 blocks of equal count; `rel_se` is the standard error of the blocks' mean
+// rate over that mean (prefetching hands batches in bursts, so single steps would overstate it).
+struct LiveRate {
+  int64_t steps = 0;       // measured steps after the warm-up
+  double steps_per_s = 0;  // over all of them; 0 until two are measured
+  double rel_se = 1;       // relative standard error; 1 (no confidence) with fewer than 3 blocks
+};
+LiveRate live_rate(const std::vector<int64_t>& sorted_ends, int64_t warmup);
+
+// Whether a run measured at `r` can no longer come within `margin` (0.05: 5 %) of `best`
+// (steps/s): even two standard errors above its rate it stays below best x (1 - margin).
+bool cannot_win(const LiveRate& r, double best_steps_per_s, double margin);
+
 // Samples/s of `steps` steps over `window_s`, and the inverse, for progress lines.
 inline double rate(double samples, double window_s) { return window_s > 0 ? samples / window_s : 0; }
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -51,8 +52,12 @@ using analysis::SteadyFigures;
 using analysis::WhatIfCandidate;
 using Clock = std::chrono::steady_clock;
 
-// What an early stop needs: a run this much slower than the best so far, over this many steps.
+// What an early stop needs, over at least max(this many, a quarter of the) measured steps: a run
+// this much slower than the best so far, or one that cannot come within kWinMargin of it even two
+// standard errors above its rate so far (analysis::cannot_win): it could not be the winner, nor
+// one within the 5 % that tune promises.
 constexpr double kClearlySlower = 0.75;
+constexpr double kWinMargin = 0.05;
 constexpr int64_t kEarlyStopMinSteps = 10;
 // Hill-climb: settings beyond the model's list measured when the best measured one has an
 // unmeasured neighbour in num_workers.
@@ -213,15 +218,13 @@ class LiveSteps {
     const auto* e = busiest();
     return e ? static_cast<int64_t>(e->size()) : 0;
   }
-  // Steps per second after `warmup` steps; 0 until two are measured.
-  double steps_per_s(int64_t warmup) const {
+  // The rate after `warmup` steps (analysis::live_rate).
+  analysis::LiveRate rate(int64_t warmup) const {
     const auto* e = busiest();
-    if (!e || static_cast<int64_t>(e->size()) <= warmup + 1) return 0;
+    if (!e) return {};
     std::vector<int64_t> v = *e;
     std::sort(v.begin(), v.end());
-    const int64_t t0 = v[static_cast<size_t>(std::max<int64_t>(warmup, 1)) - 1];
-    const double span = static_cast<double>(v.back() - t0) * 1e-9;
-    return span > 0 ? static_cast<double>(static_cast<int64_t>(v.size()) - std::max<int64_t>(warmup, 1)) / span : 0;
+    return analysis::live_rate(v, warmup);
   }
 
  private:
@@ -303,7 +306,8 @@ void run_trial(const TuneArgs& a, Trial& t, const std::string& loader_args, cons
     }
     live.poll();
     const int64_t n = live.steps();
-    const double sps = live.steps_per_s(a.warmup);
+    const analysis::LiveRate lr = live.rate(a.warmup);
+    const double sps = lr.steps_per_s;
     const double rate = lim.samples_per_step > 0 ? sps * lim.samples_per_step : 0;
     if (since(last_show) > 0.5) {
       last_show = Clock::now();
@@ -322,8 +326,10 @@ void run_trial(const TuneArgs& a, Trial& t, const std::string& loader_args, cons
       stop = "interrupted";
     } else if (Clock::now() >= lim.deadline) {
       stop = "budget";
-    } else if (lim.best_samples_per_s > 0 && rate > 0 && n - a.warmup >= std::max(kEarlyStopMinSteps, a.steps / 4) &&
-               rate < kClearlySlower * lim.best_samples_per_s) {
+    } else if (!a.sweep && lim.best_samples_per_s > 0 && rate > 0 &&
+               lr.steps >= std::max(kEarlyStopMinSteps, a.steps / 4) &&
+               (rate < kClearlySlower * lim.best_samples_per_s ||
+                analysis::cannot_win(lr, lim.best_samples_per_s / lim.samples_per_step, kWinMargin))) {
       stop = "stopped early";
     }
     if (!stop.empty()) break;
@@ -504,7 +510,8 @@ void print_table(const Trial& base, const std::vector<Trial>& cands, const Trial
   } else {
     out += "No setting was measured.\n";
   }
-  out += "Took " + analysis::fixed(elapsed_s, 1) + " s; recordings and logs in " + a.dir + "/\n";
+  out += "Took " + analysis::fixed(elapsed_s, 1) + " s; recordings and logs in " + a.dir +
+         "/ (all of them in the dashboard: stallscope ui " + a.dir + ")\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
 
@@ -519,6 +526,29 @@ bool dir_has_files(const std::string& dir) {
   }
   ::closedir(d);
   return any;
+}
+
+// An earlier tune's files in `dir` (tune.json and NN-*.db, -wal, -shm, .log), removed by --force
+// so that the folder holds this tune's runs only; anything else in it stays.
+void remove_earlier_tune(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> gone;
+  auto ends_with = [](const std::string& n, const char* tail) {
+    const size_t k = std::strlen(tail);
+    return n.size() >= k && n.compare(n.size() - k, k, tail) == 0;
+  };
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    const bool numbered = n.size() > 3 && std::isdigit(static_cast<unsigned char>(n[0])) &&
+                          std::isdigit(static_cast<unsigned char>(n[1])) && n[2] == '-';
+    if (n == "tune.json" || (numbered && (ends_with(n, ".db") || ends_with(n, ".db-wal") || ends_with(n, ".db-shm") ||
+                                          ends_with(n, ".log")))) {
+      gone.push_back(dir + "/" + n);
+    }
+  }
+  ::closedir(d);
+  for (const std::string& p : gone) ::unlink(p.c_str());
 }
 
 std::string default_dir() {
@@ -548,6 +578,7 @@ int tune(CLI::App& app, TuneArgs& a) {
     return usage_error(app,
                        "tune: '" + a.dir + "' holds files already; pass another -o DIR, or --force to write over them");
   }
+  if (a.force) remove_earlier_tune(a.dir);
   if (::mkdir(a.dir.c_str(), 0700) != 0 && errno != EEXIST) {
     std::fprintf(stderr, "stallscope: tune: cannot make '%s': %s; pass another -o DIR\n", a.dir.c_str(),
                  std::strerror(errno));
@@ -755,7 +786,8 @@ Body define(CLI::App& app) {
              });
   app.add_option("-o,--output", a->dir, "the folder for the recordings and logs (default stallscope-tune-TIME)")
       ->type_name("DIR");
-  app.add_flag("--force", a->force, "write into an -o folder that holds files already");
+  app.add_flag("--force", a->force,
+               "write into an -o folder that holds files already (an earlier tune's runs in it are removed)");
   app.add_flag("--include-reference", a->include_reference,
                "measure stallscope.ReferenceLoader too (--loader reference), where the dataset allows it");
   app.add_flag("--sweep", a->sweep,

@@ -4,19 +4,17 @@
 #include <sys/stat.h>
 
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cli/command.h"
 #include "cli/recording_input.h"
-#include "common/json.h"
 #include "ui/app.h"
+#include "ui/tune_set.h"
 
 namespace stallscope::cli {
 namespace {
@@ -43,30 +41,6 @@ std::function<std::string(const std::string&)> file_name(std::string& out) {
 bool is_directory(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// The baseline and the winner of the tune in `dir` (tune.json), or the baseline alone when it won.
-std::optional<std::vector<std::string>> tune_pair(const std::string& dir, std::string* why) {
-  std::ifstream f(dir + "/tune.json");
-  if (!f) {
-    *why =
-        "'" + dir + "' is a folder without tune.json; pass a recording (.db), or a folder `stallscope tune -o` wrote";
-    return std::nullopt;
-  }
-  std::stringstream text;
-  text << f.rdbuf();
-  auto doc = json::parse(text.str());
-  const Json* base = doc.ok() && doc->is_object() && doc->contains("baseline") ? &(*doc)["baseline"] : nullptr;
-  const Json* win = doc.ok() && doc->is_object() && doc->contains("winner") ? &(*doc)["winner"] : nullptr;
-  auto base_db = base ? json::get_string(*base, "recording") : std::nullopt;
-  if (!base_db || !win) {
-    *why = dir + "/tune.json is not a tune document (schema stallscope.tune/1); pass a recording (.db)";
-    return std::nullopt;
-  }
-  std::vector<std::string> out{*base_db};
-  auto win_db = json::get_string(*win, "recording");
-  if (win_db && *win_db != *base_db) out.push_back(*win_db);
-  return out;
 }
 
 Body define(CLI::App& app) {
@@ -127,22 +101,37 @@ Body define(CLI::App& app) {
       });
   app.add_option("A.db B.db", a->files,
                  "the recording to show (default: pick a session); with a second one, the two compared;\n"
-                 "a folder `stallscope tune -o` wrote: its baseline compared with its winner")
+                 "a folder `stallscope tune -o` wrote: its runs as a set, the baseline compared with the\n"
+                 "winner, or with the run named second (its number: `ui tune-out 03`)")
       ->type_name("");
   return [&app, a] {
     if (a->files.size() > 2) {
       return usage_error(
           app, "at most two recordings (one to show, or two to compare); got " + std::to_string(a->files.size()));
     }
-    if (a->files.size() == 1 && is_directory(a->files[0])) {
-      // A `stallscope tune` folder: its baseline beside its winner.
-      std::string why;
-      auto pair = tune_pair(a->files[0], &why);
-      if (!pair) return read_error("ui: " + why);
-      a->files = *pair;
-      std::fprintf(stderr, "stallscope: ui: %s is a tune: %s\n", a->files[0].c_str(),
-                   a->files.size() == 2 ? ("comparing the baseline with the winner " + a->files[1]).c_str()
-                                        : "the baseline won; showing it");
+    if (!a->files.empty() && is_directory(a->files[0])) {
+      // A `stallscope tune` folder: its set, the baseline as A, the winner or the run named as B.
+      auto set = ui::load_tune_set(a->files[0]);
+      if (!set.ok()) return read_error("ui: " + set.status().message());
+      int b = set->first_b();
+      if (a->files.size() == 2) {
+        const auto named = set->find(a->files[1]);
+        if (!named) {
+          std::string names;
+          for (const ui::TuneRun& r : set->runs) names += (names.empty() ? "" : "; ") + r.name + " " + r.settings;
+          return usage_error(app, "'" + a->files[1] + "' is not a run of " + a->files[0] + "; its runs: " + names);
+        }
+        b = *named;
+      }
+      a->files = {set->runs[0].recording};
+      if (b != 0) a->files.push_back(set->runs[static_cast<size_t>(b)].recording);
+      std::fprintf(stderr, "stallscope: ui: %s is a tune of %zu runs: %s\n", set->dir.c_str(), set->runs.size(),
+                   b != 0 ? ("the baseline (A) with " + set->runs[static_cast<size_t>(b)].file + " (B)").c_str()
+                          : "no other run to compare; showing the baseline");
+      if (b != 0) {
+        a->opt.tune = std::move(*set);
+        a->opt.tune_b = b;
+      }
     }
     if (!a->files.empty()) a->opt.path = a->files[0];
     if (a->files.size() == 2) a->opt.path_b = a->files[1];
@@ -155,14 +144,17 @@ Body define(CLI::App& app) {
 const Command kUiCommand = {
     "ui",
     "open the dashboard: live sessions, a recording to replay, or two to compare",
-    "stallscope ui [OPTIONS] [A.db [B.db]]",
+    "stallscope ui [OPTIONS] [A.db [B.db] | TUNE-DIR [RUN]]",
     "Opens the dashboard. With one recording it shows it: followed live while `stallscope run`\n"
     "still writes it (new data within a quarter of a second), replayed with a playhead once it is\n"
     "finished. With two, A above B: the same panels for each, on one time axis measured from each\n"
     "run's training start (its first next()), so that the faster run pulls ahead; zooming, panning\n"
     "and the playhead move both, and a strip on top gives both runs' samples/s, stall, step time\n"
-    "and loader with the verdict of `stallscope compare A.db B.db`. Without a file it lists the live\n"
-    "sessions on this machine and recent recordings.",
+    "and loader with the verdict of `stallscope compare A.db B.db`. A folder `stallscope tune -o`\n"
+    "wrote opens as a set: a table of its runs on top (settings, measured and predicted samples/s\n"
+    "and stall, status, the winner marked), the baseline as A and the winner (or RUN) as B; click a\n"
+    "row to show that run as B. Without a file it lists the live sessions on this machine and recent\n"
+    "recordings.",
     "In the window: the mouse wheel zooms the time axis around the pointer, dragging pans,\n"
     "double-click fits the whole run; hover a span to see its batch's life, click to pin it;\n"
     "click a recommendation to jump to its evidence. See docs/dashboard.md.\n"
@@ -170,7 +162,8 @@ const Command kUiCommand = {
     "Examples:\n"
     "  stallscope ui run.db\n"
     "  stallscope ui torch.db reference.db\n"
-    "  stallscope ui tune-out/                # after stallscope tune -o tune-out\n"
+    "  stallscope ui tune-out/                # after stallscope tune -o tune-out: the set\n"
+    "  stallscope ui tune-out/ 03             # the set, with run 03 as B\n"
     "  stallscope ui --screenshot shot.png run.db",
     define,
 };

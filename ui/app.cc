@@ -368,6 +368,7 @@ int run_single(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts) 
 // Two recordings in the compare view, each followed by its own source.
 int run_compare(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts) {
   CompareDashboard cmp(fonts);
+  if (opt.tune) cmp.set_tune(*opt.tune, opt.tune_b);
   if (opt.range_s) cmp.set_range(opt.range_s->first * 1e9, opt.range_s->second * 1e9);
   if (opt.playhead_s) cmp.set_playhead(*opt.playhead_s * 1e9);
   std::unique_ptr<SnapshotSource> sources[2] = {std::make_unique<SnapshotSource>(opt.path),
@@ -388,6 +389,14 @@ int run_compare(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts)
     const std::shared_ptr<const Snapshot> a = current(*sources[0], &reported_error[0], &status);
     const std::shared_ptr<const Snapshot> b = current(*sources[1], &reported_error[1], &status);
     cmp.draw(*a, *b, d);
+    if (const std::optional<int> pick = cmp.take_pick(); pick && cmp.tune()) {
+      // A row of the tune set clicked: that run as B.
+      const TuneRun& run = cmp.tune()->runs[static_cast<size_t>(*pick)];
+      sources[1] = std::make_unique<SnapshotSource>(run.recording);
+      reported_error[1] = false;
+      cmp.set_tune_b(*pick);
+      glfwSetWindowTitle(window, ("stallscope - " + opt.path + " vs " + run.recording).c_str());
+    }
   };
   run_frames(window, opt, screen, &status);
   shut_down(window);

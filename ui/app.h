@@ -8,11 +8,17 @@
 #include <string>
 #include <utility>
 
+#include "ui/tune_set.h"
+
 namespace stallscope::ui {
 
 struct AppOptions {
-  std::string path;         // recording to open; empty: the session picker
-  std::string path_b;       // a second recording: the compare view, `path` as A and this as B
+  std::string path;    // recording to open; empty: the session picker
+  std::string path_b;  // a second recording: the compare view, `path` as A and this as B
+  // A `stallscope tune` folder: its table over the compare view; `path` and `path_b` are then its
+  // baseline's and run tune_b's recordings, and a click on a row opens that run as B.
+  std::optional<TuneSet> tune;
+  int tune_b = 0;
   std::string screenshot;   // write the last frame here (PNG) and exit
   std::string layout_dump;  // write the last frame's layout (JSON) here
   int frames = 0;           // frames to render before the screenshot (0: 3); 0 without one: run until closed

@@ -87,7 +87,26 @@ void CompareDashboard::set_fonts(const UiFonts& f) {
 }
 
 void CompareDashboard::keep_geometry(bool on) {
+  keep_geometry_ = on;
   for (Side& s : sides_) s.dash.keep_geometry(on);
+}
+
+void CompareDashboard::set_tune(TuneSet set, int b) {
+  tune_ = std::move(set);
+  tune_b_ = b;
+}
+
+void CompareDashboard::set_tune_b(int b) {
+  tune_b_ = b;
+  Side& s = sides_[1];
+  s.dash = Dashboard(fonts_);
+  s.origin = 0;
+  s.scanned.reset();
+  s.first_next.reset();
+  s.analysed.reset();
+  s.figures.reset();
+  sides_[1].dash.keep_geometry(keep_geometry_);
+  comparison_.reset();
 }
 
 void CompareDashboard::set_range(double t0, double t1) {
@@ -182,9 +201,15 @@ void CompareDashboard::draw(const Snapshot& a, const Snapshot& b, LayoutDump* du
   in.data_t1 = hi;
   advance_clock(axis_, in);
 
-  // The strip, then A and B in the two halves below it.
-  const float half = std::floor((display.y - kStripH - 2 * kGap) / 2);
-  const ImVec2 side_pos[2] = {ImVec2(0, kStripH + kGap), ImVec2(0, kStripH + 2 * kGap + half)};
+  // The tune set's table, the strip, then A and B in the two halves below them.
+  const float table_h = tune_ ? tune_table_height(*tune_) + kGap : 0;
+  if (tune_) {
+    const int clicked = draw_tune_table(*tune_, tune_b_, dump, ImVec2(0, 0), ImVec2(display.x, table_h - kGap));
+    if (clicked >= 0) pick_ = clicked;
+  }
+  const float strip_y = table_h;
+  const float half = std::floor((display.y - strip_y - kStripH - 2 * kGap) / 2);
+  const ImVec2 side_pos[2] = {ImVec2(0, strip_y + kStripH + kGap), ImVec2(0, strip_y + kStripH + 2 * kGap + half)};
   const ImVec2 side_size[2] = {ImVec2(display.x, half), ImVec2(display.x, display.y - side_pos[1].y)};
   {
     const auto t = std::chrono::steady_clock::now();
@@ -211,7 +236,7 @@ void CompareDashboard::draw(const Snapshot& a, const Snapshot& b, LayoutDump* du
       }
       c.waiting = waiting;
     }
-    draw_compare_strip(c, dump, ImVec2(0, 0), ImVec2(display.x, kStripH));
+    draw_compare_strip(c, dump, ImVec2(0, strip_y), ImVec2(display.x, kStripH));
     strip_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   }
   for (int i = 0; i < 2; ++i) {

@@ -2,6 +2,8 @@
 // A above B, on one time axis:
 //
 //   +----------------------------------------------------------------------------------+
+//   | tune DIR: a row per run (settings, samples/s, stall, status); A and B badged      |  table (ui DIR)
+//   +----------------------------------------------------------------------------------+
 //   | compare: A's and B's samples/s, stall, step p50, loader   | compare()'s verdict  |  strip
 //   +----------------------------------------------------------------------------------+
 //   | [A] header, headline, timeline, queue, workers | recommendations, batch           |  half
@@ -31,6 +33,7 @@
 
 #include "analysis/compare.h"
 #include "ui/dashboard.h"
+#include "ui/tune_set.h"
 
 namespace stallscope::ui {
 
@@ -56,6 +59,17 @@ class CompareDashboard {
   // compare()'s result once both analyses ran.
   const analysis::Comparison* comparison() const { return comparison_ ? &*comparison_ : nullptr; }
   double strip_ms() const { return strip_ms_; }  // the last frame's strip (the sides time their panels)
+
+  // A `stallscope tune` folder (`stallscope ui DIR`): its table above the strip, run `b` of it
+  // shown as B (its baseline is A).
+  void set_tune(TuneSet set, int b);
+  const TuneSet* tune() const { return tune_ ? &*tune_ : nullptr; }
+  int tune_b() const { return tune_b_; }
+  // The run clicked in the table since the last call: the app opens it as B, then set_tune_b().
+  std::optional<int> take_pick() { return std::exchange(pick_, std::nullopt); }
+  // B now shows run `b` of the set: side B forgets its run (hovered and pinned batch, geometry,
+  // figures) and the shared axis stays where it is.
+  void set_tune_b(int b);
 
   void keep_geometry(bool on);
   const UiFonts& fonts() const { return fonts_; }
@@ -84,6 +98,10 @@ class CompareDashboard {
   ViewState axis_;
   std::optional<analysis::Comparison> comparison_;
   double strip_ms_ = 0;
+  bool keep_geometry_ = true;
+  std::optional<TuneSet> tune_;
+  int tune_b_ = 0;
+  std::optional<int> pick_;
 };
 
 }  // namespace stallscope::ui

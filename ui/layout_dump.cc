@@ -87,6 +87,7 @@ Json dump_json(const LayoutDump& d) {
     c["verdict_text"] = d.verdict_text;
     c["figures"] = d.compare_figures;
     root["compare"] = c;
+    if (!d.tune_rows.empty()) root["tune"] = {{"rows", d.tune_rows}, {"b", d.tune_b}};
   }
   return root;
 }

@@ -74,6 +74,10 @@ struct LayoutDump {
   // The comparison strip: compare()'s verdict (id and line) and each run's figures, one line each.
   std::string verdict, verdict_text;
   std::vector<std::string> compare_figures;
+  // The tune set's table (`stallscope ui DIR`): a line per run, "A: ", "B: " or "   " first, then
+  // its name, settings, measured and predicted samples/s, stall and status; and B's index.
+  std::vector<std::string> tune_rows;
+  int tune_b = -1;
   std::vector<DumpPanel> panels;
   std::vector<DumpLane> lanes;
   std::vector<DumpItem> items;

@@ -19,6 +19,7 @@
 #include "ui/geometry_cache.h"
 #include "ui/layout_dump.h"
 #include "ui/snapshot.h"
+#include "ui/tune_set.h"
 
 namespace stallscope::ui {
 
@@ -107,6 +108,14 @@ struct CompareStrip {
 // The comparison strip on top of the compare view: both runs' key figures, one row each (samples/s,
 // stall, step p50, loader), and compare()'s verdict line.
 void draw_compare_strip(const CompareStrip& c, LayoutDump* dump, const ImVec2& pos, const ImVec2& size);
+// The table of a `stallscope tune` folder over the compare view (`stallscope ui DIR`): a row per
+// run (its settings, measured and predicted samples/s and stall, status), the winner marked, the
+// baseline badged A and the run shown below as B badged B. Returns the row clicked this frame, or
+// -1; a click on the baseline or on B changes nothing and returns -1.
+int draw_tune_table(const TuneSet& set, int shown_b, LayoutDump* dump, const ImVec2& pos, const ImVec2& size);
+// Its height at the current font: a heading and up to 8 rows (more scroll).
+float tune_table_height(const TuneSet& set);
+
 // A full-window message (a file that could not be opened, or loading).
 void draw_message(const std::string& title, const std::string& message, LayoutDump* dump, const UiFonts& fonts,
                   const ImVec2& pos, const ImVec2& size);

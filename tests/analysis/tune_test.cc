@@ -65,6 +65,51 @@ TEST(TuneTest, SweepCoversTheGridOnce) {
   EXPECT_EQ(g.front().num_workers, 0);
 }
 
+// Batch end times (ns) of a run handing a batch every `gaps[i % gaps.size()]` ms.
+std::vector<int64_t> ends_every(size_t n, std::vector<double> gaps_ms) {
+  std::vector<int64_t> v;
+  int64_t t = 1'000'000'000;
+  for (size_t i = 0; i < n; ++i) {
+    t += static_cast<int64_t>(gaps_ms[i % gaps_ms.size()] * 1e6);
+    v.push_back(t);
+  }
+  return v;
+}
+
+TEST(LiveRateTest, SteadyRunsAreSureBurstyOnesLessSo) {
+  // 10 ms a step: 100 steps/s after the warm-up, and as sure as it gets.
+  const LiveRate steady = live_rate(ends_every(50, {10}), 10);
+  EXPECT_EQ(steady.steps, 40);
+  EXPECT_NEAR(steady.steps_per_s, 100, 1e-6);
+  EXPECT_LT(steady.rel_se, 1e-6);
+  // Bursts of four batches (prefetching) at the same mean: blocks of five steps even them out,
+  // but not wholly (a block holds one or two of the long gaps).
+  const LiveRate bursty = live_rate(ends_every(50, {1, 1, 1, 37}), 10);
+  EXPECT_NEAR(bursty.steps_per_s, 100, 2);
+  EXPECT_GT(bursty.rel_se, steady.rel_se);
+  EXPECT_LT(bursty.rel_se, 0.1);
+  // A run that slows down halfway is unsure.
+  std::vector<int64_t> slowing = ends_every(30, {10});
+  for (int64_t t = slowing.back(), i = 0; i < 20; ++i) slowing.push_back(t += 30'000'000);
+  const LiveRate s = live_rate(slowing, 10);
+  EXPECT_GT(s.rel_se, 0.15);
+  // Too few steps: no rate, no confidence.
+  EXPECT_EQ(live_rate(ends_every(11, {10}), 10).steps_per_s, 0);
+  EXPECT_EQ(live_rate(ends_every(14, {10}), 10).rel_se, 1);
+}
+
+TEST(LiveRateTest, CannotWinOnlyWhenSurelyBelowTheMargin) {
+  const LiveRate steady = live_rate(ends_every(50, {10}), 10);  // 100 steps/s, sure
+  EXPECT_TRUE(cannot_win(steady, 120, 0.05));                   // 100 < 114
+  EXPECT_FALSE(cannot_win(steady, 104, 0.05));                  // within 5 %
+  std::vector<int64_t> slowing = ends_every(30, {10});
+  for (int64_t t = slowing.back(), i = 0; i < 20; ++i) slowing.push_back(t += 30'000'000);
+  const LiveRate unsure = live_rate(slowing, 10);
+  ASSERT_GT(unsure.steps_per_s, 0);
+  EXPECT_FALSE(cannot_win(unsure, unsure.steps_per_s * 1.2, 0.05));  // 20 % behind, but unsure
+  EXPECT_FALSE(cannot_win(LiveRate{}, 100, 0.05));                   // nothing measured
+}
+
 TEST(TuneTest, NeighboursStayInsideTheGrid) {
   LoaderSetting s;
   s.num_workers = 1;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
@@ -127,6 +128,9 @@ TEST(RunTest, SigkillOfTheProgramLeavesACompleteDatabase) {
   ProcResult p = testing::wait_process(launcher, 20000);
   EXPECT_FALSE(p.timed_out);
   EXPECT_EQ(p.term_signal, SIGKILL);  // stallscope ends the way the program ended
+  // It closed the database before it died: no -wal or -shm file is left beside it.
+  EXPECT_FALSE(std::filesystem::exists(db + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(db + "-shm"));
   auto r = open_db(db);
   ASSERT_TRUE(r);
   EXPECT_EQ((*r->meta())["complete"], "1");

@@ -163,22 +163,52 @@ def test_tune_text_table_and_refusals(tmp_path):
     assert "[0] baseline:" in p.stderr
     doc = json.loads((out / "tune.json").read_text())  # kept beside the recordings
     assert doc["schema"] == "stallscope.tune/1" and os.path.exists(doc["winner"]["recording"])
-    # `stallscope ui DIR` opens the baseline beside the winner, in the compare view.
+    # `stallscope ui DIR` opens the runs as a set: the table of all of them over the compare view,
+    # the baseline as A and the winner as B; `ui DIR 01` shows run 01 as B. The folder is moved
+    # first: the recordings are found in it by name.
+    moved = tmp_path / "moved"
+    os.rename(out, moved)
+    runs = [doc["baseline"], *doc["candidates"]]
+    winner = next(i for i, r in enumerate(runs) if r["recording"] == doc["winner"]["recording"])
     with xvfb_display() as display:
-        if display is not None and not doc["winner"]["is_baseline"]:
-            layout = tmp_path / "ui.json"
-            ui = subprocess.run([str(LAUNCHER), "ui", "--screenshot", str(tmp_path / "ui.png"), "--layout-dump",
-                                 str(layout), str(out)], capture_output=True, text=True,
-                                env={**base_env(), "DISPLAY": f":{display}"}, timeout=120)
-            assert ui.returncode == 0, ui.stderr
-            assert f"comparing the baseline with the winner {doc['winner']['recording']}" in ui.stderr
-            assert json.loads(layout.read_text())["state"] == "compare"
+        if display is not None:
+            def ui(*extra):
+                layout = tmp_path / "ui.json"
+                r = subprocess.run([str(LAUNCHER), "ui", "--screenshot", str(tmp_path / "ui.png"), "--layout-dump",
+                                    str(layout), str(moved), *extra], capture_output=True, text=True,
+                                   env={**base_env(), "DISPLAY": f":{display}"}, timeout=120)
+                assert r.returncode == 0, r.stderr
+                return json.loads(layout.read_text())
+            d = ui()
+            assert d["state"] == "compare" and d["panels"][0]["name"] == "tune"
+            rows = d["tune"]["rows"]
+            assert len(rows) == len(runs)
+            assert rows[0].startswith("A: 00 | ") and "(the script's)" in rows[0]
+            assert "winner" in rows[winner] and sum("winner" in r for r in rows) == 1
+            b = d["tune"]["b"]
+            assert b == (winner if winner != 0 else 1) and rows[b].startswith("B: ")
+            assert d["sides"][1]["panels"], "B is drawn"
+            d = ui("01")
+            assert d["tune"]["b"] == 1 and d["tune"]["rows"][1].startswith("B: 01 | ")
+            assert runs[1]["arguments"] in d["tune"]["rows"][1]
+            assert os.path.basename(runs[1]["recording"]) in " ".join(d["compare"]["figures"])
+    r = subprocess.run([str(LAUNCHER), "ui", str(moved), "99"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "'99' is not a run of" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    os.rename(moved, out)
     bad = subprocess.run([str(LAUNCHER), "ui", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "without tune.json" in bad.stderr
     # The folder holds files now: refused, before anything runs.
     again = tune(["-o", out, "--", sys.executable, prog, mark])
     assert again.returncode == 2 and "holds files already" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
+    # --force removes that tune's files (its numbered runs and tune.json) and nothing else.
+    (out / "notes.txt").write_text("mine")
+    earlier = sorted(p.name for p in out.glob("0[1-9]-*"))
+    assert earlier, sorted(os.listdir(out))
+    forced = tune(["--force", "-o", out, "--", sys.executable, "-c", "raise SystemExit(3)"])
+    assert forced.returncode == 1, forced.stderr
+    left = sorted(os.listdir(out))
+    assert "notes.txt" in left and "tune.json" not in left and not set(earlier) & set(left), left
     for bad in (["--steps", "1"], ["--budget", "-3"], ["--candidates", "0"]):
         r = tune([*bad, "--", sys.executable, prog, mark])
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (bad, r.stderr)

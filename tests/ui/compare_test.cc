@@ -9,9 +9,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "tests/ui/headless.h"
 #include "tests/ui/sim_recording.h"
 #include "tests/unit/test_util.h"
@@ -19,6 +22,7 @@
 #include "ui/compare_dashboard.h"
 #include "ui/format.h"
 #include "ui/time_axis.h"
+#include "ui/tune_set.h"
 
 namespace stallscope {
 namespace {
@@ -338,6 +342,133 @@ TEST_F(CompareViewTest, ARecordingThatCannotBeReadShowsWhyInItsHalf) {
   EXPECT_TRUE(inside(d.sides[1].panel("message")->rect, d.panel("B")->rect));
   EXPECT_NE(d.sides[1].message.find("junk.db"), std::string::npos);
   EXPECT_NE(d.verdict_text.find("junk.db"), std::string::npos) << d.verdict_text;
+}
+
+// A `stallscope tune` folder (`stallscope ui DIR`): its tune.json as tune writes it, naming
+// recordings by paths from elsewhere (the folder was moved), read as a set and drawn as the table
+// over the compare view; a click on a row asks for that run as B, a click on A or B does not.
+class TuneSetViewTest : public CompareViewTest {
+ protected:
+  void SetUp() override {
+    CompareViewTest::SetUp();
+    // The sim recordings as the folder's runs: 00 the baseline (slow), 01 and 02 (fast; 02 won).
+    ASSERT_EQ(std::rename(dir_.file("slow.db").c_str(), dir_.file("00-baseline.db").c_str()), 0);
+    ASSERT_EQ(std::rename(dir_.file("fast.db").c_str(), dir_.file("01-num_workers-4.db").c_str()), 0);
+    testing::write_sim_recording(dir_.file("02-num_workers-4_prefetch_factor-4.db"), a_opt_);
+    auto run = [](const char* file, const char* args, const char* status, double sps, double pred) {
+      Json t = Json::object();
+      t["name"] = args;
+      t["loader"] = "tuned";
+      t["arguments"] = args;
+      t["status"] = status;
+      t["steps"] = 60;
+      t["measured"] = {{"samples_per_s", sps}, {"stall", 0.25}, {"window_s", 1.0}};
+      t["predicted"] = {{"samples_per_s", pred}, {"stall", 0.2}};
+      t["recording"] = std::string("/somewhere/else/") + file;
+      return t;
+    };
+    Json doc = Json::object();
+    doc["schema"] = "stallscope.tune/1";
+    doc["baseline"] = run("00-baseline.db", "num_workers=2", "measured", 300, 310);
+    doc["baseline"]["loader"] = "torch";
+    doc["candidates"] = Json::array(
+        {run("01-num_workers-4.db", "num_workers=4", "stopped early", 500, 650),
+         run("02-num_workers-4_prefetch_factor-4.db", "num_workers=4, prefetch_factor=4", "measured", 610, 640)});
+    doc["winner"] = {{"name", "x"}, {"recording", "/somewhere/else/02-num_workers-4_prefetch_factor-4.db"}};
+    std::ofstream(dir_.file("tune.json")) << json::write(doc);
+  }
+};
+
+TEST_F(TuneSetViewTest, TheFolderReadsAsASetFoundWhereItIsNow) {
+  auto set = load_tune_set(dir_.path() + "/");
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  ASSERT_EQ(set->runs.size(), 3u);
+  EXPECT_EQ(set->runs[0].recording, dir_.file("00-baseline.db"));
+  EXPECT_EQ(set->runs[2].recording, dir_.file("02-num_workers-4_prefetch_factor-4.db"));
+  EXPECT_EQ(set->runs[1].name, "01");
+  EXPECT_EQ(set->runs[1].file, "01-num_workers-4");
+  EXPECT_TRUE(set->runs[0].baseline);
+  EXPECT_EQ(set->winner, 2);
+  EXPECT_TRUE(set->runs[2].winner && !set->runs[1].winner);
+  EXPECT_EQ(set->first_b(), 2);
+  EXPECT_EQ(set->find("1"), 1);
+  EXPECT_EQ(set->find("01"), 1);
+  EXPECT_EQ(set->find("01-num_workers-4"), 1);
+  EXPECT_EQ(set->find("some/dir/01-num_workers-4.db"), 1);
+  EXPECT_EQ(set->find("3"), std::nullopt);
+  EXPECT_EQ(set->find("num_workers"), std::nullopt);
+  ASSERT_TRUE(set->runs[1].samples_per_s && set->runs[1].predicted_samples_per_s);
+  EXPECT_EQ(*set->runs[1].samples_per_s, 500);
+  EXPECT_EQ(set->runs[1].status, "stopped early");
+  // The baseline won: B is the first other measured run.
+  TuneSet won = *set;
+  won.winner = 0;
+  EXPECT_EQ(won.first_b(), 1);
+  // Not a tune folder, or not a tune document: one line that says what to pass.
+  testing::TempDir empty;
+  auto none = load_tune_set(empty.path());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("without tune.json"), std::string::npos);
+  std::ofstream(empty.file("tune.json")) << R"({"schema": "something/1"})";
+  auto other = load_tune_set(empty.path());
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("not a tune document"), std::string::npos);
+}
+
+TEST_F(TuneSetViewTest, TheTableListsEveryRunAndAClickShowsOneAsB) {
+  auto set = load_tune_set(dir_.path());
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  auto base = testing::load_snapshot(set->runs[0].recording);
+  auto won = testing::load_snapshot(set->runs[2].recording);
+  testing::Headless h;
+  CompareDashboard cmp;
+  cmp.set_tune(*set, set->first_b());
+  LayoutDump d = h.compare(cmp, *base, *won);
+  // The table on top, then the strip and the halves below it.
+  const DumpPanel* table = d.panel("tune");
+  ASSERT_TRUE(table && d.panel("compare") && d.panel("A") && d.panel("B"));
+  EXPECT_EQ(table->rect.y0, 0);
+  EXPECT_LE(table->rect.y1, d.panel("compare")->rect.y0);
+  EXPECT_LE(d.panel("compare")->rect.y1, d.panel("A")->rect.y0);
+  EXPECT_EQ(d.panel("B")->rect.y1, 1000);
+  ASSERT_EQ(d.tune_rows.size(), 3u);
+  EXPECT_EQ(d.tune_rows[0],
+            "A: 00 | num_workers=2 (the script's) | samples/s 300 | predicted 310 | stall 25% | measured");
+  EXPECT_EQ(d.tune_rows[1],
+            " : 01 | num_workers=4 | samples/s 500 | predicted 650 | stall 25% | stopped early (60 steps)");
+  EXPECT_EQ(d.tune_rows[2],
+            "B: 02 | num_workers=4, prefetch_factor=4 | samples/s 610 | predicted 640 | stall 25% | measured  winner");
+  EXPECT_EQ(d.tune_b, 2);
+  EXPECT_EQ(d.sides.size(), 2u);
+  ASSERT_NE(cmp.comparison(), nullptr);
+
+  // Where row i of the table is drawn (a heading, then a row a line high each).
+  const float line = (table->rect.y1 - table->rect.y0 - 10) / 4;
+  auto row_at = [&](int i) { return ImVec2(400, table->rect.y0 + 5 + line * (static_cast<float>(i) + 1.5f)); };
+  // A click on A's row or on B's changes nothing.
+  for (int i : {0, 2}) {
+    h.frame([&] { cmp.draw(*base, *won); }, row_at(i), true);
+    h.frame([&] { cmp.draw(*base, *won); }, row_at(i), false);
+    EXPECT_EQ(cmp.take_pick(), std::nullopt) << i;
+  }
+  // A click on run 01 asks for it as B, once.
+  h.frame([&] { cmp.draw(*base, *won); }, row_at(1), true);
+  h.frame([&] { cmp.draw(*base, *won); }, row_at(1), false);
+  EXPECT_EQ(cmp.take_pick(), 1);
+  EXPECT_EQ(cmp.take_pick(), std::nullopt);
+  // The app opens it and says so: B is run 01, drawn from its own recording, the axis kept.
+  const auto range = cmp.range();
+  cmp.set_tune_b(1);
+  EXPECT_EQ(cmp.comparison(), nullptr);  // until B's analysis is in
+  auto other = testing::load_snapshot(set->runs[1].recording);
+  d = h.compare(cmp, *base, *other);
+  EXPECT_EQ(d.tune_b, 1);
+  EXPECT_EQ(d.tune_rows[1].substr(0, 3), "B: ");
+  EXPECT_EQ(d.tune_rows[2].substr(0, 3), " : ");
+  EXPECT_NE(d.compare_figures.at(1).find("01-num_workers-4.db"), std::string::npos);
+  EXPECT_NE(cmp.comparison(), nullptr);
+  EXPECT_NEAR(cmp.range().first, range.first, 1);
+  EXPECT_NEAR(cmp.range().second, range.second, 1);
 }
 
 }  // namespace
