@@ -16,6 +16,7 @@ import threading
 
 from .. import _native as N
 from .. import _vocab as V
+from . import _fast
 
 # ---------------------------------------------------------------------------------------------
 # Event ids. Interned per session (ids are indices into the session's string table); refreshed by
@@ -35,6 +36,8 @@ def refresh_ids() -> None:
     _I_FETCH, _I_COLLATE, _I_PIN = i(V.DL_FETCH), i(V.DL_COLLATE), i(V.DL_PIN)
     _I_WREADY, _I_PUT, _I_HOOKS = i(V.DL_WORKER_READY), i(V.DL_PUT), i(V.STALLSCOPE_HOOKS)
     _I_STEP, _I_CPU = i(V.DL_STEP), i(V.DL_CPU)
+    if _fast.M is not None:  # the C hooks read their own copy
+        _fast.M.set_ids(_I_NEXT, _I_FETCH, _I_COLLATE, _I_CPU, _I_EPOCH_END)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,50 @@
+"""The per-batch hooks of the training process's main thread in C: the extension module
+_stallscope_hooks (pyhooks/fast_hooks.cc) wraps _BaseDataLoaderIter.__next__ and a fetcher's fetch
+and collate_fn with the same events and arguments as _main's Python wrappers (_it_next,
+_instrument_fetcher), calling libstallscope's functions directly instead of through ctypes
+(about 13 us less per batch; docs/decisions.md, "The per-batch hooks in C").
+
+load() runs once, at the first DataLoader use of the training process (_install._deep_install).
+Where the module cannot load, or cannot find the collector's functions, M stays None, _main's
+Python hooks run, and one `stallscope:` line says why. STALLSCOPE_PY_HOOKS=1 chooses the Python
+hooks without a word (tests record the same loop both ways and compare).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .. import _ext
+from .. import _native as N
+
+NAME = "_stallscope_hooks"
+ENV_PY = "STALLSCOPE_PY_HOOKS"
+
+M = None  # the module once loaded and bound; None: the Python hooks run
+why: str | None = None  # why M is None, once load() ran
+_loaded = False
+
+
+def load():
+    """Loads and binds the module once per process; returns it, or None (and says why once)."""
+    global M, why, _loaded
+    if _loaded:
+        return M
+    _loaded = True
+    if os.environ.get(ENV_PY, "") not in ("", "0"):
+        why = f"{ENV_PY} is set"
+        return None
+    try:
+        mod = _ext.load(NAME, _ext.module_dirs())
+        mod.bind(N.lib_path if N.lib_path and N.lib_path.startswith("/") else None)
+    except Exception as e:
+        why = str(e) or type(e).__name__
+        try:
+            sys.stderr.write(f"stallscope: the DataLoader hooks run in Python, about 10 us more per batch "
+                             f"(C module {NAME} not loaded: {why})\n")
+        except Exception:
+            pass
+        return None
+    M = mod
+    return M
