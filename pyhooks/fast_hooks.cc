@@ -2,8 +2,10 @@
 // (python/stallscope/hooks/_fast.py loads it; _main.py keeps the same hooks in Python as the
 // fallback). Three callables, each wrapping one torch callable and emitting the events of its
 // Python twin with the same arguments, in the same order:
-//   NextHook   _BaseDataLoaderIter.__next__  -> _main._it_next (dl.next, dl.cpu, dl.epoch_end,
+//   MethodHook _BaseDataLoaderIter.__next__  -> _main._it_next (dl.next, dl.cpu, dl.epoch_end,
 //                                             the multi-process hand-off of _main._handed)
+//              _MultiProcessingDataLoaderIter._try_put_index, _get_data
+//                                          -> _main._mp_try_put_index, _mp_get_data (dl.sent, dl.recv)
 //   SpanCall   fetcher.fetch / collate_fn    -> _main._instrument_fetcher (dl.fetch, dl.collate)
 // The collector's functions are resolved from the libstallscope.so the process already loaded
 // (bind()), and called directly: no ctypes on the per-batch path. The wrapped callable runs
@@ -35,7 +37,7 @@ SpanEndArgsFn g_span_end_args = nullptr;
 InstantFn g_instant = nullptr;
 
 // Event ids of the current session (set_ids(), from hooks/_state.refresh_ids()).
-uint32_t g_next = 0, g_fetch = 0, g_collate = 0, g_cpu = 0, g_epoch_end = 0;
+uint32_t g_next = 0, g_fetch = 0, g_collate = 0, g_cpu = 0, g_epoch_end = 0, g_sent = 0, g_recv = 0;
 // The process's CPU time at the end of the previous next() call; -1: none yet (_main._cpu_last).
 int64_t g_cpu_last = -1;
 
@@ -51,6 +53,8 @@ PyObject* s_ctx = nullptr;
 PyObject* s_mp = nullptr;
 PyObject* s_ended = nullptr;
 PyObject* s_recv = nullptr;
+PyObject* s_send_idx = nullptr;
+PyObject* s_in_reset = nullptr;
 
 // An exception held aside while our bookkeeping runs, then restored exactly as it was.
 struct SavedError {
@@ -173,16 +177,17 @@ bool handed(PyObject* it, PyObject* s, int64_t dflt, int64_t* out) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// [SECTION] NextHook: _BaseDataLoaderIter.__next__
+// [SECTION] MethodHook: _BaseDataLoaderIter.__next__ (and, below, the multi-process iterator's
+// _try_put_index and _get_data): a method descriptor, one type with a vectorcall per method
 
-struct NextHook {
+struct MethodHook {
   PyObject_HEAD vectorcallfunc vectorcall;
-  PyObject* orig;   // torch's __next__
-  PyObject* state;  // hooks/_state's module dict (its _last_it)
+  PyObject* orig;   // torch's method
+  PyObject* state;  // __next__: hooks/_state's module dict (its _last_it); _get_data: the stop marker class
   PyObject* dict;   // __wrapped__, __name__, ... (functools.wraps)
 };
 
-PyObject* next_call_orig(NextHook* h, PyObject* self) { return PyObject_Vectorcall(h->orig, &self, 1, nullptr); }
+PyObject* next_call_orig(MethodHook* h, PyObject* self) { return PyObject_Vectorcall(h->orig, &self, 1, nullptr); }
 
 // The iterator's _ItState (borrowed from its __dict__), or nullptr (error cleared).
 PyObject* it_state(PyObject* self) {
@@ -198,7 +203,7 @@ PyObject* it_state(PyObject* self) {
   return s;
 }
 
-PyObject* next_run(NextHook* h, PyObject* self) {
+PyObject* next_run(MethodHook* h, PyObject* self) {
   PyObject* s = it_state(self);
   if (s == nullptr || s == Py_None) {  // an iterator we do not follow
     Py_XDECREF(s);
@@ -270,13 +275,87 @@ PyObject* next_run(NextHook* h, PyObject* self) {
 }
 
 PyObject* next_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  auto* h = reinterpret_cast<NextHook*>(callable);
+  auto* h = reinterpret_cast<MethodHook*>(callable);
   const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
   if (n != 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0)) {
     // Not next(it): hand the call to torch's function as it came (its own TypeError, if any).
     return PyObject_Vectorcall(h->orig, args, nargsf, kwnames);
   }
   return next_run(h, args[0]);
+}
+
+// _main._mp_try_put_index: dl.sent when torch sent an index (its _send_idx moved).
+PyObject* sent_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* h = reinterpret_cast<MethodHook*>(callable);
+  PyObject* self = PyVectorcall_NARGS(nargsf) >= 1 ? args[0] : nullptr;
+  PyObject* before = self != nullptr ? PyObject_GetAttr(self, s_send_idx) : nullptr;
+  if (before == nullptr) {
+    PyErr_Clear();
+    return PyObject_Vectorcall(h->orig, args, nargsf, kwnames);
+  }
+  PyObject* r = PyObject_Vectorcall(h->orig, args, nargsf, kwnames);
+  if (r == nullptr) {
+    Py_DECREF(before);
+    return nullptr;
+  }
+  PyObject* after = PyObject_GetAttr(self, s_send_idx);
+  const int moved = after != nullptr ? PyObject_RichCompareBool(after, before, Py_NE) : -1;
+  Py_XDECREF(after);
+  PyObject* s = moved > 0 ? it_state(self) : nullptr;
+  if (s != nullptr && s != Py_None) {
+    PyObject* ti = PyObject_GetAttr(self, s_task_info);
+    PyObject* info = ti != nullptr ? PyObject_GetItem(ti, before) : nullptr;
+    PyObject* w = info != nullptr ? PySequence_GetItem(info, 0) : nullptr;
+    int64_t L = 0, b = 0, wid = 0;
+    if (w != nullptr && attr_i64(s, s_L, &L) && as_i64(before, &b) && as_i64(w, &wid)) {
+      g_instant(g_sent, L, i32(b), i32(wid));
+    }
+    Py_XDECREF(w);
+    Py_XDECREF(info);
+    Py_XDECREF(ti);
+  }
+  Py_XDECREF(s);
+  Py_DECREF(before);
+  PyErr_Clear();  // our bookkeeping's failures only: r is torch's result
+  return r;
+}
+
+// _main._mp_get_data: dl.recv for a batch taken off the result queue (not while _reset drains).
+PyObject* recv_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* h = reinterpret_cast<MethodHook*>(callable);
+  PyObject* r = PyObject_Vectorcall(h->orig, args, nargsf, kwnames);
+  if (r == nullptr || PyVectorcall_NARGS(nargsf) < 1) return r;
+  PyObject* self = args[0];
+  PyObject* s = it_state(self);
+  if (s != nullptr && s != Py_None && attr_true(s, s_in_reset) == 0) {
+    PyObject* idx = PySequence_GetItem(r, 0);
+    PyObject* data = idx != nullptr ? PySequence_GetItem(r, 1) : nullptr;
+    const int stop = data != nullptr ? PyObject_IsInstance(data, h->state) : -1;
+    if (stop == 0 && PyLong_CheckExact(idx)) {
+      PyObject* recv = PyObject_GetAttr(s, s_recv);
+      PyObject* added = recv != nullptr ? PyObject_CallMethod(recv, "add", "O", idx) : nullptr;
+      PyObject* ti = added != nullptr ? PyObject_GetAttr(self, s_task_info) : nullptr;
+      PyObject* info = ti != nullptr ? PyObject_CallMethod(ti, "get", "O", idx) : nullptr;
+      int64_t L = 0, b = 0, wid = -1;
+      bool ok = info != nullptr && attr_i64(s, s_L, &L) && as_i64(idx, &b);
+      const int has = ok ? PyObject_IsTrue(info) : -1;
+      if (has > 0) {
+        PyObject* w = PySequence_GetItem(info, 0);
+        ok = as_i64(w, &wid);
+        Py_XDECREF(w);
+      }
+      if (ok && has >= 0) g_instant(g_recv, L, i32(b), i32(wid));
+      Py_XDECREF(info);
+      Py_XDECREF(ti);
+      Py_XDECREF(added);
+      Py_XDECREF(recv);
+    }
+    Py_XDECREF(data);
+    Py_XDECREF(idx);
+  }
+  Py_XDECREF(s);
+  PyErr_Clear();  // our bookkeeping's failures only: r is torch's result
+  return r;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -317,7 +396,7 @@ PyObject* span_vectorcall(PyObject* callable, PyObject* const* args, size_t narg
 }
 
 // ---------------------------------------------------------------------------------------------
-// [SECTION] The two types: method descriptor (NextHook), plain callable (SpanCall), both with a
+// [SECTION] The two types: method descriptor (MethodHook), plain callable (SpanCall), both with a
 // __dict__ for functools.wraps, both tracked by the garbage collector (a fetcher holds its
 // SpanCall, which holds the fetcher's bound methods).
 
@@ -385,10 +464,10 @@ PyType_Slot g_next_slots[] = {
     {Py_tp_doc, const_cast<char*>("DataLoader iterator __next__ recording dl.next (stallscope)")},
     {Py_tp_call, slot(hook_call)},
     {Py_tp_descr_get, slot(next_descr_get)},
-    {Py_tp_traverse, slot(hook_traverse<NextHook>)},
-    {Py_tp_clear, slot(hook_clear<NextHook>)},
-    {Py_tp_dealloc, slot(hook_dealloc<NextHook>)},
-    {Py_tp_members, hook_members<NextHook>()},
+    {Py_tp_traverse, slot(hook_traverse<MethodHook>)},
+    {Py_tp_clear, slot(hook_clear<MethodHook>)},
+    {Py_tp_dealloc, slot(hook_dealloc<MethodHook>)},
+    {Py_tp_members, hook_members<MethodHook>()},
     {Py_tp_getset, g_getset},
     {0, nullptr},
 };
@@ -406,7 +485,7 @@ PyType_Slot g_span_slots[] = {
 
 constexpr unsigned long kHookFlags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
 
-PyType_Spec g_next_spec = {"_stallscope_hooks.NextHook", static_cast<int>(sizeof(NextHook)), 0,
+PyType_Spec g_next_spec = {"_stallscope_hooks.MethodHook", static_cast<int>(sizeof(MethodHook)), 0,
                            static_cast<unsigned int>(kHookFlags | Py_TPFLAGS_METHOD_DESCRIPTOR), g_next_slots};
 PyType_Spec g_span_spec = {"_stallscope_hooks.SpanCall", static_cast<int>(sizeof(SpanCall)), 0,
                            static_cast<unsigned int>(kHookFlags), g_span_slots};
@@ -449,14 +528,16 @@ PyObject* mod_bind(PyObject* /*m*/, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
-// set_ids(next, fetch, collate, cpu, epoch_end): the session's event ids (0: not recording).
+// set_ids(next, fetch, collate, cpu, epoch_end, sent, recv): the session's event ids (0: not
+// recording).
 PyObject* mod_set_ids(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
-  if (n != 5) {
-    PyErr_SetString(PyExc_TypeError, "set_ids() takes 5 ids");
+  constexpr Py_ssize_t kIds = 7;
+  if (n != kIds) {
+    PyErr_SetString(PyExc_TypeError, "set_ids() takes 7 ids");
     return nullptr;
   }
-  uint32_t ids[5];
-  for (Py_ssize_t i = 0; i < 5; ++i) {
+  uint32_t ids[kIds];
+  for (Py_ssize_t i = 0; i < kIds; ++i) {
     const unsigned long v = PyLong_AsUnsignedLong(args[i]);
     if (v == static_cast<unsigned long>(-1) && PyErr_Occurred()) return nullptr;
     ids[i] = static_cast<uint32_t>(v);
@@ -466,25 +547,49 @@ PyObject* mod_set_ids(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
   g_collate = ids[2];
   g_cpu = ids[3];
   g_epoch_end = ids[4];
+  g_sent = ids[5];
+  g_recv = ids[6];
   Py_RETURN_NONE;
 }
 
-// next_hook(orig_next, state_dict) -> NextHook
+PyObject* method_hook(vectorcallfunc call, PyObject* orig, PyObject* state) {
+  if (!bound()) return no_bind();
+  auto* tp = reinterpret_cast<PyTypeObject*>(g_next_type);
+  auto* h = PyObject_GC_New(MethodHook, tp);
+  if (h == nullptr) return nullptr;
+  h->vectorcall = call;
+  h->orig = new_ref(orig);
+  h->state = new_ref(state);
+  h->dict = nullptr;
+  PyObject_GC_Track(h);
+  return reinterpret_cast<PyObject*>(h);
+}
+
+// next_hook(orig_next, state_dict) -> MethodHook
 PyObject* mod_next_hook(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
   if (n != 2 || !PyCallable_Check(args[0]) || !PyDict_Check(args[1])) {
     PyErr_SetString(PyExc_TypeError, "next_hook(orig_next, state_dict)");
     return nullptr;
   }
-  if (!bound()) return no_bind();
-  auto* tp = reinterpret_cast<PyTypeObject*>(g_next_type);
-  auto* h = PyObject_GC_New(NextHook, tp);
-  if (h == nullptr) return nullptr;
-  h->vectorcall = next_vectorcall;
-  h->orig = new_ref(args[0]);
-  h->state = new_ref(args[1]);
-  h->dict = nullptr;
-  PyObject_GC_Track(h);
-  return reinterpret_cast<PyObject*>(h);
+  return method_hook(next_vectorcall, args[0], args[1]);
+}
+
+// sent_hook(orig_try_put_index) -> MethodHook
+PyObject* mod_sent_hook(PyObject* /*m*/, PyObject* orig) {
+  if (!PyCallable_Check(orig)) {
+    PyErr_SetString(PyExc_TypeError, "sent_hook(orig_try_put_index)");
+    return nullptr;
+  }
+  return method_hook(sent_vectorcall, orig, Py_None);
+}
+
+// recv_hook(orig_get_data, stop_marker_class) -> MethodHook
+PyObject* mod_recv_hook(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
+  if (n != 2 || !PyCallable_Check(args[0]) || !PyType_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "recv_hook(orig_get_data, stop_marker_class)");
+    return nullptr;
+  }
+  return method_hook(recv_vectorcall, args[0], args[1]);
 }
 
 // span_call(orig, ctx, kind) -> SpanCall; kind 0 fetch, 1 collate (size of the batch's list),
@@ -512,9 +617,12 @@ PyObject* mod_span_call(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
 PyMethodDef g_methods[] = {
     {"bind", mod_bind, METH_O, "bind(library_path or None): resolve libstallscope's functions"},
     {"set_ids", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_set_ids)), METH_FASTCALL,
-     "set_ids(next, fetch, collate, cpu, epoch_end)"},
+     "set_ids(next, fetch, collate, cpu, epoch_end, sent, recv)"},
     {"next_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_next_hook)), METH_FASTCALL,
      "next_hook(orig_next, state_dict): the dl.next wrapper of _BaseDataLoaderIter.__next__"},
+    {"sent_hook", mod_sent_hook, METH_O, "sent_hook(orig): the dl.sent wrapper of _try_put_index"},
+    {"recv_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_recv_hook)), METH_FASTCALL,
+     "recv_hook(orig, stop_marker_class): the dl.recv wrapper of _get_data"},
     {"span_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_span_call)), METH_FASTCALL,
      "span_call(orig, ctx, kind): the dl.fetch (0) / dl.collate (1, 2 one sample) wrapper"},
     {nullptr, nullptr, 0, nullptr},
@@ -547,6 +655,8 @@ bool intern_names() {
       {&s_mp, "mp"},
       {&s_ended, "ended"},
       {&s_recv, "recv"},
+      {&s_send_idx, "_send_idx"},
+      {&s_in_reset, "in_reset"},
   };
   for (const Name& n : names) {
     if (*n.slot == nullptr) *n.slot = PyUnicode_InternFromString(n.text);
@@ -566,7 +676,7 @@ PyMODINIT_FUNC PyInit__stallscope_hooks(void) {
   if (m == nullptr) return nullptr;
   Py_INCREF(g_next_type);
   Py_INCREF(g_span_type);
-  if (PyModule_AddObject(m, "NextHook", g_next_type) < 0 || PyModule_AddObject(m, "SpanCall", g_span_type) < 0) {
+  if (PyModule_AddObject(m, "MethodHook", g_next_type) < 0 || PyModule_AddObject(m, "SpanCall", g_span_type) < 0) {
     Py_DECREF(m);
     return nullptr;
   }

@@ -48,7 +48,7 @@ def test_a_normal_run_uses_the_c_hooks(tmp_path):
     prog.write_text(PROBE)
     r = run_recorded(tmp_path / "run.db", [prog])
     assert r.rc == 0, r.stderr
-    assert r.result == {"next": "NextHook", "wrapped": "_BaseDataLoaderIter.__next__", "fast": True, "why": None}
+    assert r.result == {"next": "MethodHook", "wrapped": "_BaseDataLoaderIter.__next__", "fast": True, "why": None}
     assert FALLBACK_LINE not in r.stderr
     rec = Recording(tmp_path / "run.db")
     assert len([s for s in rec.spans("dl.next") if s["arg1"] >= 0]) == 6

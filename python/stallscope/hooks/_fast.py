@@ -1,8 +1,9 @@
 """The per-batch hooks of the training process's main thread in C: the extension module
-_stallscope_hooks (pyhooks/fast_hooks.cc) wraps _BaseDataLoaderIter.__next__ and a fetcher's fetch
-and collate_fn with the same events and arguments as _main's Python wrappers (_it_next,
-_instrument_fetcher), calling libstallscope's functions directly instead of through ctypes
-(about 13 us less per batch; docs/decisions.md, "The per-batch hooks in C").
+_stallscope_hooks (pyhooks/fast_hooks.cc) wraps _BaseDataLoaderIter.__next__, a fetcher's fetch
+and collate_fn, and the multi-process iterator's _try_put_index and _get_data, with the same
+events and arguments as _main's Python wrappers (_it_next, _instrument_fetcher, _mp_try_put_index,
+_mp_get_data), calling libstallscope's functions directly instead of through ctypes
+(docs/decisions.md, "The per-batch DataLoader hooks in C").
 
 load() runs once, at the first DataLoader use of the training process (_install._deep_install).
 Where the module cannot load, or cannot find the collector's functions, M stays None, _main's

@@ -182,8 +182,12 @@ def _deep_install() -> None:
             S._orig_reset, S._orig_try_put_index = M._reset, M._try_put_index
             S._orig_get_data, S._orig_shutdown = M._get_data, M._shutdown_workers
             M._reset = functools.wraps(S._orig_reset)(_main._mp_reset)
-            M._try_put_index = functools.wraps(S._orig_try_put_index)(_main._mp_try_put_index)
-            M._get_data = functools.wraps(S._orig_get_data)(_main._mp_get_data)
+            put_index, get_data = _main._mp_try_put_index, _main._mp_get_data
+            if fast is not None:  # dl.sent and dl.recv from C
+                put_index = fast.sent_hook(S._orig_try_put_index)
+                get_data = fast.recv_hook(S._orig_get_data, S._StopMarker)
+            M._try_put_index = functools.wraps(S._orig_try_put_index)(put_index)
+            M._get_data = functools.wraps(S._orig_get_data)(get_data)
             M._shutdown_workers = functools.wraps(S._orig_shutdown)(_main._mp_shutdown_workers)
             if worker_mod._worker_loop is not _worker._worker_loop:
                 S._orig_worker_loop = worker_mod._worker_loop

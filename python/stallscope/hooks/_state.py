@@ -37,7 +37,7 @@ def refresh_ids() -> None:
     _I_WREADY, _I_PUT, _I_HOOKS = i(V.DL_WORKER_READY), i(V.DL_PUT), i(V.STALLSCOPE_HOOKS)
     _I_STEP, _I_CPU = i(V.DL_STEP), i(V.DL_CPU)
     if _fast.M is not None:  # the C hooks read their own copy
-        _fast.M.set_ids(_I_NEXT, _I_FETCH, _I_COLLATE, _I_CPU, _I_EPOCH_END)
+        _fast.M.set_ids(_I_NEXT, _I_FETCH, _I_COLLATE, _I_CPU, _I_EPOCH_END, _I_SENT, _I_RECV)
 
 
 # ---------------------------------------------------------------------------------------------
