@@ -26,10 +26,10 @@ from torch.utils.data import DataLoader, dataloader as dl
 for workers in (0, 2, 0):
     for _ in DataLoader(list(range(8)), batch_size=4, num_workers=workers):
         pass
-import stallscope.hooks._fast as F
+import stallscope.hooks._state as S
 nxt = dl._BaseDataLoaderIter.__next__
 print("RESULT " + json.dumps({"next": type(nxt).__name__, "wrapped": nxt.__wrapped__.__qualname__,
-                              "fast": F.M is not None, "why": F.why}), flush=True)
+                              "fast": S._fast_module is not None, "why": S._fast_why}), flush=True)
 """
 
 

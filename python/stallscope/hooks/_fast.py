@@ -18,34 +18,33 @@ import sys
 
 from .. import _ext
 from .. import _native as N
+from . import _state as S
 
 NAME = "_stallscope_hooks"
 ENV_PY = "STALLSCOPE_PY_HOOKS"
 
-M = None  # the module once loaded and bound; None: the Python hooks run
-why: str | None = None  # why M is None, once load() ran
-_loaded = False
+# The module once loaded and bound (None: the Python hooks run), why not, and whether load() ran,
+# are kept in _state (S._fast_module, S._fast_why, S._fast_loaded): the hooks rebind state there only.
 
 
 def load():
     """Loads and binds the module once per process; returns it, or None (and says why once)."""
-    global M, why, _loaded
-    if _loaded:
-        return M
-    _loaded = True
+    if S._fast_loaded:
+        return S._fast_module
+    S._fast_loaded = True
     if os.environ.get(ENV_PY, "") not in ("", "0"):
-        why = f"{ENV_PY} is set"
+        S._fast_why = f"{ENV_PY} is set"
         return None
     try:
         mod = _ext.load(NAME, _ext.module_dirs())
         mod.bind(N.lib_path if N.lib_path and N.lib_path.startswith("/") else None)
     except Exception as e:
-        why = str(e) or type(e).__name__
+        S._fast_why = str(e) or type(e).__name__
         try:
             sys.stderr.write(f"stallscope: the DataLoader hooks run in Python, about 10 us more per batch "
-                             f"(C module {NAME} not loaded: {why})\n")
+                             f"(C module {NAME} not loaded: {S._fast_why})\n")
         except Exception:
             pass
         return None
-    M = mod
-    return M
+    S._fast_module = mod
+    return mod

@@ -15,8 +15,8 @@ import time
 from .. import _native as N
 from .. import _tb
 from .. import _vocab as V
-from . import _fast, _swap
 from . import _state as S
+from . import _swap
 from ._state import _FetchCtx, _ItState, _LoaderInfo
 
 # Hot-path C functions bound once (module globals are cheaper to reach than attributes). Never
@@ -419,7 +419,7 @@ def _instrument_fetcher(fetcher):
     orig_collate = fetcher.collate_fn
     auto = bool(getattr(fetcher, "auto_collation", True))
     ctx = _FetchCtx()
-    fast = _fast.M
+    fast = S._fast_module
     if fast is not None:  # the same spans from C (_fast.py)
         fetcher.collate_fn = fast.span_call(orig_collate, ctx, 1 if auto else 2)
         fetcher.fetch = fast.span_call(orig_fetch, ctx, 0)
