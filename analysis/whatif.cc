@@ -569,6 +569,20 @@ std::string LoaderSetting::arguments() const {
   return s;
 }
 
+WhatIfCandidate what_if_candidate(const WhatIf& w, const LoaderSetting& setting) {
+  WhatIfCandidate c;
+  c.setting = setting;
+  c.recorded = setting == w.recorded;
+  if (!w.available) return c;
+  const WhatIfInputs& in = w.inputs;
+  const Predicted p = predict(in, setting, w.recorded.num_workers);
+  const double window = in.other_s + p.train_s;
+  c.samples_per_s = window > 0 ? handed_batches(in) * in.samples_per_step / window : 0;
+  c.stall = window > 0 ? std::min(1.0, p.wait_s / window) : 0;
+  c.steady_step_ms = p.step_s * 1e3;
+  return c;
+}
+
 SimResult simulate(const WhatIfInputs& in, const LoaderSetting& setting, int64_t steps) {
   if (in.steps.empty() || in.fetches.empty() || steps < 2) return {};
   return Sim(in, setting, steps).run();

@@ -111,6 +111,10 @@ struct WhatIf {
 // steps, for the reference loader, or without dl.cpu events (recordings made before them).
 WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r);
 
+// The model's prediction for one setting, as what_if() makes its candidates; zeros when `w` is not
+// available.
+WhatIfCandidate what_if_candidate(const WhatIf& w, const LoaderSetting& setting);
+
 // The simulation alone, for tests: the steady step time (seconds) and the consumer's waiting share
 // of it for one setting, over `steps` steps of the inputs (cycled).
 struct SimResult {

@@ -39,6 +39,7 @@ struct Command {
   X(Attach)                    \
   X(Report)                    \
   X(Compare)                   \
+  X(Tune)                      \
   X(Merge)                     \
   X(Export)                    \
   X(Ui)

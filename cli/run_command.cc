@@ -3,9 +3,11 @@
 // option, so `stallscope run python train.py --epochs 2` passes `--epochs 2` to the program.
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "analysis/loader_tuning.h"
+#include "analysis/tune.h"
 #include "cli/command.h"
 #include "cli/metrics_options.h"
 #include "cli/recording_options.h"
@@ -60,12 +62,26 @@ Body define(CLI::App& app) {
                }
                return "(or STALLSCOPE_LOADER) '" + v + "': unknown loader; use torch, tuned or reference";
              });
+  auto loader_args = std::make_shared<std::optional<analysis::LoaderArgs>>();
+  parse_with(app.add_option("--loader-args")
+                 ->type_name("ARGS")
+                 ->description(std::string("DataLoader arguments every loader of the program runs with instead of\n"
+                                           "the script's, as report and tune print them, e.g.\n"
+                                           "\"num_workers=2, prefetch_factor=4, persistent_workers=True\"; it\n"
+                                           "implies --loader tuned; an argument not given stays as the script has it.\n"
+                                           "Settings that could change what the script computes are kept, with\n"
+                                           "one line saying why (docs/report.md, \"Loader swap\").")),
+             [loader_args](const std::string& v) -> std::string {
+               std::string why;
+               *loader_args = analysis::parse_loader_args(v, &why);
+               return loader_args->has_value() ? "" : why;
+             });
   // The program and its arguments. Once it starts, every later word is the program's:
   // positionals_at_end() stops option parsing there, as `--` does. (prefix_command() would too,
   // but CLI11 2.1 hands the words after a subcommand's `--` back to the top-level app.)
   app.add_option("PROGRAM", opt->command, "the program to record, and its arguments")->type_name("");
   app.positionals_at_end();
-  return [&app, opt, gpu, metrics] {
+  return [&app, opt, gpu, metrics, loader_args] {
     if (opt->command.empty()) {
       return usage_error(app, "run: no program given; usage: stallscope run [-o FILE] -- PROGRAM [ARGS...]");
     }
@@ -85,7 +101,13 @@ Body define(CLI::App& app) {
       return rc;
     }
     if (!gpu->empty()) ::setenv("STALLSCOPE_GPU", gpu->c_str(), 1);  // the program's processes read it
-    if (opt->loader != vocab::kLoaderTorch) {
+    if (loader_args->has_value()) {
+      if (opt->loader == vocab::kLoaderReference) {
+        return usage_error(app, "run: --loader-args sets torch's DataLoader; it does not go with --loader reference");
+      }
+      opt->loader = vocab::kLoaderTuned;
+      opt->loader_tuned = analysis::loader_args_json(**loader_args, cpus::budget().usable).dump();
+    } else if (opt->loader != vocab::kLoaderTorch) {
       // reference falls back to tuned for a dataset it cannot read, so both need the settings.
       opt->loader_tuned = analysis::to_json(analysis::tuned_loader(cpus::budget())).dump();  // one line
     }

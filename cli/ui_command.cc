@@ -1,13 +1,21 @@
 // `stallscope ui [OPTIONS] [A.db [B.db]]`: the dashboard (ui/app.h): a recording, live or replayed;
 // two recordings side by side on one time axis (the compare view); or the list of sessions to pick
 // one from.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/recording_input.h"
+#include "common/json.h"
 #include "ui/app.h"
 
 namespace stallscope::cli {
@@ -30,6 +38,35 @@ std::function<std::string(const std::string&)> file_name(std::string& out) {
     out = v;
     return v.empty() ? "needs a file name" : "";
   };
+}
+
+bool is_directory(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The baseline and the winner of the tune in `dir` (tune.json), or the baseline alone when it won.
+std::optional<std::vector<std::string>> tune_pair(const std::string& dir, std::string* why) {
+  std::ifstream f(dir + "/tune.json");
+  if (!f) {
+    *why =
+        "'" + dir + "' is a folder without tune.json; pass a recording (.db), or a folder `stallscope tune -o` wrote";
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << f.rdbuf();
+  auto doc = json::parse(text.str());
+  const Json* base = doc.ok() && doc->is_object() && doc->contains("baseline") ? &(*doc)["baseline"] : nullptr;
+  const Json* win = doc.ok() && doc->is_object() && doc->contains("winner") ? &(*doc)["winner"] : nullptr;
+  auto base_db = base ? json::get_string(*base, "recording") : std::nullopt;
+  if (!base_db || !win) {
+    *why = dir + "/tune.json is not a tune document (schema stallscope.tune/1); pass a recording (.db)";
+    return std::nullopt;
+  }
+  std::vector<std::string> out{*base_db};
+  auto win_db = json::get_string(*win, "recording");
+  if (win_db && *win_db != *base_db) out.push_back(*win_db);
+  return out;
 }
 
 Body define(CLI::App& app) {
@@ -89,12 +126,23 @@ Body define(CLI::App& app) {
         return "";
       });
   app.add_option("A.db B.db", a->files,
-                 "the recording to show (default: pick a session); with a second one, the two compared")
+                 "the recording to show (default: pick a session); with a second one, the two compared;\n"
+                 "a folder `stallscope tune -o` wrote: its baseline compared with its winner")
       ->type_name("");
   return [&app, a] {
     if (a->files.size() > 2) {
       return usage_error(
           app, "at most two recordings (one to show, or two to compare); got " + std::to_string(a->files.size()));
+    }
+    if (a->files.size() == 1 && is_directory(a->files[0])) {
+      // A `stallscope tune` folder: its baseline beside its winner.
+      std::string why;
+      auto pair = tune_pair(a->files[0], &why);
+      if (!pair) return read_error("ui: " + why);
+      a->files = *pair;
+      std::fprintf(stderr, "stallscope: ui: %s is a tune: %s\n", a->files[0].c_str(),
+                   a->files.size() == 2 ? ("comparing the baseline with the winner " + a->files[1]).c_str()
+                                        : "the baseline won; showing it");
     }
     if (!a->files.empty()) a->opt.path = a->files[0];
     if (a->files.size() == 2) a->opt.path_b = a->files[1];
@@ -122,6 +170,7 @@ const Command kUiCommand = {
     "Examples:\n"
     "  stallscope ui run.db\n"
     "  stallscope ui torch.db reference.db\n"
+    "  stallscope ui tune-out/                # after stallscope tune -o tune-out\n"
     "  stallscope ui --screenshot shot.png run.db",
     define,
 };

@@ -8,10 +8,13 @@ torch is not installed; every test is skipped when the build is missing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import importlib.util
 import json
 import os
+import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -201,3 +204,25 @@ def wait_for(cond, timeout=30.0):
             return v
         time.sleep(0.05)
     return cond()
+
+
+@contextlib.contextmanager
+def xvfb_display():
+    """A private Xvfb server for a dashboard test: yields its display number ("12"), or None when
+    Xvfb is not installed; the server is stopped on the way out."""
+    xvfb = shutil.which("Xvfb")
+    if xvfb is None:
+        yield None
+        return
+    r, w = os.pipe()
+    server = subprocess.Popen([xvfb, "-displayfd", str(w), "-screen", "0", "1600x1000x24", "-nolisten", "tcp"],
+                              pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(w)
+    try:
+        with os.fdopen(r) as f:
+            display = f.readline().strip()
+        assert display.isdigit(), "Xvfb did not report its display"
+        yield display
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)

@@ -127,6 +127,7 @@ def decide(swap, val, ds, params, tuned):
 
     kept = swap.kept
     changes = {}
+    exact = bool(tuned.get("exact"))  # `run --loader-args`: the settings as given, lower or higher
     nw0 = val("num_workers")
     if isinstance(nw0, bool) or not isinstance(nw0, int) or nw0 < 0:
         kept["num_workers"] = f"the script's num_workers={nw0!r} is not a worker count"
@@ -149,6 +150,9 @@ def decide(swap, val, ds, params, tuned):
                                "worker count changes the random draws of the same seed")
     elif val("worker_init_fn") is not None and reads_worker_count(val("worker_init_fn")):
         kept["num_workers"] = "its worker_init_fn may read the worker count (get_worker_info / num_workers)"
+    elif exact and nw0 > want:
+        nw = want
+        changes["num_workers"] = want
     elif nw0 >= want:
         if nw0 > want:
             kept["num_workers"] = (f"the script's {nw0} workers are more than the {want} tuned for "
@@ -162,19 +166,30 @@ def decide(swap, val, ds, params, tuned):
         nw = want
         changes["num_workers"] = want
     if nw == 0:
+        if nw0 > 0:  # torch refuses these without workers
+            if val("prefetch_factor") is not None and "prefetch_factor" in params:
+                changes["prefetch_factor"] = None
+            if val("persistent_workers"):
+                changes["persistent_workers"] = False
+            if val("multiprocessing_context") is not None and "multiprocessing_context" in params:
+                changes["multiprocessing_context"] = None
         return changes  # prefetch_factor and persistent_workers need workers
     pf0 = val("prefetch_factor")
-    pf = int(tuned.get("prefetch_factor", 2))
+    pf = int(tuned.get("prefetch_factor", pf0 if exact and pf0 is not None else 2))
     if "prefetch_factor" not in params:
         kept["prefetch_factor"] = "this torch's DataLoader has no prefetch_factor"
     elif ahead is not None:
         kept["prefetch_factor"] = ahead
+    elif exact:
+        if pf0 != pf and (pf0 is not None or pf != 2):
+            changes["prefetch_factor"] = pf
     elif pf0 is not None and pf0 >= pf:
         if pf0 > pf:
             kept["prefetch_factor"] = f"the script's prefetch_factor {pf0} is deeper than {pf}"
     else:
         changes["prefetch_factor"] = pf
-    if val("persistent_workers") or not tuned.get("persistent_workers", True):
+    want_persistent = tuned.get("persistent_workers", bool(val("persistent_workers")) if exact else True)
+    if bool(val("persistent_workers")) == bool(want_persistent) or (not exact and not want_persistent):
         pass
     elif "persistent_workers" not in params:
         kept["persistent_workers"] = "this torch's DataLoader has no persistent_workers"
@@ -183,7 +198,7 @@ def decide(swap, val, ds, params, tuned):
                                       "persistent workers instead of every epoch, so later epochs would shuffle "
                                       "differently")
     else:
-        changes["persistent_workers"] = True
+        changes["persistent_workers"] = bool(want_persistent)
     return changes
 
 

@@ -5,7 +5,7 @@ train_samples_per_second, train_runtime), a clock around trainer.train(), and th
 trainer.train() call (where the user's code makes the loaders: the Trainer and accelerate make them
 inside).
 
-Usage: hf_prog.py OUTPUT_DIR
+Usage: hf_prog.py OUTPUT_DIR [EPOCHS]
 """
 import json
 import sys
@@ -50,7 +50,8 @@ def main():
                      intermediate_size=32, max_position_embeddings=16, num_labels=2)
     args = TrainingArguments(
         output_dir=sys.argv[1], per_device_train_batch_size=BATCH, per_device_eval_batch_size=BATCH,
-        num_train_epochs=2, eval_strategy="epoch", save_strategy="no", logging_strategy="no", report_to=[],
+        num_train_epochs=int(sys.argv[2]) if len(sys.argv) > 2 else 2,
+        eval_strategy="epoch", save_strategy="no", logging_strategy="no", report_to=[],
         use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=0, remove_unused_columns=False)
     trainer = Trainer(model=Slowed(cfg), args=args, train_dataset=Tokens(128), eval_dataset=EvalTokens(32))
     t0 = time.perf_counter()

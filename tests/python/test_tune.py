@@ -1,0 +1,308 @@
+"""`stallscope tune` and `stallscope run --loader-args` on real PyTorch loops.
+
+Tune runs the unmodified script with its own settings, then the settings the what-if model
+proposes, each for a bounded number of steps, and prints the winner. These tests check that the
+winner is really faster (measured again, apart from tune), that the script and its data are left as
+they were, that nothing of the runs is left in the process table, that Ctrl-C stops it with what
+was measured, that a script that cannot run gets one line and exit 1, and that it works under
+PyTorch Lightning and the HF Trainer."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import LAUNCHER, LOADER_MODULE, PROGRAMS, base_env, wait_for, xvfb_display
+
+pytestmark = pytest.mark.torch
+
+# A loop whose __getitem__ waits 1.5 ms a sample (a slow disk), batches of 8, a 2 ms step: without
+# workers each step waits 12 ms for its batch; workers hide most of it. It prints a checksum of
+# every sample it trained on, so a run can be compared with another, and marks its processes with
+# the word in TUNE_MARK for the process-table checks.
+SLOW = textwrap.dedent("""
+    import argparse, sys, time
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Slow(Dataset):
+        def __len__(self):
+            return 64 * 8
+
+        def __getitem__(self, i):
+            time.sleep(0.0015)
+            return torch.full((4,), float(i))
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--epochs", type=int, default=1000)
+    ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--persistent", type=int, default=0)
+    ap.add_argument("--prefetch", type=int, default=None)
+    ap.add_argument("mark")
+    a = ap.parse_args()
+    kw = dict(batch_size=8, num_workers=a.workers)
+    if a.workers:
+        kw.update(persistent_workers=bool(a.persistent), prefetch_factor=a.prefetch)
+    loader = DataLoader(Slow(), **kw)
+    total = 0.0
+    t0 = time.perf_counter()
+    for _ in range(a.epochs):
+        for x in loader:
+            time.sleep(0.002)
+            total += float(x.sum())
+    print("RESULT", total, flush=True)
+    print("LOOP_S", time.perf_counter() - t0, flush=True)
+""")
+
+
+def script(tmp_path):
+    p = tmp_path / "slow_train.py"
+    p.write_text(SLOW)
+    return p
+
+
+def digest(p) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def marked(mark: str) -> list[int]:
+    """Pids whose command line holds `mark`."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if mark.encode() in f.read():
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def tune(args, *, timeout=600, cwd=None):
+    p = subprocess.run([str(LAUNCHER), "tune", *map(str, args)], capture_output=True, text=True, env=base_env(),
+                       timeout=timeout, cwd=cwd)
+    return p
+
+
+def report(db):
+    out = subprocess.run([str(LAUNCHER), "report", "--json", str(db)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_tune_finds_workers_that_are_really_faster(tmp_path):
+    prog = script(tmp_path)
+    before = digest(prog)
+    mark = f"tune-mark-{os.getpid()}-a"
+    out = tmp_path / "tune"
+    p = tune(["--json", "--steps", "40", "--warmup", "5", "--candidates", "3", "-o", out, "--", sys.executable, prog,
+              mark])
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["schema"] == "stallscope.tune/1"
+    base = doc["baseline"]
+    assert base["settings"] == {"num_workers": 0}
+    assert base["status"] == "measured" and base["steps"] == 40
+    assert 0.6 < base["measured"]["stall"] < 0.95, base
+    assert doc["model"]["available"]
+    assert 3 <= len(doc["candidates"]) <= 3 + 2  # the model's 3, and at most 2 climbs
+    for c in doc["candidates"]:
+        assert c["loader"] == "tuned" and c["predicted"]["samples_per_s"] > 0
+        assert os.path.exists(c["recording"]) and os.path.exists(c["log"])
+        if c["status"] == "measured":
+            assert c["steps"] == 40
+            # The recording is of the setting asked for, applied without editing the script.
+            cfg = report(c["recording"])["loader"]
+            assert cfg["num_workers"] == c["settings"]["num_workers"], cfg
+    win = doc["winner"]
+    assert not win["is_baseline"]
+    assert win["settings"]["num_workers"] >= 2
+    assert win["gain"] >= 1.5, win
+    assert win["arguments"].startswith(f"num_workers={win['settings']['num_workers']}")
+    # Nothing of the runs is left, and the script is as it was.
+    assert marked(mark) == []
+    assert digest(prog) == before
+    # The winner holds apart from tune: the script run with its arguments pasted is faster.
+    w = win["settings"]
+
+    def timed(*flags):
+        """(the loop's own seconds, its RESULT line)"""
+        r = subprocess.run([sys.executable, prog, "--epochs", "3", *flags, mark], capture_output=True, text=True,
+                           env=base_env(), timeout=120)
+        assert r.returncode == 0, r.stderr
+        lines = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+        return float(lines["LOOP_S"]), lines["RESULT"]
+
+    own = min(timed()[0] for _ in range(2))
+    flags = ["--workers", str(w["num_workers"]), "--persistent", str(int(w["persistent_workers"])), "--prefetch",
+             str(w["prefetch_factor"])]
+    pasted = min(timed(*flags)[0] for _ in range(2))
+    assert pasted < own / 1.3, (own, pasted)
+    assert timed()[1] == timed(*flags)[1]  # the same samples trained on
+
+
+def test_tune_text_table_and_refusals(tmp_path):
+    prog = script(tmp_path)
+    out = tmp_path / "t"
+    mark = f"tune-mark-{os.getpid()}-b"
+    p = tune(["--steps", "20", "--warmup", "3", "--candidates", "1", "--budget", "120", "-o", out, "--",
+              sys.executable, prog, mark])
+    assert p.returncode == 0, p.stderr
+    assert "num_workers=0 (the script's)" in p.stdout
+    assert "Paste into the DataLoader(...) call: num_workers=" in p.stdout
+    assert 'stallscope run --loader-args "num_workers=' in p.stdout
+    assert "[0] baseline:" in p.stderr
+    doc = json.loads((out / "tune.json").read_text())  # kept beside the recordings
+    assert doc["schema"] == "stallscope.tune/1" and os.path.exists(doc["winner"]["recording"])
+    # `stallscope ui DIR` opens the baseline beside the winner, in the compare view.
+    with xvfb_display() as display:
+        if display is not None and not doc["winner"]["is_baseline"]:
+            layout = tmp_path / "ui.json"
+            ui = subprocess.run([str(LAUNCHER), "ui", "--screenshot", str(tmp_path / "ui.png"), "--layout-dump",
+                                 str(layout), str(out)], capture_output=True, text=True,
+                                env={**base_env(), "DISPLAY": f":{display}"}, timeout=120)
+            assert ui.returncode == 0, ui.stderr
+            assert f"comparing the baseline with the winner {doc['winner']['recording']}" in ui.stderr
+            assert json.loads(layout.read_text())["state"] == "compare"
+    bad = subprocess.run([str(LAUNCHER), "ui", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "without tune.json" in bad.stderr
+    # The folder holds files now: refused, before anything runs.
+    again = tune(["-o", out, "--", sys.executable, prog, mark])
+    assert again.returncode == 2 and "holds files already" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    for bad in (["--steps", "1"], ["--budget", "-3"], ["--candidates", "0"]):
+        r = tune([*bad, "--", sys.executable, prog, mark])
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (bad, r.stderr)
+    r = tune([])
+    assert r.returncode == 2 and "no program given" in r.stderr
+
+
+def test_tune_says_in_one_line_when_the_script_cannot_run(tmp_path):
+    r = tune(["-o", tmp_path / "a", "--", sys.executable, "-c", "raise SystemExit(3)"])
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert "failed (exit status 3" in lines[-1], r.stderr
+    r = tune(["-o", tmp_path / "b", "--", sys.executable, "-c", "print('no loader here')"])
+    assert r.returncode == 1
+    assert "no DataLoader was recorded" in r.stderr.strip().splitlines()[-1], r.stderr
+    r = tune(["-o", tmp_path / "c", "--", str(tmp_path / "no-such-program")])
+    assert r.returncode == 1, r.stderr
+
+
+def test_ctrl_c_prints_what_was_measured(tmp_path):
+    prog = script(tmp_path)
+    out = tmp_path / "int"
+    mark = f"tune-mark-{os.getpid()}-c"
+    p = subprocess.Popen([str(LAUNCHER), "tune", "--steps", "400", "-o", str(out), "--", sys.executable, str(prog),
+                          mark], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
+    try:
+        # Into the first candidate: the baseline is measured by then.
+        wait_for(lambda: any(f.startswith("01-") for f in os.listdir(out)) if out.exists() else False, timeout=180)
+        time.sleep(3)
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, stderr
+    assert "Interrupted" in stdout and "num_workers=0 (the script's)" in stdout
+    assert "measured" in stdout and "interrupted" in stdout
+    assert wait_for(lambda: marked(mark) == [], timeout=10)
+
+
+def test_loader_args_lower_and_raise_without_changing_the_result(tmp_path):
+    prog = script(tmp_path)
+    mark = f"tune-mark-{os.getpid()}-d"
+    own = subprocess.run([sys.executable, prog, "--epochs", "1", "--workers", "2", "--persistent", "1", "--prefetch",
+                          "4", mark], capture_output=True, text=True, env=base_env(), timeout=120)
+    assert own.returncode == 0, own.stderr
+    for args, want in (("num_workers=0", {"num_workers": 0}),
+                       ("num_workers=1, prefetch_factor=2, persistent_workers=False",
+                        {"num_workers": 1, "prefetch_factor": 2, "persistent_workers": False})):
+        db = tmp_path / f"la-{want['num_workers']}.db"
+        r = subprocess.run([str(LAUNCHER), "run", "-o", str(db), "--loader-args", args, "--", sys.executable, prog,
+                            "--epochs", "1", "--workers", "2", "--persistent", "1", "--prefetch", "4", mark],
+                           capture_output=True, text=True, env=base_env(), timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[0] == own.stdout.splitlines()[0]  # the same samples, the same sum
+        assert "--loader tuned:" in r.stderr and "num_workers 2 -> " in r.stderr
+        cfg = report(db)["loader"]
+        for k, v in want.items():
+            assert cfg[k] == v, (k, cfg)
+    bad = subprocess.run([str(LAUNCHER), "run", "--loader-args", "batch_size=3", "--", sys.executable, prog, mark],
+                         capture_output=True, text=True, env=base_env(), timeout=60)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "--loader-args" in bad.stderr and "'batch_size' is not one of" in bad.stderr
+
+
+def need(module):
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed (scripts/setup.sh installs it)")
+
+
+@pytest.mark.parametrize("framework", ["lightning", "hf"])
+def test_tune_under_frameworks(tmp_path, framework):
+    need("pytorch_lightning" if framework == "lightning" else "transformers")
+    if framework == "lightning":
+        cmd = [sys.executable, PROGRAMS / "lightning_prog.py", "--epochs", "100", "--workers", "0"]
+    else:
+        cmd = [sys.executable, PROGRAMS / "hf_prog.py", tmp_path / "hf-out", "100"]
+    p = tune(["--json", "--steps", "30", "--warmup", "5", "--candidates", "2", "--budget", "240", "-o",
+              tmp_path / "t", "--", *cmd], cwd=PROGRAMS, timeout=600)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["baseline"]["status"] == "measured", doc["baseline"]
+    assert doc["baseline"]["settings"]["num_workers"] == 0
+    # Each run measured the training loader, not the validation one, with the setting it was given.
+    ran = [c for c in doc["candidates"] if c["status"] in ("measured", "stopped early")]
+    assert ran, doc["candidates"]
+    for c in ran:
+        rep = report(c["recording"])
+        assert rep["loader"]["role"] == "train", rep["loader"]
+        assert rep["loader"]["num_workers"] == c["settings"]["num_workers"]
+    assert doc["winner"]["samples_per_s"] > 0
+
+
+# A TensorDataset loop: one the reference loader reads natively.
+TENSORS = textwrap.dedent("""
+    import sys, time
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    ds = TensorDataset(torch.arange(4096 * 64, dtype=torch.float32).reshape(4096, 64), torch.arange(4096))
+    loader = DataLoader(ds, batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(0))
+    for _ in range(1000):
+        for x, y in loader:
+            time.sleep(0.001)
+""")
+
+
+def test_tune_includes_the_reference_loader(tmp_path):
+    if LOADER_MODULE is None:
+        pytest.skip("the reference loader's module is not built")
+    prog = tmp_path / "tensors.py"
+    prog.write_text(TENSORS)
+    p = tune(["--json", "--steps", "30", "--warmup", "5", "--candidates", "1", "--include-reference", "-o",
+              tmp_path / "t", "--", sys.executable, prog])
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    (ref,) = [c for c in doc["candidates"] if c["loader"] == "reference"]
+    assert ref["status"] == "measured" and ref["measured"]["samples_per_s"] > 0, ref
+    assert ref["predicted"] is None  # the model does not cover the reference loader
+    assert report(ref["recording"])["loader"]["kind"] == "reference"
+    # The script's generator seeds the shuffle: tuned keeps num_workers, and tune says that the
+    # setting was not applied rather than measuring the script's own under another name.
+    tuned = [c for c in doc["candidates"] if c["loader"] == "tuned"]
+    assert tuned
+    for c in tuned:
+        assert c["status"] == "not applied" and "generator" in c["not_applied"], c
+    assert doc["winner"]["loader"] in ("torch", "reference")
