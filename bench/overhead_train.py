@@ -3,13 +3,16 @@
 --mode data:     the DataLoader is the bottleneck (2 workers, each sample costs ~0.6 ms of
                  sleep plus tensor work; a small model step).
 --mode compute:  the step is the bottleneck (in-memory data, no workers, a larger MLP).
+--mode tiny:     5,000 tiny batches from memory (batch_size=4, no workers, an empty step; about
+                 50 us per batch on an idle machine): what the per-batch hooks cost, in us per batch.
 --mode hf:       an HF transformers Trainer (with accelerate) on a small BERT built in code (nothing is
                  downloaded), in-memory token data, no workers; samples/s from a Trainer callback.
 --profiler:      wrap the loop in torch.profiler.profile (CPU activities), as a user would.
 --seconds S:     train for S seconds instead (epochs repeat), and with --step-log FILE write every
                  step's end time (time.perf_counter, CLOCK_MONOTONIC) there as JSON; used by
                  bench/attach_bench.py, which attaches while it runs.
-Prints one JSON line: {"samples_per_s": ..., "batches": ...}.
+Prints one JSON line: {"samples_per_s": ..., "batches": ...} (tiny adds "us_per_batch" and
+"cpu_us_per_batch", the loop thread's CPU time per batch).
 """
 import argparse
 import json
@@ -34,8 +37,8 @@ class SlowDataset(Dataset):
 
 
 class FastDataset(Dataset):
-    def __init__(self, n):
-        self.x = torch.randn(n, 256)
+    def __init__(self, n, dim=256):
+        self.x = torch.randn(n, dim)
         self.y = torch.randint(0, 10, (n,))
 
     def __len__(self):
@@ -90,21 +93,53 @@ def hf_trainer(batches, bs, profiler):
     return bs * (len(ends) - 1) / (ends[-1] - ends[0])
 
 
+def tiny(batches, profiler):
+    """(samples/s, us per batch, us of the loop thread's CPU time per batch) of a loop over tiny
+    in-memory batches with an empty step."""
+    bs = 4
+    loader = DataLoader(FastDataset(bs * batches, dim=8), batch_size=bs, num_workers=0)
+
+    def loop():
+        n = 0
+        t0 = None
+        c0 = None
+        for i, (x, _y) in enumerate(loader):
+            if i == 50:  # skip warm-up (the first allocations)
+                t0 = time.perf_counter()
+                c0 = time.thread_time()
+            n += len(x)  # the step: nothing, so that what next() costs is all there is
+        return time.perf_counter() - t0, time.thread_time() - c0
+
+    if profiler:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]):
+            dt, cpu = loop()
+    else:
+        dt, cpu = loop()
+    n = batches - 50
+    return bs * n / dt, dt / n * 1e6, cpu / n * 1e6
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["data", "compute", "hf"], required=True)
+    ap.add_argument("--mode", choices=["data", "compute", "hf", "tiny"], required=True)
     ap.add_argument("--batches", type=int, default=None, help="default: about 2 s of training per mode")
     ap.add_argument("--profiler", action="store_true")
     ap.add_argument("--seconds", type=float, default=0)
     ap.add_argument("--step-log", default="")
     args = ap.parse_args()
     if args.batches is None:
-        args.batches = {"data": 150, "compute": 400, "hf": 200}[args.mode]
+        args.batches = {"data": 150, "compute": 400, "hf": 200, "tiny": 5000}[args.mode]
     torch.manual_seed(0)
     torch.set_num_threads(1)
     if args.mode == "hf":
         rate = hf_trainer(args.batches, 16, args.profiler)
         print(json.dumps({"samples_per_s": rate, "batches": args.batches}))
+        return
+    if args.mode == "tiny":
+        rate, us, cpu_us = tiny(args.batches, args.profiler)
+        print(json.dumps({"samples_per_s": rate, "batches": args.batches, "us_per_batch": us,
+                          "cpu_us_per_batch": cpu_us}))
         return
     bs = 32
     if args.mode == "data":

@@ -33,6 +33,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "loader": ("common", "loader"),
     "ui": ("common", "collector", "storage", "analysis", "ui"),
     "export": ("common", "collector", "storage", "analysis", "export"),
+    "pyhooks": ("common", "pyhooks"),
     "cli": ("common", "collector", "storage", "inject", "analysis", "loader", "ui", "export", "cli"),
 }
 # Include prefixes that name a part of the project; any other prefix is a library's.

@@ -60,6 +60,7 @@ import sys
 import threading
 import weakref
 
+from . import _ext
 from ._image_transform import ImageTransform, native_transform
 
 __all__ = ["ReferenceLoader", "LoaderError", "ImageTransform", "native_transform"]
@@ -86,18 +87,8 @@ def _say_once(msg: str) -> None:
 
 
 def _module_dirs() -> list[str]:
-    """Where the extension module may be, most specific first: beside the libstallscope.so the
-    launcher named, then the build trees next to this package (as _native finds the library)."""
-    out = []
-    lib = os.environ.get("STALLSCOPE_LIBRARY")
-    if lib:
-        out.append(os.path.dirname(os.path.abspath(lib)))
-    for pkg in (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.realpath(__file__))):
-        for rel in (("..", "..", "lib"), ("..", "..", "build", "lib")):
-            d = os.path.normpath(os.path.join(pkg, *rel))
-            if d not in out:
-                out.append(d)
-    return out
+    """Where the extension module may be, most specific first (_ext.module_dirs)."""
+    return _ext.module_dirs()
 
 
 def _native_module():

@@ -137,6 +137,8 @@ def test_the_install_tree_is_inside_the_environment(installed):
         assert (tree / rel).is_file(), f"{rel} is not installed under {tree}"
     assert any(p.name.startswith("_stallscope_loader.") for p in (tree / "lib").iterdir()), \
         "the reference loader's native module is not installed"
+    assert any(p.name.startswith("_stallscope_hooks.") for p in (tree / "lib").iterdir()), \
+        "the hooks' C module is not installed"
     assert (site / "_stallscope.pth").read_text().strip() == "_stallscope/python"
     assert (venv / "bin" / "stallscope").is_file()
 

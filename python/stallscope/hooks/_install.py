@@ -16,7 +16,7 @@ import threading
 from .. import _native as N
 from .. import _tb
 from .. import _vocab as V
-from . import _dist, _main, _pin, _profiler, _swap, _worker
+from . import _dist, _fast, _main, _pin, _profiler, _swap, _worker
 from . import _state as S
 
 _instant = N.instant
@@ -166,8 +166,12 @@ def _deep_install() -> None:
         if (_params(ew.__init__) if ew is not None else None) != ["self", "exc_info", "where"]:
             missing.append("ExceptionWrapper(exc_info, where)")  # worker fetch spans not recorded
 
+        fast = _fast.load()  # the per-batch hooks in C; None: _main's Python twins
+        if fast is not None:
+            S.refresh_ids()  # hands the session's ids to the C hooks
         S._orig_next = base.__next__
-        base.__next__ = functools.wraps(S._orig_next)(_main._it_next)
+        it_next = fast.next_hook(S._orig_next, vars(S)) if fast is not None else _main._it_next
+        base.__next__ = functools.wraps(S._orig_next)(it_next)
         if fetcher_ok:
             S._orig_create_fetcher = kind.__dict__["create_fetcher"].__func__
             kind.create_fetcher = staticmethod(functools.wraps(S._orig_create_fetcher)(_create_fetcher))
@@ -178,8 +182,12 @@ def _deep_install() -> None:
             S._orig_reset, S._orig_try_put_index = M._reset, M._try_put_index
             S._orig_get_data, S._orig_shutdown = M._get_data, M._shutdown_workers
             M._reset = functools.wraps(S._orig_reset)(_main._mp_reset)
-            M._try_put_index = functools.wraps(S._orig_try_put_index)(_main._mp_try_put_index)
-            M._get_data = functools.wraps(S._orig_get_data)(_main._mp_get_data)
+            put_index, get_data = _main._mp_try_put_index, _main._mp_get_data
+            if fast is not None:  # dl.sent and dl.recv from C
+                put_index = fast.sent_hook(S._orig_try_put_index)
+                get_data = fast.recv_hook(S._orig_get_data, S._StopMarker)
+            M._try_put_index = functools.wraps(S._orig_try_put_index)(put_index)
+            M._get_data = functools.wraps(S._orig_get_data)(get_data)
             M._shutdown_workers = functools.wraps(S._orig_shutdown)(_main._mp_shutdown_workers)
             if worker_mod._worker_loop is not _worker._worker_loop:
                 S._orig_worker_loop = worker_mod._worker_loop

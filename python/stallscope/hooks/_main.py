@@ -419,6 +419,12 @@ def _instrument_fetcher(fetcher):
     orig_collate = fetcher.collate_fn
     auto = bool(getattr(fetcher, "auto_collation", True))
     ctx = _FetchCtx()
+    fast = S._fast_module
+    if fast is not None:  # the same spans from C (_fast.py)
+        fetcher.collate_fn = fast.span_call(orig_collate, ctx, 1 if auto else 2)
+        fetcher.fetch = fast.span_call(orig_fetch, ctx, 0)
+        fetcher._stallscope_ctx = ctx
+        return
 
     # Each wrapper begins its span in a try (a failure there must neither stop the user's call nor
     # close someone else's span), runs torch's function untouched, and ends the span it began.

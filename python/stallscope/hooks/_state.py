@@ -17,6 +17,12 @@ import threading
 from .. import _native as N
 from .. import _vocab as V
 
+# The per-batch hooks' C module (_fast.load() sets these once per process): the module, bound, or
+# None when the Python hooks run; why it is None; whether load() ran.
+_fast_module = None
+_fast_why = None
+_fast_loaded = False
+
 # ---------------------------------------------------------------------------------------------
 # Event ids. Interned per session (ids are indices into the session's string table); refreshed by
 # refresh_ids() when a session starts or stops in this process. 0 while not recording: the C side
@@ -35,6 +41,8 @@ def refresh_ids() -> None:
     _I_FETCH, _I_COLLATE, _I_PIN = i(V.DL_FETCH), i(V.DL_COLLATE), i(V.DL_PIN)
     _I_WREADY, _I_PUT, _I_HOOKS = i(V.DL_WORKER_READY), i(V.DL_PUT), i(V.STALLSCOPE_HOOKS)
     _I_STEP, _I_CPU = i(V.DL_STEP), i(V.DL_CPU)
+    if _fast_module is not None:  # the C hooks read their own copy
+        _fast_module.set_ids(_I_NEXT, _I_FETCH, _I_COLLATE, _I_CPU, _I_EPOCH_END, _I_SENT, _I_RECV)
 
 
 # ---------------------------------------------------------------------------------------------

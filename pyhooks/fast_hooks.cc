@@ -1,0 +1,684 @@
+// _stallscope_hooks: the per-batch DataLoader hooks of the training process's main thread in C
+// (python/stallscope/hooks/_fast.py loads it; _main.py keeps the same hooks in Python as the
+// fallback). Three callables, each wrapping one torch callable and emitting the events of its
+// Python twin with the same arguments, in the same order:
+//   MethodHook _BaseDataLoaderIter.__next__  -> _main._it_next (dl.next, dl.cpu, dl.epoch_end,
+//                                             the multi-process hand-off of _main._handed)
+//              _MultiProcessingDataLoaderIter._try_put_index, _get_data
+//                                          -> _main._mp_try_put_index, _mp_get_data (dl.sent, dl.recv)
+//   SpanCall   fetcher.fetch / collate_fn    -> _main._instrument_fetcher (dl.fetch, dl.collate)
+// The collector's functions are resolved from the libstallscope.so the process already loaded
+// (bind()), and called directly: no ctypes on the per-batch path. The wrapped callable runs
+// untouched; its result and its exception (type, value, traceback) pass through unchanged, and
+// this module adds no frame to the traceback. Our own bookkeeping never raises: a failure there is
+// cleared, as the Python hooks swallow theirs.
+#include <Python.h>
+#include <dlfcn.h>
+#include <structmember.h>
+#include <time.h>
+
+#include <cstdint>
+
+#include "stallscope/stallscope.h"
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// [SECTION] The collector's C API, resolved once by bind()
+
+using SpanBeginArgsFn = decltype(&ss_span_begin_args);
+using SpanEndFn = decltype(&ss_span_end);
+using SpanEndArgsFn = decltype(&ss_span_end_args);
+using InstantFn = decltype(&ss_instant);
+
+SpanBeginArgsFn g_span_begin_args = nullptr;
+SpanEndFn g_span_end = nullptr;
+SpanEndArgsFn g_span_end_args = nullptr;
+InstantFn g_instant = nullptr;
+
+// Event ids of the current session (set_ids(), from hooks/_state.refresh_ids()).
+uint32_t g_next = 0, g_fetch = 0, g_collate = 0, g_cpu = 0, g_epoch_end = 0, g_sent = 0, g_recv = 0;
+// The process's CPU time at the end of the previous next() call; -1: none yet (_main._cpu_last).
+int64_t g_cpu_last = -1;
+
+// Interned attribute names.
+PyObject* s_stallscope_it = nullptr;
+PyObject* s_num_yielded = nullptr;
+PyObject* s_task_info = nullptr;
+PyObject* s_last_it = nullptr;
+PyObject* s_L = nullptr;
+PyObject* s_E = nullptr;
+PyObject* s_B = nullptr;
+PyObject* s_ctx = nullptr;
+PyObject* s_mp = nullptr;
+PyObject* s_ended = nullptr;
+PyObject* s_recv = nullptr;
+PyObject* s_send_idx = nullptr;
+PyObject* s_in_reset = nullptr;
+
+// An exception held aside while our bookkeeping runs, then restored exactly as it was.
+struct SavedError {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* exc = PyErr_GetRaisedException();
+  void restore() { PyErr_SetRaisedException(exc); }
+#else
+  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+  SavedError() { PyErr_Fetch(&type, &value, &tb); }
+  void restore() { PyErr_Restore(type, value, tb); }
+#endif
+};
+
+// ctypes' conversion of a Python int to c_int64 / c_int32: the low bits, no overflow error.
+bool as_i64(PyObject* o, int64_t* out) {
+  if (o == nullptr || !PyLong_Check(o)) return false;
+  const unsigned long long v = PyLong_AsUnsignedLongLongMask(o);
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return false;
+  *out = static_cast<int64_t>(v);
+  return true;
+}
+
+PyObject* new_ref(PyObject* o) {  // Py_NewRef is Python 3.10's
+  Py_INCREF(o);
+  return o;
+}
+
+int32_t i32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); }
+
+// Python's // for the microsecond conversions of _main._cpu_mark.
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+int64_t clock_ns(clockid_t id) {  // time.process_time_ns / time.thread_time_ns on Linux
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Attribute `name` of `o` as an int64; false (error cleared) when missing or not an int.
+bool attr_i64(PyObject* o, PyObject* name, int64_t* out) {
+  PyObject* v = PyObject_GetAttr(o, name);
+  const bool ok = as_i64(v, out);
+  Py_XDECREF(v);
+  if (!ok) PyErr_Clear();
+  return ok;
+}
+
+// Truth of attribute `name` of `o`: 1, 0, or -1 (error cleared).
+int attr_true(PyObject* o, PyObject* name) {
+  PyObject* v = PyObject_GetAttr(o, name);
+  const int t = v != nullptr ? PyObject_IsTrue(v) : -1;
+  Py_XDECREF(v);
+  if (t < 0) PyErr_Clear();
+  return t;
+}
+
+// _main._cpu_mark: dl.cpu right after a dl.next span.
+void cpu_mark(int64_t c0, int64_t t0) {
+  const int64_t t1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  const int64_t c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  const int64_t mine = floor_div(t1 - t0, 1000);
+  int64_t others = floor_div(c1 - c0, 1000) - mine;
+  if (others < 0) others = 0;
+  const int64_t between = g_cpu_last >= 0 ? floor_div(c0 - g_cpu_last, 1000) : -1;
+  g_instant(g_cpu, others, i32(mine), i32(between));
+  g_cpu_last = c1;
+}
+
+// _main._handed: the batch just handed by a multi-process iterator, the one received but no longer
+// in _task_info. Returns false (error cleared) where the Python twin would raise.
+bool handed(PyObject* it, PyObject* s, int64_t dflt, int64_t* out) {
+  *out = dflt;
+  PyObject* recv = PyObject_GetAttr(s, s_recv);
+  if (recv == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  bool ok = true;
+  const int nonempty = PyObject_IsTrue(recv);
+  if (nonempty < 0) {
+    ok = false;
+  } else if (nonempty) {
+    PyObject* ti = PyObject_GetAttr(it, s_task_info);
+    PyObject* iter = ti != nullptr ? PyObject_GetIter(recv) : nullptr;
+    PyObject* found = nullptr;
+    if (iter != nullptr) {
+      while (PyObject* i = PyIter_Next(iter)) {
+        const int in = PySequence_Contains(ti, i);
+        if (in == 0) {
+          found = i;
+          break;
+        }
+        Py_DECREF(i);
+        if (in < 0) break;
+      }
+    }
+    Py_XDECREF(iter);
+    if (PyErr_Occurred()) {
+      ok = false;
+    } else if (found != nullptr) {
+      int64_t b = 0;
+      PyObject* discard = PyObject_CallMethod(recv, "discard", "O", found);
+      if (discard == nullptr || !as_i64(found, &b)) {
+        ok = false;
+      } else {
+        *out = b;
+      }
+      Py_XDECREF(discard);
+    }
+    Py_XDECREF(found);
+    Py_XDECREF(ti);
+  }
+  Py_DECREF(recv);
+  if (!ok) PyErr_Clear();
+  return ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// [SECTION] MethodHook: _BaseDataLoaderIter.__next__ (and, below, the multi-process iterator's
+// _try_put_index and _get_data): a method descriptor, one type with a vectorcall per method
+
+struct MethodHook {
+  PyObject_HEAD vectorcallfunc vectorcall;
+  PyObject* orig;   // torch's method
+  PyObject* state;  // __next__: hooks/_state's module dict (its _last_it); _get_data: the stop marker class
+  PyObject* dict;   // __wrapped__, __name__, ... (functools.wraps)
+};
+
+PyObject* next_call_orig(MethodHook* h, PyObject* self) { return PyObject_Vectorcall(h->orig, &self, 1, nullptr); }
+
+// The iterator's _ItState (borrowed from its __dict__), or nullptr (error cleared).
+PyObject* it_state(PyObject* self) {
+  PyObject* d = PyObject_GenericGetDict(self, nullptr);
+  if (d == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  PyObject* s = PyDict_Check(d) ? PyDict_GetItemWithError(d, s_stallscope_it) : nullptr;
+  if (s == nullptr) PyErr_Clear();
+  Py_XINCREF(s);
+  Py_DECREF(d);
+  return s;
+}
+
+PyObject* next_run(MethodHook* h, PyObject* self) {
+  PyObject* s = it_state(self);
+  if (s == nullptr || s == Py_None) {  // an iterator we do not follow
+    Py_XDECREF(s);
+    return next_call_orig(h, self);
+  }
+  // Our bookkeeping only: on failure, run next() unrecorded (never twice).
+  int64_t L = 0, E = 0, B = 0;
+  PyObject* b_obj = nullptr;
+  bool ok = attr_i64(s, s_L, &L) && attr_i64(s, s_E, &E);
+  if (ok) {
+    b_obj = PyObject_GetAttr(self, s_num_yielded);
+    ok = as_i64(b_obj, &B);
+  }
+  if (ok) {
+    PyObject* ctx = PyObject_GetAttr(s, s_ctx);
+    ok = ctx != nullptr && (ctx == Py_None || PyObject_SetAttr(ctx, s_B, b_obj) == 0);
+    Py_XDECREF(ctx);
+  }
+  Py_XDECREF(b_obj);
+  if (!ok) {
+    PyErr_Clear();
+    Py_DECREF(s);
+    return next_call_orig(h, self);
+  }
+  const int64_t c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  const int64_t t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  g_span_begin_args(g_next, L, i32(B), i32(E));
+
+  PyObject* data = next_call_orig(h, self);
+  if (data == nullptr) {
+    const bool stop = PyErr_ExceptionMatches(PyExc_StopIteration);
+    SavedError saved;
+    if (stop) {
+      g_span_end_args(L, -1, i32(E));
+      cpu_mark(c0, t0);
+      const int ended = attr_true(s, s_ended);
+      if (ended == 0 && PyObject_SetAttr(s, s_ended, Py_True) == 0) {
+        int64_t n = 0;
+        if (attr_i64(self, s_num_yielded, &n)) g_instant(g_epoch_end, L, i32(E), i32(n));
+      }
+    } else {
+      int64_t ignored = 0;
+      const int mp = attr_true(s, s_mp);
+      if (mp >= 0 && (mp == 0 || handed(self, s, -1, &ignored))) g_span_end_args(L, -1, i32(E));
+    }
+    PyErr_Clear();
+    saved.restore();
+    Py_DECREF(s);
+    return nullptr;
+  }
+  const int mp = attr_true(s, s_mp);
+  bool handed_ok = mp == 0;
+  if (mp > 0) {
+    int64_t b = B;
+    handed_ok = handed(self, s, B, &b);
+    if (handed_ok) g_span_end_args(L, i32(b), i32(E));
+  } else if (mp == 0) {
+    g_span_end();  // the batch handed is the one begun with: keep the begin's arguments
+  }
+  if (handed_ok) {
+    if (PyDict_SetItem(h->state, s_last_it, s) == 0) {
+      cpu_mark(c0, t0);
+    } else {
+      PyErr_Clear();
+    }
+  }
+  Py_DECREF(s);
+  return data;
+}
+
+PyObject* next_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* h = reinterpret_cast<MethodHook*>(callable);
+  const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  if (n != 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0)) {
+    // Not next(it): hand the call to torch's function as it came (its own TypeError, if any).
+    return PyObject_Vectorcall(h->orig, args, nargsf, kwnames);
+  }
+  return next_run(h, args[0]);
+}
+
+// _main._mp_try_put_index: dl.sent when torch sent an index (its _send_idx moved).
+PyObject* sent_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* h = reinterpret_cast<MethodHook*>(callable);
+  PyObject* self = PyVectorcall_NARGS(nargsf) >= 1 ? args[0] : nullptr;
+  PyObject* before = self != nullptr ? PyObject_GetAttr(self, s_send_idx) : nullptr;
+  if (before == nullptr) {
+    PyErr_Clear();
+    return PyObject_Vectorcall(h->orig, args, nargsf, kwnames);
+  }
+  PyObject* r = PyObject_Vectorcall(h->orig, args, nargsf, kwnames);
+  if (r == nullptr) {
+    Py_DECREF(before);
+    return nullptr;
+  }
+  PyObject* after = PyObject_GetAttr(self, s_send_idx);
+  const int moved = after != nullptr ? PyObject_RichCompareBool(after, before, Py_NE) : -1;
+  Py_XDECREF(after);
+  PyObject* s = moved > 0 ? it_state(self) : nullptr;
+  if (s != nullptr && s != Py_None) {
+    PyObject* ti = PyObject_GetAttr(self, s_task_info);
+    PyObject* info = ti != nullptr ? PyObject_GetItem(ti, before) : nullptr;
+    PyObject* w = info != nullptr ? PySequence_GetItem(info, 0) : nullptr;
+    int64_t L = 0, b = 0, wid = 0;
+    if (w != nullptr && attr_i64(s, s_L, &L) && as_i64(before, &b) && as_i64(w, &wid)) {
+      g_instant(g_sent, L, i32(b), i32(wid));
+    }
+    Py_XDECREF(w);
+    Py_XDECREF(info);
+    Py_XDECREF(ti);
+  }
+  Py_XDECREF(s);
+  Py_DECREF(before);
+  PyErr_Clear();  // our bookkeeping's failures only: r is torch's result
+  return r;
+}
+
+// _main._mp_get_data: dl.recv for a batch taken off the result queue (not while _reset drains).
+PyObject* recv_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* h = reinterpret_cast<MethodHook*>(callable);
+  PyObject* r = PyObject_Vectorcall(h->orig, args, nargsf, kwnames);
+  if (r == nullptr || PyVectorcall_NARGS(nargsf) < 1) return r;
+  PyObject* self = args[0];
+  PyObject* s = it_state(self);
+  if (s != nullptr && s != Py_None && attr_true(s, s_in_reset) == 0) {
+    PyObject* idx = PySequence_GetItem(r, 0);
+    PyObject* data = idx != nullptr ? PySequence_GetItem(r, 1) : nullptr;
+    const int stop = data != nullptr ? PyObject_IsInstance(data, h->state) : -1;
+    if (stop == 0 && PyLong_CheckExact(idx)) {
+      PyObject* recv = PyObject_GetAttr(s, s_recv);
+      PyObject* added = recv != nullptr ? PyObject_CallMethod(recv, "add", "O", idx) : nullptr;
+      PyObject* ti = added != nullptr ? PyObject_GetAttr(self, s_task_info) : nullptr;
+      PyObject* info = ti != nullptr ? PyObject_CallMethod(ti, "get", "O", idx) : nullptr;
+      int64_t L = 0, b = 0, wid = -1;
+      bool ok = info != nullptr && attr_i64(s, s_L, &L) && as_i64(idx, &b);
+      const int has = ok ? PyObject_IsTrue(info) : -1;
+      if (has > 0) {
+        PyObject* w = PySequence_GetItem(info, 0);
+        ok = as_i64(w, &wid);
+        Py_XDECREF(w);
+      }
+      if (ok && has >= 0) g_instant(g_recv, L, i32(b), i32(wid));
+      Py_XDECREF(info);
+      Py_XDECREF(ti);
+      Py_XDECREF(added);
+      Py_XDECREF(recv);
+    }
+    Py_XDECREF(data);
+    Py_XDECREF(idx);
+  }
+  Py_XDECREF(s);
+  PyErr_Clear();  // our bookkeeping's failures only: r is torch's result
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// [SECTION] SpanCall: fetcher.fetch (dl.fetch) and fetcher.collate_fn (dl.collate)
+
+enum SpanKind : int { kFetch = 0, kCollate = 1, kCollateOne = 2 };  // kCollateOne: auto_collation off
+
+struct SpanCall {
+  PyObject_HEAD vectorcallfunc vectorcall;
+  PyObject* orig;  // torch's fetch or collate_fn
+  PyObject* ctx;   // the fetcher's _FetchCtx (L, B)
+  int kind;
+  PyObject* dict;
+};
+
+PyObject* span_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* c = reinterpret_cast<SpanCall*>(callable);
+  bool begun = false;
+  int64_t L = -1, B = 0;
+  if (attr_i64(c->ctx, s_L, &L) && L >= 0 && attr_i64(c->ctx, s_B, &B)) {
+    if (c->kind == kFetch) {
+      g_span_begin_args(g_fetch, L, i32(B), -1);
+      begun = true;
+    } else {
+      Py_ssize_t n = 1;
+      if (c->kind == kCollate) n = PyVectorcall_NARGS(nargsf) >= 1 ? PyObject_Size(args[0]) : -1;
+      if (n >= 0) {
+        g_span_begin_args(g_collate, L, i32(B), i32(n));
+        begun = true;
+      } else {
+        PyErr_Clear();
+      }
+    }
+  }
+  PyObject* r = PyObject_Vectorcall(c->orig, args, nargsf, kwnames);
+  if (begun) g_span_end();
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// [SECTION] The two types: method descriptor (MethodHook), plain callable (SpanCall), both with a
+// __dict__ for functools.wraps, both tracked by the garbage collector (a fetcher holds its
+// SpanCall, which holds the fetcher's bound methods).
+
+template <typename T>
+int hook_traverse(PyObject* o, visitproc visit, void* arg) {
+  auto* h = reinterpret_cast<T*>(o);
+  Py_VISIT(Py_TYPE(o));
+  Py_VISIT(h->orig);
+  Py_VISIT(h->dict);
+  if constexpr (requires { h->ctx; }) Py_VISIT(h->ctx);
+  if constexpr (requires { h->state; }) Py_VISIT(h->state);
+  return 0;
+}
+
+template <typename T>
+int hook_clear(PyObject* o) {
+  auto* h = reinterpret_cast<T*>(o);
+  Py_CLEAR(h->orig);
+  Py_CLEAR(h->dict);
+  if constexpr (requires { h->ctx; }) Py_CLEAR(h->ctx);
+  if constexpr (requires { h->state; }) Py_CLEAR(h->state);
+  return 0;
+}
+
+template <typename T>
+void hook_dealloc(PyObject* o) {
+  PyTypeObject* tp = Py_TYPE(o);
+  PyObject_GC_UnTrack(o);
+  hook_clear<T>(o);
+  tp->tp_free(o);
+  Py_DECREF(tp);
+}
+
+PyObject* hook_call(PyObject* o, PyObject* args, PyObject* kwargs) { return PyVectorcall_Call(o, args, kwargs); }
+
+PyObject* next_descr_get(PyObject* self, PyObject* obj, PyObject* /*type*/) {
+  if (obj == nullptr || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+template <typename T>
+PyMemberDef* hook_members() {
+  static PyMemberDef members[] = {
+      {"__vectorcalloffset__", T_PYSSIZET, static_cast<Py_ssize_t>(offsetof(T, vectorcall)), READONLY, nullptr},
+      {"__dictoffset__", T_PYSSIZET, static_cast<Py_ssize_t>(offsetof(T, dict)), READONLY, nullptr},
+      {nullptr, 0, 0, 0, nullptr},
+  };
+  return members;
+}
+
+PyGetSetDef g_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+template <typename F>
+void* slot(F f) {
+  return reinterpret_cast<void*>(f);
+}
+
+PyType_Slot g_next_slots[] = {
+    {Py_tp_doc, const_cast<char*>("DataLoader iterator __next__ recording dl.next (stallscope)")},
+    {Py_tp_call, slot(hook_call)},
+    {Py_tp_descr_get, slot(next_descr_get)},
+    {Py_tp_traverse, slot(hook_traverse<MethodHook>)},
+    {Py_tp_clear, slot(hook_clear<MethodHook>)},
+    {Py_tp_dealloc, slot(hook_dealloc<MethodHook>)},
+    {Py_tp_members, hook_members<MethodHook>()},
+    {Py_tp_getset, g_getset},
+    {0, nullptr},
+};
+
+PyType_Slot g_span_slots[] = {
+    {Py_tp_doc, const_cast<char*>("DataLoader fetch or collate_fn recording dl.fetch / dl.collate (stallscope)")},
+    {Py_tp_call, slot(hook_call)},
+    {Py_tp_traverse, slot(hook_traverse<SpanCall>)},
+    {Py_tp_clear, slot(hook_clear<SpanCall>)},
+    {Py_tp_dealloc, slot(hook_dealloc<SpanCall>)},
+    {Py_tp_members, hook_members<SpanCall>()},
+    {Py_tp_getset, g_getset},
+    {0, nullptr},
+};
+
+constexpr unsigned long kHookFlags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
+
+PyType_Spec g_next_spec = {"_stallscope_hooks.MethodHook", static_cast<int>(sizeof(MethodHook)), 0,
+                           static_cast<unsigned int>(kHookFlags | Py_TPFLAGS_METHOD_DESCRIPTOR), g_next_slots};
+PyType_Spec g_span_spec = {"_stallscope_hooks.SpanCall", static_cast<int>(sizeof(SpanCall)), 0,
+                           static_cast<unsigned int>(kHookFlags), g_span_slots};
+
+PyObject* g_next_type = nullptr;
+PyObject* g_span_type = nullptr;
+
+// ---------------------------------------------------------------------------------------------
+// [SECTION] Module functions
+
+bool bound() { return g_span_begin_args != nullptr; }
+
+PyObject* no_bind() {
+  PyErr_SetString(PyExc_RuntimeError, "_stallscope_hooks: bind() has not succeeded");
+  return nullptr;
+}
+
+// bind(library_path or None): resolve the collector's functions from the copy the process loaded
+// (ctypes loads it RTLD_LOCAL: only its own handle finds the symbols; a preloaded copy is global).
+PyObject* mod_bind(PyObject* /*m*/, PyObject* arg) {
+  void* handle = nullptr;
+  if (arg != Py_None) {
+    const char* path = PyUnicode_AsUTF8(arg);
+    if (path == nullptr) return nullptr;
+    if (path[0] == '/') handle = dlopen(path, RTLD_NOLOAD | RTLD_NOW);
+  }
+  if (handle == nullptr) handle = RTLD_DEFAULT;
+  auto* begin = reinterpret_cast<SpanBeginArgsFn>(dlsym(handle, "ss_span_begin_args"));
+  auto* end = reinterpret_cast<SpanEndFn>(dlsym(handle, "ss_span_end"));
+  auto* end_args = reinterpret_cast<SpanEndArgsFn>(dlsym(handle, "ss_span_end_args"));
+  auto* instant = reinterpret_cast<InstantFn>(dlsym(handle, "ss_instant"));
+  if (begin == nullptr || end == nullptr || end_args == nullptr || instant == nullptr) {
+    PyErr_SetString(PyExc_OSError, "libstallscope.so is not loaded in this process (ss_span_begin_args not found)");
+    return nullptr;
+  }
+  g_span_begin_args = begin;
+  g_span_end = end;
+  g_span_end_args = end_args;
+  g_instant = instant;
+  Py_RETURN_NONE;
+}
+
+// set_ids(next, fetch, collate, cpu, epoch_end, sent, recv): the session's event ids (0: not
+// recording).
+PyObject* mod_set_ids(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
+  constexpr Py_ssize_t kIds = 7;
+  if (n != kIds) {
+    PyErr_SetString(PyExc_TypeError, "set_ids() takes 7 ids");
+    return nullptr;
+  }
+  uint32_t ids[kIds];
+  for (Py_ssize_t i = 0; i < kIds; ++i) {
+    const unsigned long v = PyLong_AsUnsignedLong(args[i]);
+    if (v == static_cast<unsigned long>(-1) && PyErr_Occurred()) return nullptr;
+    ids[i] = static_cast<uint32_t>(v);
+  }
+  g_next = ids[0];
+  g_fetch = ids[1];
+  g_collate = ids[2];
+  g_cpu = ids[3];
+  g_epoch_end = ids[4];
+  g_sent = ids[5];
+  g_recv = ids[6];
+  Py_RETURN_NONE;
+}
+
+PyObject* method_hook(vectorcallfunc call, PyObject* orig, PyObject* state) {
+  if (!bound()) return no_bind();
+  auto* tp = reinterpret_cast<PyTypeObject*>(g_next_type);
+  auto* h = PyObject_GC_New(MethodHook, tp);
+  if (h == nullptr) return nullptr;
+  h->vectorcall = call;
+  h->orig = new_ref(orig);
+  h->state = new_ref(state);
+  h->dict = nullptr;
+  PyObject_GC_Track(h);
+  return reinterpret_cast<PyObject*>(h);
+}
+
+// next_hook(orig_next, state_dict) -> MethodHook
+PyObject* mod_next_hook(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
+  if (n != 2 || !PyCallable_Check(args[0]) || !PyDict_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "next_hook(orig_next, state_dict)");
+    return nullptr;
+  }
+  return method_hook(next_vectorcall, args[0], args[1]);
+}
+
+// sent_hook(orig_try_put_index) -> MethodHook
+PyObject* mod_sent_hook(PyObject* /*m*/, PyObject* orig) {
+  if (!PyCallable_Check(orig)) {
+    PyErr_SetString(PyExc_TypeError, "sent_hook(orig_try_put_index)");
+    return nullptr;
+  }
+  return method_hook(sent_vectorcall, orig, Py_None);
+}
+
+// recv_hook(orig_get_data, stop_marker_class) -> MethodHook
+PyObject* mod_recv_hook(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
+  if (n != 2 || !PyCallable_Check(args[0]) || !PyType_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "recv_hook(orig_get_data, stop_marker_class)");
+    return nullptr;
+  }
+  return method_hook(recv_vectorcall, args[0], args[1]);
+}
+
+// span_call(orig, ctx, kind) -> SpanCall; kind 0 fetch, 1 collate (size of the batch's list),
+// 2 collate without auto_collation (one sample).
+PyObject* mod_span_call(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
+  long kind = -1;
+  if (n == 3) kind = PyLong_AsLong(args[2]);
+  if (n != 3 || !PyCallable_Check(args[0]) || kind < kFetch || kind > kCollateOne) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "span_call(orig, ctx, kind 0..2)");
+    return nullptr;
+  }
+  if (!bound()) return no_bind();
+  auto* tp = reinterpret_cast<PyTypeObject*>(g_span_type);
+  auto* c = PyObject_GC_New(SpanCall, tp);
+  if (c == nullptr) return nullptr;
+  c->vectorcall = span_vectorcall;
+  c->orig = new_ref(args[0]);
+  c->ctx = new_ref(args[1]);
+  c->kind = static_cast<int>(kind);
+  c->dict = nullptr;
+  PyObject_GC_Track(c);
+  return reinterpret_cast<PyObject*>(c);
+}
+
+PyMethodDef g_methods[] = {
+    {"bind", mod_bind, METH_O, "bind(library_path or None): resolve libstallscope's functions"},
+    {"set_ids", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_set_ids)), METH_FASTCALL,
+     "set_ids(next, fetch, collate, cpu, epoch_end, sent, recv)"},
+    {"next_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_next_hook)), METH_FASTCALL,
+     "next_hook(orig_next, state_dict): the dl.next wrapper of _BaseDataLoaderIter.__next__"},
+    {"sent_hook", mod_sent_hook, METH_O, "sent_hook(orig): the dl.sent wrapper of _try_put_index"},
+    {"recv_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_recv_hook)), METH_FASTCALL,
+     "recv_hook(orig, stop_marker_class): the dl.recv wrapper of _get_data"},
+    {"span_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_span_call)), METH_FASTCALL,
+     "span_call(orig, ctx, kind): the dl.fetch (0) / dl.collate (1, 2 one sample) wrapper"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef g_module = {PyModuleDef_HEAD_INIT,
+                        "_stallscope_hooks",
+                        "stallscope's per-batch DataLoader hooks in C (python/stallscope/hooks/_fast.py)",
+                        -1,
+                        g_methods,
+                        nullptr,
+                        nullptr,
+                        nullptr,
+                        nullptr};
+
+bool intern_names() {
+  struct Name {
+    PyObject** slot;
+    const char* text;
+  };
+  const Name names[] = {
+      {&s_stallscope_it, "_stallscope_it"},
+      {&s_num_yielded, "_num_yielded"},
+      {&s_task_info, "_task_info"},
+      {&s_last_it, "_last_it"},
+      {&s_L, "L"},
+      {&s_E, "E"},
+      {&s_B, "B"},
+      {&s_ctx, "ctx"},
+      {&s_mp, "mp"},
+      {&s_ended, "ended"},
+      {&s_recv, "recv"},
+      {&s_send_idx, "_send_idx"},
+      {&s_in_reset, "in_reset"},
+  };
+  for (const Name& n : names) {
+    if (*n.slot == nullptr) *n.slot = PyUnicode_InternFromString(n.text);
+    if (*n.slot == nullptr) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__stallscope_hooks(void) {
+  if (!intern_names()) return nullptr;
+  if (g_next_type == nullptr) g_next_type = PyType_FromSpec(&g_next_spec);
+  if (g_span_type == nullptr) g_span_type = PyType_FromSpec(&g_span_spec);
+  if (g_next_type == nullptr || g_span_type == nullptr) return nullptr;
+  PyObject* m = PyModule_Create(&g_module);
+  if (m == nullptr) return nullptr;
+  Py_INCREF(g_next_type);
+  Py_INCREF(g_span_type);
+  if (PyModule_AddObject(m, "MethodHook", g_next_type) < 0 || PyModule_AddObject(m, "SpanCall", g_span_type) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}

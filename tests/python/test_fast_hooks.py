@@ -1,0 +1,127 @@
+"""The per-batch hooks in C (_stallscope_hooks, pyhooks/fast_hooks.cc) and their Python twins
+(hooks/_main.py): a normal run uses the C module; the same loop recorded with it and with the
+Python fallback (STALLSCOPE_PY_HOOKS=1) gives the same events with the same arguments; where the
+module cannot load, one line says so and the Python hooks record."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from conftest import BUILD, LOADER_PROG, Recording, base_env, run_plain, run_recorded
+
+pytestmark = pytest.mark.torch
+
+FALLBACK_LINE = "stallscope: the DataLoader hooks run in Python"
+
+# Which wrapper serves next(), read from torch after one loop; loops of two loaders, one of them
+# with workers, so that a test can count the fallback's line.
+PROBE = """
+import json, sys
+if len(sys.argv) > 1 and sys.argv[1] == "block":
+    sys.modules["_stallscope_hooks"] = None  # as an import that fails
+import torch
+from torch.utils.data import DataLoader, dataloader as dl
+for workers in (0, 2, 0):
+    for _ in DataLoader(list(range(8)), batch_size=4, num_workers=workers):
+        pass
+import stallscope.hooks._state as S
+nxt = dl._BaseDataLoaderIter.__next__
+print("RESULT " + json.dumps({"next": type(nxt).__name__, "wrapped": nxt.__wrapped__.__qualname__,
+                              "fast": S._fast_module is not None, "why": S._fast_why}), flush=True)
+"""
+
+
+def have_module():
+    return any(BUILD.glob("lib/_stallscope_hooks.*"))
+
+
+@pytest.fixture(autouse=True)
+def _needs_module():
+    if not have_module():
+        pytest.skip(f"_stallscope_hooks is not built in {BUILD / 'lib'} (no Python development files)")
+
+
+def test_a_normal_run_uses_the_c_hooks(tmp_path):
+    prog = tmp_path / "probe.py"
+    prog.write_text(PROBE)
+    r = run_recorded(tmp_path / "run.db", [prog])
+    assert r.rc == 0, r.stderr
+    assert r.result == {"next": "MethodHook", "wrapped": "_BaseDataLoaderIter.__next__", "fast": True, "why": None}
+    assert FALLBACK_LINE not in r.stderr
+    rec = Recording(tmp_path / "run.db")
+    assert len([s for s in rec.spans("dl.next") if s["arg1"] >= 0]) == 6
+    assert len(rec.spans("dl.fetch")) == 2 + 2 + 2  # two batches each: two loaders without workers, the workers
+
+
+def test_when_the_module_cannot_load_one_line_says_so_and_python_records(tmp_path):
+    prog = tmp_path / "probe.py"
+    prog.write_text(PROBE)
+    r = run_recorded(tmp_path / "run.db", [prog, "block"])
+    assert r.rc == 0, r.stderr
+    res = r.result
+    assert res["next"] == "function" and not res["fast"] and "blocked" in res["why"]
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith(FALLBACK_LINE)]
+    assert len(lines) == 1, r.stderr
+    assert "_stallscope_hooks" in lines[0]
+    rec = Recording(tmp_path / "run.db")
+    assert len([s for s in rec.spans("dl.next") if s["arg1"] >= 0]) == 6
+    # Chosen on purpose: the Python hooks, without a word.
+    forced = run_recorded(tmp_path / "forced.db", [prog], env=base_env(STALLSCOPE_PY_HOOKS="1"))
+    assert forced.rc == 0 and forced.result["next"] == "function" and FALLBACK_LINE not in forced.stderr
+
+
+def events(rec, unordered):
+    """What the main thread's hooks wrote, as multisets of (name, arguments) (cross-process order
+    and timing aside), and the dl.cpu count (its arguments are CPU times). Unordered: which worker
+    gets a batch depends on which is idle, so dl.sent and dl.recv lose their worker."""
+    main_pid = rec.instants("dl.epoch_begin")[0]["pid"]
+    spans = Counter((s["name"], s["arg0"], s["arg1"], s["arg2"], s["depth"], s["thread"])
+                    for s in rec.q("SELECT * FROM span_view WHERE name LIKE 'dl.%'") if s["pid"] == main_pid)
+    instants = Counter((i["name"], i["arg0"], i["arg1"],
+                        None if unordered and i["name"] in ("dl.sent", "dl.recv") else i["arg2"])
+                       for i in rec.q("SELECT * FROM instant_view WHERE name LIKE 'dl.%'")
+                       if i["pid"] == main_pid and i["name"] not in ("dl.cpu", "dl.config", "dl.worker_start",
+                                                                      "dl.worker_stop"))
+    cpu = rec.instants("dl.cpu")
+    return spans, instants, len(cpu), sum(c["arg2"] == -1 for c in cpu)
+
+
+def sorted_firsts(result):
+    return [{**e, "firsts": sorted(e["firsts"])} for e in result["epochs"]]
+
+
+@pytest.mark.parametrize("args", [
+    ["--workers", "0", "--samples", "22", "--epochs", "2"],
+    ["--workers", "0", "--kind", "iterable", "--samples", "22", "--break-after", "2", "--epochs", "2"],
+    ["--workers", "2", "--start-method", "fork", "--samples", "22", "--epochs", "2"],
+    ["--workers", "2", "--start-method", "fork", "--samples", "22", "--unordered", "--persistent", "--epochs", "2"],
+], ids=["no-workers", "no-workers-iterable-break", "workers", "workers-unordered-persistent"])
+def test_c_and_python_hooks_record_the_same_events(tmp_path, args):
+    c = run_recorded(tmp_path / "c.db", [LOADER_PROG, *args])
+    p = run_recorded(tmp_path / "py.db", [LOADER_PROG, *args], env=base_env(STALLSCOPE_PY_HOOKS="1"))
+    assert c.rc == p.rc == 0, c.stderr + p.stderr
+    assert sorted_firsts(c.result) == sorted_firsts(p.result)  # --unordered: the order is the workers'
+    unordered = "--unordered" in args
+    ce, pe = events(Recording(c.db), unordered), events(Recording(p.db), unordered)
+    assert ce == pe
+    spans = ce[0]
+    handed = sum(n for k, n in spans.items() if k[0] == "dl.next" and k[2] >= 0)
+    assert handed == sum(e["batches"] for e in c.result["epochs"])
+    if args[1] == "0":
+        assert sum(n for k, n in spans.items() if k[0] == "dl.collate") == handed
+    else:
+        assert sum(n for k, n in ce[1].items() if k[0] == "dl.recv") >= handed
+
+
+def test_the_python_fallback_keeps_the_traceback(tmp_path):
+    # The C hooks' traceback is test_robustness's; the fallback's is the same as without stallscope.
+    args = [LOADER_PROG, "--workers", "0", "--fail-at", "5", "--reraise-as"]
+    plain = run_plain(args)
+    for env in (None, base_env(STALLSCOPE_PY_HOOKS="1")):
+        r = run_recorded(tmp_path / "run.db", args, env=env)
+        assert r.rc == plain.rc == 1
+        assert r.stdout == plain.stdout
+        assert r.stderr_without_stallscope() == plain.stderr
+        (tmp_path / "run.db").unlink()
