@@ -217,6 +217,7 @@ int run_command(const RunOptions& opt) {
   const std::string output = opt.output.empty() ? default_output_name(opt.command[0]) : opt.output;
   const std::string preload = find_preload_library();
   std::unique_ptr<Recorder> recorder;
+  struct stat written {};  // the recording's file as created: deleted or replaced mid-run is said at the end
   std::string shm_name;
   std::string why_not;
   if (preload.empty()) {
@@ -248,6 +249,7 @@ int run_command(const RunOptions& opt) {
       auto rec = Recorder::start(arena, output, meta);
       if (rec.ok()) {
         recorder = std::move(*rec);
+        if (::stat(output.c_str(), &written) != 0) written = {};
       } else {
         why_not = rec.status().message();
         Arena::unlink(shm_name);
@@ -312,7 +314,17 @@ int run_command(const RunOptions& opt) {
     const Status s = recorder->stop();
     Arena::unlink(shm_name);
     finish_live_session(::getpid(), static_cast<int64_t>(::time(nullptr)));
-    if (!opt.quiet && s.ok()) {
+    struct stat now {};
+    const bool gone = written.st_ino != 0 && (::stat(output.c_str(), &now) != 0 || now.st_ino != written.st_ino ||
+                                              now.st_dev != written.st_dev);
+    if (gone && s.ok()) {
+      // Someone removed (or replaced) the file while the run wrote it: what was written went into
+      // the removed file. Said, not papered over with "saved to".
+      std::fprintf(stderr,
+                   "stallscope: the recording %s was deleted or replaced during the run; this run's recording is "
+                   "lost (keep the file until the run ends, or record to another -o)\n",
+                   output.c_str());
+    } else if (!opt.quiet && s.ok()) {
       const IngestStats st = recorder->stats();
       std::fprintf(stderr, "stallscope: recording saved to %s (%llu events, %llu spans, %llu dropped)\n",
                    output.c_str(), static_cast<unsigned long long>(st.events),

@@ -134,3 +134,28 @@ def test_sigkill_of_the_launcher_leaves_training_running_to_the_same_result(tmp_
     assert result == [ln for ln in plain.stdout.splitlines() if ln.startswith("RESULT ")]
     assert integrity(db) == "ok"
     assert handed_steps(db) > 0
+
+
+def test_recording_deleted_mid_run(tmp_path):
+    """The recording removed while the run writes it: training goes on to the same result and exit
+    status, and stallscope says in one line that the recording is lost, not that it was saved."""
+    plain = run_plain([PROG, tmp_path / "plain.progress", "300"], timeout=300)
+    assert plain.rc == 0, plain.stderr
+    db, progress = tmp_path / "d.db", tmp_path / "d.progress"
+    launcher = subprocess.Popen([str(LAUNCHER), "run", "-o", str(db), "--", sys.executable, str(PROG), str(progress),
+                                 "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
+    try:
+        assert wait_for(lambda: finished_steps(progress), 120), "the loop did not start"
+        for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+            p.unlink(missing_ok=True)
+        out, err = launcher.communicate(timeout=300)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    assert launcher.returncode == 0, err
+    assert [ln for ln in out.splitlines() if ln.startswith("RESULT ")] == \
+        [ln for ln in plain.stdout.splitlines() if ln.startswith("RESULT ")]
+    said = [ln for ln in err.splitlines() if ln.startswith("stallscope:") and "recording to" not in ln]
+    assert len(said) == 1 and "was deleted or replaced during the run" in said[0], err
+    assert not db.exists()
