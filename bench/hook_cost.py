@@ -29,17 +29,17 @@ def main():
     ds = FastDataset(4 * args.batches, dim=8)
     for _ in DataLoader(ds, batch_size=4):  # installs the hooks (first DataLoader use)
         break
-    from stallscope.hooks import _fast, _main
+    from stallscope.hooks import _main
     from stallscope.hooks import _state as S
 
-    if _fast.M is None or S._orig_next is None:
-        sys.exit(f"hook_cost: run under `stallscope run` with the C hooks built ({_fast.why})")
+    if S._fast_module is None or S._orig_next is None:
+        sys.exit(f"hook_cost: run under `stallscope run` with the C hooks built ({S._fast_why})")
     base = dl._BaseDataLoaderIter
     kind = dl._DatasetKind
     c_next, hooked_create = base.__next__, kind.__dict__["create_fetcher"]
     py_next = functools.wraps(S._orig_next)(_main._it_next)
     torch_create = staticmethod(S._orig_create_fetcher)
-    fast = _fast.M
+    fast = S._fast_module
     variants = {
         "torch": (S._orig_next, torch_create, fast),
         "C hooks": (c_next, hooked_create, fast),
@@ -49,7 +49,7 @@ def main():
     names = list(variants)
     for r in range(args.rounds):
         for name in names[r % 3:] + names[:r % 3]:
-            nxt, create, _fast.M = variants[name]
+            nxt, create, S._fast_module = variants[name]
             base.__next__ = nxt
             kind.create_fetcher = create
             n = 0
@@ -57,7 +57,7 @@ def main():
             for _ in DataLoader(ds, batch_size=4):
                 n += 1
             us[name].append((time.thread_time() - c0) / n * 1e6)
-    base.__next__, kind.create_fetcher, _fast.M = c_next, hooked_create, fast
+    base.__next__, kind.create_fetcher, S._fast_module = c_next, hooked_create, fast
     print(json.dumps({"rounds": args.rounds, "us": us}))
 
 

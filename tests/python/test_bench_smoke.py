@@ -6,6 +6,7 @@ are not checked: a few batches on a shared machine measure nothing.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -56,3 +57,18 @@ def test_loader_bench_quick(tmp_path):
             assert any(label.startswith("tuned") for label in got), (title, got)
     assert any("memcpy" in label for (_, label) in figures)
     assert "no GPU" in text or "GPU (the in-memory case" in text
+
+
+def test_hook_cost_runs(tmp_path):
+    """bench/hook_cost.py (the per-batch hooks' cost, which overhead_bench.py's tiny loop quotes)
+    runs under `stallscope run` with the C hooks and gives a figure for each variant."""
+    if not list(BUILD.glob("lib/_stallscope_hooks*.so")):
+        pytest.skip(f"the hooks' C module is not built in {BUILD / 'lib'}")
+    r = subprocess.run([str(BUILD / "bin" / "stallscope"), "run", "-q", "-o", str(tmp_path / "h.db"), "--",
+                        sys.executable, "hook_cost.py", "--rounds", "3", "--batches", "50"],
+                       capture_output=True, text=True, timeout=240, cwd=REPO / "bench", env=base_env())
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc["rounds"] == 3
+    assert set(doc["us"]) == {"torch", "C hooks", "Python hooks"}
+    assert all(len(v) == 3 and all(x > 0 for x in v) for v in doc["us"].values()), doc

@@ -6,8 +6,8 @@ _mp_get_data), calling libstallscope's functions directly instead of through cty
 (docs/decisions.md, "The per-batch DataLoader hooks in C").
 
 load() runs once, at the first DataLoader use of the training process (_install._deep_install).
-Where the module cannot load, or cannot find the collector's functions, M stays None, _main's
-Python hooks run, and one `stallscope:` line says why. STALLSCOPE_PY_HOOKS=1 chooses the Python
+Where the module cannot load, or cannot find the collector's functions, _state._fast_module stays
+None, _main's Python hooks run, and one `stallscope:` line says why. STALLSCOPE_PY_HOOKS=1 chooses the Python
 hooks without a word (tests record the same loop both ways and compare).
 """
 
