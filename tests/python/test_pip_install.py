@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, REPO
+from conftest import BUILD, REPO, xvfb_display
 
 SLOW_GETITEM = REPO / "examples" / "slow_getitem.py"
 # A dataset the reference loader reads natively (TensorDataset): 2 epochs of 16 batches.
@@ -205,26 +204,15 @@ def test_the_reference_loader_swaps_in_from_the_installed_tree(installed):
 def test_the_dashboard_opens_a_recording(installed):
     env = installed.env
     base = installed.base
-    xvfb = shutil.which("Xvfb")
-    if xvfb is None:
-        pytest.skip("Xvfb is not installed (apt-get install xvfb): the dashboard needs a display")
     db = base / "run.db"
     if not db.exists():
         run(["stallscope", "run", "-o", str(db), "--", "python", str(SLOW_GETITEM)], env=env, cwd=base)
-    r, w = os.pipe()
-    server = subprocess.Popen([xvfb, "-displayfd", str(w), "-screen", "0", "1600x1000x24", "-nolisten", "tcp"],
-                              pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    os.close(w)
-    try:
-        with os.fdopen(r) as f:
-            display = f.readline().strip()
-        assert display.isdigit(), "Xvfb did not report its display"
+    with xvfb_display() as display:
+        if display is None:
+            pytest.skip("Xvfb is not installed (apt-get install xvfb): the dashboard needs a display")
         shot = base / "ui.png"
         layout = base / "ui.json"
         run(["stallscope", "ui", "--screenshot", str(shot), "--layout-dump", str(layout), str(db)],
             env={**env, "DISPLAY": f":{display}"}, cwd=base, timeout=120)
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "main" in layout.read_text()
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
