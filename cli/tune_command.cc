@@ -6,8 +6,8 @@
 //
 // Each run is a `stallscope run` child of this process, in a process group of its own (so Ctrl-C
 // reaches tune alone), with its output in DIR/NN-NAME.log. Steps are counted live from the
-// recording (dl.next spans that handed a batch); a run is stopped at its step count, when it is
-// clearly slower than the best so far, or when the time budget is spent, by SIGKILL of the
+// recording (dl.next spans that handed a batch); a run is stopped at its step count, when it can
+// no longer come within 5 % of the best so far, or when the time budget is spent, by SIGKILL of the
 // program's processes (the launcher saves what was drained). Tune is the sub-reaper of its
 // children, so DataLoader workers orphaned by that kill come back to it and are killed too.
 #include <dirent.h>
@@ -281,7 +281,7 @@ struct RunLimits {
   double samples_per_step = 0;    // from the baseline (0: show steps/s)
 };
 
-// Runs `t` until it has warm-up + steps steps, ends, is clearly slower than the best so far, the
+// Runs `t` until it has warm-up + steps steps, ends, cannot win against the best so far, the
 // budget is spent, or tune is interrupted; then analyses its recording.
 void run_trial(const TuneArgs& a, Trial& t, const std::string& loader_args, const RunLimits& lim, Progress& pr,
                const std::string& counter) {
@@ -816,10 +816,11 @@ const Command kTuneCommand = {
     "Runs PROGRAM, unmodified, under recording with its own DataLoader settings (the baseline),\n"
     "then once per setting that the what-if model of that recording proposes (the predicted best\n"
     "and its neighbours), each for the warm-up plus N steps, applied with 'run --loader-args' so\n"
-    "the script is never edited. Each run is stopped after its steps (or earlier when clearly\n"
-    "slower than the best so far, or when the budget is spent). Prints, per setting, measured and\n"
-    "predicted samples/s and stall, then the winner and the DataLoader arguments to paste. One\n"
-    "recording per setting is kept in DIR for 'compare' and the dashboard. docs/tune.md.",
+    "the script is never edited. Each run is stopped after its steps (or earlier when it can no\n"
+    "longer come within 5 % of the best so far, or when the budget is spent; --sweep runs every\n"
+    "setting in full). Prints, per setting, measured and predicted samples/s and stall, then the\n"
+    "winner and the DataLoader arguments to paste. One recording per setting is kept in DIR for\n"
+    "'compare' and the dashboard ('stallscope ui DIR' shows them as a set). docs/tune.md.",
     "Exit status: 0 with a result, 1 when PROGRAM cannot be run or records no DataLoader loop,\n"
     "2 on usage errors, 130 after Ctrl-C (what was measured so far is printed).\n"
     "\n"
