@@ -369,6 +369,28 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     b.why_not = "fewer than 3 steady steps of the training loader were recorded";
     return b;
   }
+  // Loops faster than the hooks' mark gap are sampled (about one marked next() per millisecond,
+  // hooks/_main.py): a step without a mark takes the marked steps' CPU per second of wall time,
+  // the call's and the step's apart.
+  double marked_wall = 0, marked_cpu = 0, marked_others = 0, gap_wall = 0, gap_cpu = 0;
+  for (const RawStep& st : raw) {
+    if (st.next_cpu >= 0) {
+      marked_wall += st.next_wall;
+      marked_cpu += st.next_cpu;
+      marked_others += st.next_others;
+    }
+    if (st.gap_cpu >= 0) {
+      gap_wall += st.gap;
+      gap_cpu += st.gap_cpu;
+    }
+  }
+  for (RawStep& st : raw) {
+    if (st.next_cpu < 0 && marked_wall > 0) {
+      st.next_cpu = st.next_wall * marked_cpu / marked_wall;
+      st.next_others = st.next_wall * marked_others / marked_wall;
+    }
+    if (st.gap_cpu < 0 && gap_wall > 0) st.gap_cpu = st.gap * gap_cpu / gap_wall;
+  }
 
   // Contention from the loader's own workers while recording: the training process's run-queue
   // delay (its threads summed, per second) spread over its compute, per thread; the simulation

@@ -38,8 +38,14 @@ InstantFn g_instant = nullptr;
 
 // Event ids of the current session (set_ids(), from hooks/_state.refresh_ids()).
 uint32_t g_next = 0, g_fetch = 0, g_collate = 0, g_cpu = 0, g_epoch_end = 0, g_sent = 0, g_recv = 0;
-// The process's CPU time at the end of the previous next() call; -1: none yet (_main._cpu_last).
+// dl.cpu sampling (_main._cpu_last, _main._marks): a next() call is marked when the process's CPU
+// time was read at the end of the call before it (armed), and the hooks arm at the end of a call
+// when g_mark_gap_ns have passed since they last armed: every call on loops slower than the gap,
+// about one per gap on faster ones. g_cpu_last: that CPU time (-1: none yet).
 int64_t g_cpu_last = -1;
+bool g_armed = true;  // the first call is marked (its arg2 is -1)
+int64_t g_armed_at = 0;
+int64_t g_mark_gap_ns = 1'000'000;
 
 // Interned attribute names.
 PyObject* s_stallscope_it = nullptr;
@@ -115,16 +121,25 @@ int attr_true(PyObject* o, PyObject* name) {
   return t;
 }
 
-// _main._cpu_mark: dl.cpu right after a dl.next span.
+// _main._cpu_mark: after a dl.next span, dl.cpu when the call was marked (c0 >= 0: its CPU clocks
+// were read at its start), then arming for the next call when due.
 void cpu_mark(int64_t c0, int64_t t0) {
-  const int64_t t1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-  const int64_t c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-  const int64_t mine = floor_div(t1 - t0, 1000);
-  int64_t others = floor_div(c1 - c0, 1000) - mine;
-  if (others < 0) others = 0;
-  const int64_t between = g_cpu_last >= 0 ? floor_div(c0 - g_cpu_last, 1000) : -1;
-  g_instant(g_cpu, others, i32(mine), i32(between));
-  g_cpu_last = c1;
+  int64_t c1 = -1;
+  if (c0 >= 0) {
+    const int64_t t1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    const int64_t mine = floor_div(t1 - t0, 1000);
+    int64_t others = floor_div(c1 - c0, 1000) - mine;
+    if (others < 0) others = 0;
+    const int64_t between = g_cpu_last >= 0 ? floor_div(c0 - g_cpu_last, 1000) : -1;
+    g_instant(g_cpu, others, i32(mine), i32(between));
+  }
+  const int64_t now = clock_ns(CLOCK_MONOTONIC);
+  g_armed = g_mark_gap_ns <= 0 || now - g_armed_at >= g_mark_gap_ns;
+  if (g_armed) {
+    g_cpu_last = c1 >= 0 ? c1 : clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    g_armed_at = now;
+  }
 }
 
 // _main._handed: the batch just handed by a multi-process iterator, the one received but no longer
@@ -228,8 +243,9 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
     Py_DECREF(s);
     return next_call_orig(h, self);
   }
-  const int64_t c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-  const int64_t t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  const bool marked = g_armed;
+  const int64_t c0 = marked ? clock_ns(CLOCK_PROCESS_CPUTIME_ID) : -1;
+  const int64_t t0 = marked ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
   g_span_begin_args(g_next, L, i32(B), i32(E));
 
   PyObject* data = next_call_orig(h, self);
@@ -245,6 +261,7 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
         if (attr_i64(self, s_num_yielded, &n)) g_instant(g_epoch_end, L, i32(E), i32(n));
       }
     } else {
+      g_armed = false;  // the call raised: no mark, and the next call's arg2 would span this one
       int64_t ignored = 0;
       const int mp = attr_true(s, s_mp);
       if (mp >= 0 && (mp == 0 || handed(self, s, -1, &ignored))) g_span_end_args(L, -1, i32(E));
@@ -263,12 +280,11 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
   } else if (mp == 0) {
     g_span_end();  // the batch handed is the one begun with: keep the begin's arguments
   }
-  if (handed_ok) {
-    if (PyDict_SetItem(h->state, s_last_it, s) == 0) {
-      cpu_mark(c0, t0);
-    } else {
-      PyErr_Clear();
-    }
+  if (handed_ok && PyDict_SetItem(h->state, s_last_it, s) == 0) {
+    cpu_mark(c0, t0);
+  } else {
+    PyErr_Clear();
+    g_armed = false;
   }
   Py_DECREF(s);
   return data;
@@ -552,6 +568,14 @@ PyObject* mod_set_ids(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
   Py_RETURN_NONE;
 }
 
+// set_mark_gap(ns): dl.cpu sampling's gap (_state.MARK_GAP_NS; 0: every next() call).
+PyObject* mod_set_mark_gap(PyObject* /*m*/, PyObject* arg) {
+  const long long v = PyLong_AsLongLong(arg);
+  if (v == -1 && PyErr_Occurred()) return nullptr;
+  g_mark_gap_ns = v;
+  Py_RETURN_NONE;
+}
+
 PyObject* method_hook(vectorcallfunc call, PyObject* orig, PyObject* state) {
   if (!bound()) return no_bind();
   auto* tp = reinterpret_cast<PyTypeObject*>(g_next_type);
@@ -618,6 +642,7 @@ PyMethodDef g_methods[] = {
     {"bind", mod_bind, METH_O, "bind(library_path or None): resolve libstallscope's functions"},
     {"set_ids", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_set_ids)), METH_FASTCALL,
      "set_ids(next, fetch, collate, cpu, epoch_end, sent, recv)"},
+    {"set_mark_gap", mod_set_mark_gap, METH_O, "set_mark_gap(ns): dl.cpu sampling's gap (0: every next() call)"},
     {"next_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_next_hook)), METH_FASTCALL,
      "next_hook(orig_next, state_dict): the dl.next wrapper of _BaseDataLoaderIter.__next__"},
     {"sent_hook", mod_sent_hook, METH_O, "sent_hook(orig): the dl.sent wrapper of _try_put_index"},

@@ -392,6 +392,20 @@ void Ingest::sync_strings() {
   strings_written_ = n;
 }
 
+double Ingest::fullest_ring() const {
+  const uint64_t cap = arena_->header()->config.ring_capacity;
+  uint64_t most = 0;
+  for (uint32_t i = 0; i < arena_->header()->config.ring_count; ++i) {
+    const Ring* r = arena_->ring(i);
+    const uint32_t state = r->h.state.load(std::memory_order_acquire);
+    if (state != kRingActive && state != kRingRetired) continue;
+    const uint64_t head = r->h.head.load(std::memory_order_acquire);
+    const uint64_t tail = r->h.tail.load(std::memory_order_relaxed);
+    if (head > tail) most = std::max(most, head - tail);
+  }
+  return static_cast<double>(std::min(most, cap)) / static_cast<double>(cap);
+}
+
 Status Ingest::drain(bool final) {
   clock_.add_anchor(take_anchor());
   const int64_t now_ns = clock_.to_session_ns(now_ticks());

@@ -58,6 +58,8 @@ class Ingest {
   // One drain: everything committed to the rings so far becomes rows in one transaction.
   // `final` also closes spans still open (dur NULL) and marks unfinished processes ended.
   Status drain(bool final);
+  // The fullest ring's events not drained yet, over its capacity (0..1): a few atomic loads.
+  double fullest_ring() const;
   // Queues /proc samples; the next drain writes them as proc.* counters (docs/events.md).
   void add_samples(std::vector<ProcSample> samples);
   // Pids of the session's processes that have not ended, for the sampler.

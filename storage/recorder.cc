@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 
@@ -54,9 +55,15 @@ void Recorder::fail(const Status& s) {
 
 void Recorder::loop() {
   thread_tid_.store(static_cast<pid_t>(::syscall(SYS_gettid)));
+  // A drain every interval, or sooner when a ring is a quarter full (looked at every 5 ms: a few
+  // atomic loads): one thread handing tiny batches writes about 100,000 events a second, and a
+  // ring of 16,384 events overflowed between two drains 100 ms apart.
   for (;;) {
     pollfd p{wake_pipe_[0], POLLIN, 0};
-    ::poll(&p, 1, interval_ms_);
+    for (int waited = 0; waited < interval_ms_; waited += kFillCheckMs) {
+      if (::poll(&p, 1, std::min(kFillCheckMs, interval_ms_ - waited)) != 0) break;  // woken (or EINTR)
+      if (!failed_.load() && ingest_->fullest_ring() >= 0.25) break;
+    }
     char buf[64];
     while (::read(wake_pipe_[0], buf, sizeof buf) > 0) {
     }

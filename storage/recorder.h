@@ -22,6 +22,7 @@ class Recorder {
  public:
   static inline constexpr int kDefaultIntervalMs = 100;
   static inline constexpr int kSampleIntervalMs = 100;  // /proc sampler, 10 Hz
+  static inline constexpr int kFillCheckMs = 5;         // between drains: is a ring a quarter full?
 
   // Creates the database at `path` and starts draining `arena` every `interval_ms`.
   static Result<std::unique_ptr<Recorder>> start(Arena* arena, const std::string& path,

@@ -52,8 +52,6 @@ dl.put from its threads (ss-loader-W); dl.copy with a device.
 from __future__ import annotations
 
 import atexit
-import importlib.machinery
-import importlib.util
 import json
 import os
 import sys
@@ -97,36 +95,13 @@ def _native_module():
     with _lock:
         if _M is not None:
             return _M
-        if sys.modules.get(_MODULE) is not None:  # already imported (by a test, an embedding program)
-            _M = sys.modules[_MODULE]
-            return _M
         if _M_error is None:
-            tried = []
-            for d in _module_dirs():
-                for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-                    path = os.path.join(d, _MODULE + suffix)
-                    if not os.path.exists(path):
-                        continue
-                    try:
-                        spec = importlib.util.spec_from_file_location(_MODULE, path)
-                        mod = importlib.util.module_from_spec(spec)
-                        spec.loader.exec_module(mod)
-                    except Exception as e:
-                        tried.append(f"{path}: {e}")
-                        continue
-                    sys.modules[_MODULE] = mod
-                    _M = mod
-                    return mod
             try:
-                import _stallscope_loader as mod  # installed on sys.path
-
-                _M = mod
-                return mod
-            except ImportError:
-                pass
-            _M_error = ("the reference loader's native module is not built (" + ("; ".join(tried) if tried else
-                        f"no {_MODULE} in {', '.join(_module_dirs())}") +
-                        "); configure stallscope with pybind11 and Python's development files")
+                _M = _ext.load(_MODULE, _module_dirs())
+                return _M
+            except ImportError as e:
+                _M_error = (f"the reference loader's native module is not built ({e}); configure stallscope "
+                            "with pybind11 and Python's development files")
     raise ImportError(f"stallscope: {_M_error}")
 
 

@@ -229,7 +229,7 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
         b.instant(main, "dl.recv", handed, L, batch, batch % n);
       }
       b.span(main, "dl.next", call, handed - call, L, batch, e, 0);
-      if (c.fetch_cpu || c.compute_cpu) {
+      if ((c.fetch_cpu || c.compute_cpu) && batch % c.mark_every == 0) {
         const int64_t in_next = n == 0 ? cpu_us(c.fetch_cpu.value_or(1.0), handed - call) : 0;
         const int64_t before = first_mark ? -1 : cpu_us(c.compute_cpu.value_or(1.0), c.compute_ns);
         b.instant(main, "dl.cpu", handed, int64_t{0}, in_next, before);  // no other threads

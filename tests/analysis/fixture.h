@@ -81,6 +81,7 @@ struct SimConfig {
   // dl.cpu marks (none when unset): the share of each fetch spent on a CPU, and the cores the
   // training process uses while it computes between next() calls; torch_threads in dl.config.
   std::optional<double> fetch_cpu, compute_cpu;
+  int mark_every = 1;  // the training thread's marks on every n-th batch only (the hooks' sampling)
   int torch_threads = 1;
   // meta usable_cores (not written when unset): the cores the what-if model shares out.
   std::optional<int> usable_cores = 16;

@@ -186,6 +186,31 @@ TEST_F(WhatIfTest, PredictsTheRecordedRunAndOneWorker) {
   EXPECT_EQ(w.bound, "compute");
 }
 
+// Fast loops mark one next() call in several (the hooks' sampling): the unmarked steps take the
+// marked ones' CPU per second, and the model predicts what it does from marks on every call.
+TEST_F(WhatIfTest, SampledMarksPredictAsMarksOnEveryCall) {
+  SimConfig c;
+  c.epochs = 2;
+  c.fetch_ns = [](int, int batch) { return (batch % 2 == 0 ? 30 : 10) * kMs; };
+  c.fetch_cpu = 0.5;
+  c.compute_cpu = 1.0;
+  const Report all = run(c, 2);
+  c.mark_every = 7;
+  const Report sampled = run(c, 2);
+  ASSERT_TRUE(all.whatif.available && sampled.whatif.available) << sampled.whatif.why_not;
+  const WhatIfInputs& a = all.whatif.inputs;
+  const WhatIfInputs& s = sampled.whatif.inputs;
+  EXPECT_NEAR(a.fetch_cpu_ms, 10, 0.1);  // half of the 20 ms mean (the first batch of an epoch aside)
+  EXPECT_NEAR(s.fetch_cpu_ms, a.fetch_cpu_ms, 0.02 * a.fetch_cpu_ms);
+  EXPECT_NEAR(s.compute_cpu_ms, a.compute_cpu_ms, 0.01 * a.compute_cpu_ms);
+  ASSERT_EQ(all.whatif.candidates.size(), sampled.whatif.candidates.size());
+  for (size_t i = 0; i < all.whatif.candidates.size(); ++i) {
+    EXPECT_NEAR(sampled.whatif.candidates[i].samples_per_s, all.whatif.candidates[i].samples_per_s,
+                0.02 * all.whatif.candidates[i].samples_per_s)
+        << i;
+  }
+}
+
 // Recordings made before dl.cpu: the CPU split comes from /proc means, and the model says so.
 TEST_F(WhatIfTest, WithoutCpuMarksTheProcMeansAreUsed) {
   SimConfig c;

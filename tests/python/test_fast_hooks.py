@@ -99,8 +99,9 @@ def sorted_firsts(result):
     ["--workers", "2", "--start-method", "fork", "--samples", "22", "--unordered", "--persistent", "--epochs", "2"],
 ], ids=["no-workers", "no-workers-iterable-break", "workers", "workers-unordered-persistent"])
 def test_c_and_python_hooks_record_the_same_events(tmp_path, args):
-    c = run_recorded(tmp_path / "c.db", [LOADER_PROG, *args])
-    p = run_recorded(tmp_path / "py.db", [LOADER_PROG, *args], env=base_env(STALLSCOPE_PY_HOOKS="1"))
+    every = {"STALLSCOPE_CPU_MARK_GAP_US": "0"}  # dl.cpu on every call: sampling depends on timing
+    c = run_recorded(tmp_path / "c.db", [LOADER_PROG, *args], env=base_env(**every))
+    p = run_recorded(tmp_path / "py.db", [LOADER_PROG, *args], env=base_env(STALLSCOPE_PY_HOOKS="1", **every))
     assert c.rc == p.rc == 0, c.stderr + p.stderr
     assert sorted_firsts(c.result) == sorted_firsts(p.result)  # --unordered: the order is the workers'
     unordered = "--unordered" in args
@@ -113,6 +114,56 @@ def test_c_and_python_hooks_record_the_same_events(tmp_path, args):
         assert sum(n for k, n in spans.items() if k[0] == "dl.collate") == handed
     else:
         assert sum(n for k, n in ce[1].items() if k[0] == "dl.recv") >= handed
+
+
+FAST_LOOP = """
+import json, sys, time
+import torch
+from torch.utils.data import DataLoader
+data = torch.zeros(4 * int(sys.argv[1]), 8)
+t0 = time.perf_counter()
+n = sum(1 for _ in DataLoader(data, batch_size=4))
+print("RESULT " + json.dumps({"batches": n, "s": time.perf_counter() - t0}), flush=True)
+"""
+
+
+def dropped(rec):
+    rows = rec.q("SELECT value FROM meta WHERE key = 'dropped_events'")
+    return int(rows[0]["value"]) if rows else 0
+
+
+@pytest.mark.parametrize("hooks", ["c", "python"])
+def test_fast_loops_mark_about_one_call_per_gap(tmp_path, hooks):
+    """dl.cpu's clock reads cost about 1 us each in a busy loop: a loop faster than the gap (1 ms
+    by default) marks about one next() call per gap, and each mark still holds the CPU between it
+    and the call before (arg2), which the what-if model reads."""
+    prog = tmp_path / "fast.py"
+    prog.write_text(FAST_LOOP)
+    extra = {"STALLSCOPE_PY_HOOKS": "1"} if hooks == "python" else {}
+    r = run_recorded(tmp_path / "run.db", [prog, "3000"], env=base_env(**extra))
+    assert r.rc == 0, r.stderr
+    rec = Recording(tmp_path / "run.db")
+    assert dropped(rec) == 0
+    calls = [s for s in rec.spans("dl.next") if s["thread"] == "MainThread"]
+    marks = [m for m in rec.instants("dl.cpu") if m["thread"] == "MainThread"]
+    assert len(calls) == r.result["batches"] + 1 == 3001
+    span_s = (calls[-1]["end_ns"] - calls[0]["start_ns"]) / 1e9
+    assert span_s < 3000e-3 / 2, "the loop is not faster than two gaps per call: the test proves nothing"
+    # One per gap at most (plus the first), and about that many: none lost to the sampling.
+    assert 0.5 * span_s * 1e3 <= len(marks) - 1 <= span_s * 1e3 + 1, (len(marks), span_s)
+    # Every mark but the first follows a call whose end was read: arg2 is the CPU of one step.
+    assert marks[0]["arg2"] == -1 and all(m["arg2"] >= 0 for m in marks[1:])
+    for m in marks[1:]:
+        call = max((c for c in calls if c["end_ns"] <= m["ts_ns"]), key=lambda c: c["end_ns"])
+        before = max((c for c in calls if c["end_ns"] < call["start_ns"]), key=lambda c: c["end_ns"])
+        assert m["arg2"] <= (call["start_ns"] - before["end_ns"]) / 1e3 * 2 + 50  # two threads at most, 50 us slack
+    # Gap 0: every call (a shorter loop: on this one, a mark per call fills the rings faster than
+    # they drain, and events are dropped).
+    every = run_recorded(tmp_path / "every.db", [prog, "500"], env=base_env(STALLSCOPE_CPU_MARK_GAP_US="0", **extra))
+    assert every.rc == 0, every.stderr
+    every_rec = Recording(every.db)
+    assert dropped(every_rec) == 0
+    assert len([m for m in every_rec.instants("dl.cpu") if m["thread"] == "MainThread"]) == 501
 
 
 def test_the_python_fallback_keeps_the_traceback(tmp_path):

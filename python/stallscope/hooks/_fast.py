@@ -38,6 +38,7 @@ def load():
     try:
         mod = _ext.load(NAME, _ext.module_dirs())
         mod.bind(N.lib_path if N.lib_path and N.lib_path.startswith("/") else None)
+        mod.set_mark_gap(S.MARK_GAP_NS)
     except Exception as e:
         S._fast_why = str(e) or type(e).__name__
         try:

@@ -27,9 +27,15 @@ _span_end_args = N.span_end_args
 _instant = N.instant
 _cpu_ns = time.process_time_ns
 _thread_ns = time.thread_time_ns
-# The process's CPU time at the end of the previous next() call (any loader): dl.cpu's arg2 is the
-# CPU the process used between two next() calls, i.e. while the loop computed. -1: none yet.
+_mono_ns = time.monotonic_ns
+# dl.cpu sampling (the C hooks' twin, pyhooks/fast_hooks.cc): a next() call is marked when the
+# process's CPU time was read at the end of the call before it (armed): dl.cpu's arg2 is the CPU
+# the process used between the two calls, i.e. while the loop computed. The hooks arm at the end of
+# a call when S.MARK_GAP_NS have passed since they last armed: every call on loops slower than the
+# gap, about one per gap on faster ones (the clock reads cost about 1 us each in a busy loop).
+# _cpu_last: that CPU time (-1: none yet); _marks: [armed, armed at (monotonic ns)].
 _cpu_last = [-1]
+_marks = [True, 0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,8 +323,11 @@ def _it_next(self):
         ctx = s.ctx
         if ctx is not None:
             ctx.B = B
-        c0 = _cpu_ns()
-        t0 = _thread_ns()
+        if _marks[0]:
+            c0 = _cpu_ns()
+            t0 = _thread_ns()
+        else:
+            c0 = t0 = -1
         _span_begin(S._I_NEXT, L, B, E)
     except Exception:
         return S._orig_next(self)
@@ -335,6 +344,7 @@ def _it_next(self):
             pass
         raise
     except BaseException:
+        _marks[0] = False  # no mark, and the next call's arg2 would span this one
         try:
             if s.mp:
                 _handed(self, s, -1)  # forget the batch that raised (the loop may go on)
@@ -350,7 +360,7 @@ def _it_next(self):
         S._last_it = s
         _cpu_mark(c0, t0)
     except Exception:
-        pass
+        _marks[0] = False
     return data
 
 
@@ -360,13 +370,21 @@ def _cpu_mark(c0, t0):
     pin-memory thread: CPU taken from the workers), this thread's CPU time inside it (the fetch
     without workers, receiving the batch with them), and the process's CPU time (all its threads:
     the step) since the previous next() ended; what the what-if model splits into CPU and waiting
-    (docs/events.md)."""
-    t1 = _thread_ns()
-    c1 = _cpu_ns()
-    last = _cpu_last[0]
-    mine = (t1 - t0) // 1000
-    _instant(S._I_CPU, max(0, (c1 - c0) // 1000 - mine), mine, (c0 - last) // 1000 if last >= 0 else -1)
-    _cpu_last[0] = c1
+    (docs/events.md). Written only for a marked call (c0 >= 0); then arms for the next call when
+    due."""
+    c1 = -1
+    if c0 >= 0:
+        t1 = _thread_ns()
+        c1 = _cpu_ns()
+        last = _cpu_last[0]
+        mine = (t1 - t0) // 1000
+        _instant(S._I_CPU, max(0, (c1 - c0) // 1000 - mine), mine, (c0 - last) // 1000 if last >= 0 else -1)
+    now = _mono_ns()
+    gap = S.MARK_GAP_NS
+    armed = _marks[0] = gap <= 0 or now - _marks[1] >= gap
+    if armed:
+        _cpu_last[0] = c1 if c1 >= 0 else _cpu_ns()
+        _marks[1] = now
 
 
 def _on_optimizer_step(optimizer, args, kwargs):

@@ -12,6 +12,7 @@ iterator, per fetcher). No other module of the package has a `global` statement.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 
 from .. import _native as N
@@ -22,6 +23,20 @@ from .. import _vocab as V
 _fast_module = None
 _fast_why = None
 _fast_loaded = False
+
+
+
+def _mark_gap_ns() -> int:
+    """dl.cpu sampling's gap (hooks/_main.py): STALLSCOPE_CPU_MARK_GAP_US microseconds, 1000 by
+    default; 0 marks every next() call."""
+    v = os.environ.get("STALLSCOPE_CPU_MARK_GAP_US", "")
+    try:
+        return max(0, int(v)) * 1000 if v.strip() else 1_000_000
+    except ValueError:
+        return 1_000_000
+
+
+MARK_GAP_NS = _mark_gap_ns()
 
 # ---------------------------------------------------------------------------------------------
 # Event ids. Interned per session (ids are indices into the session's string table); refreshed by

@@ -1,0 +1,51 @@
+"""A soak at a high event rate: epochs of tiny batches from memory (num_workers=0, about 15,000
+batches/s here) for SECONDS. Every second it notes its own resident memory and its parent's (the
+`stallscope run` launcher, when run under it: memory, descriptors, threads). Prints RESULT with the
+batches, each epoch's sum (the same every epoch) and the notes. Usage: soak_train.py SECONDS."""
+
+import json
+import os
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader
+
+
+def status(pid):
+    out = {"fds": len(os.listdir(f"/proc/{pid}/fd"))}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key == "Threads":
+                out["threads"] = int(value)
+            elif key == "VmRSS":
+                out["rss_kb"] = int(value.split()[0])
+    return out
+
+
+def main():
+    seconds = float(sys.argv[1])
+    data = torch.arange(4 * 2000 * 8, dtype=torch.float32).reshape(-1, 8)
+    loader = DataLoader(data, batch_size=4)
+    sums = set()
+    batches = 0
+    notes = []
+    t0 = time.monotonic()
+    next_note = t0
+    while time.monotonic() - t0 < seconds:
+        total = 0.0
+        for b in loader:
+            total += float(b[0, 0])
+            batches += 1
+        sums.add(total)
+        now = time.monotonic()
+        if now >= next_note:
+            notes.append({"t": now - t0, "self": status(os.getpid()), "parent": status(os.getppid())})
+            next_note = now + 1.0
+    print("RESULT " + json.dumps({"batches": batches, "sums": sorted(sums), "seconds": time.monotonic() - t0,
+                                  "notes": notes}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

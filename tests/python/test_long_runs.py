@@ -1,0 +1,78 @@
+"""Long runs (docs/robustness.md, "Long runs"): a fork storm of non-persistent workers, with the
+training process's and the launcher's descriptors, threads and memory, and /dev/shm, measured from
+/proc at the start and the end. CI runs the shortened form; `scripts/soak.sh` runs the long one
+(STALLSCOPE_STORM_EPOCHS=1000)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import PROGRAMS, Recording, run_plain, run_recorded
+
+pytestmark = pytest.mark.torch
+EPOCHS = int(os.environ.get("STALLSCOPE_STORM_EPOCHS", "150"))
+MiB = 1024
+
+
+def test_a_fork_storm_leaks_nothing_and_changes_nothing(tmp_path):
+    timeout = 60 + EPOCHS  # about 0.08 s per epoch here: a deadlock, not a slow machine, hits it
+    args = [PROGRAMS / "fork_storm.py", EPOCHS]
+    plain = run_plain(args, timeout=timeout)
+    r = run_recorded(tmp_path / "storm.db", args, timeout=timeout)
+    assert plain.rc == r.rc == 0, r.stderr
+    assert r.result["total"] == plain.result["total"]
+    start, end = r.result["start"], r.result["end"]
+    # The training process: the same descriptors and threads after EPOCHS x 2 workers came and
+    # went, and no more memory growth than without stallscope (plus 4 MiB).
+    assert end["self"]["fds"] == start["self"]["fds"] and end["self"]["threads"] == start["self"]["threads"], r.result
+    grown = end["self"]["rss_kb"] - start["self"]["rss_kb"]
+    plain_grown = plain.result["end"]["self"]["rss_kb"] - plain.result["start"]["self"]["rss_kb"]
+    assert grown <= max(0, plain_grown) + 4 * MiB, (grown, plain_grown)
+    # The launcher (the program's parent): flat too.
+    assert end["parent"]["fds"] == start["parent"]["fds"], r.result
+    assert end["parent"]["threads"] == start["parent"]["threads"], r.result
+    assert end["parent"]["rss_kb"] - start["parent"]["rss_kb"] <= 8 * MiB, r.result
+    # Nothing new left in /dev/shm.
+    assert set(end["shm"]) <= set(start["shm"]), set(end["shm"]) - set(start["shm"])
+    # Every epoch and every worker recorded, nothing dropped.
+    rec = Recording(r.db)
+    assert len(rec.instants("dl.epoch_end")) == EPOCHS
+    assert len(rec.instants("dl.worker_start")) == len(rec.instants("dl.worker_stop")) == 2 * EPOCHS
+    assert not rec.q("SELECT value FROM meta WHERE key = 'dropped_events' AND value != '0'")
+
+
+SOAK_S = float(os.environ.get("STALLSCOPE_SOAK_S", "20"))
+
+
+def test_a_soak_at_a_high_event_rate(tmp_path):
+    """Tiny batches for SOAK_S seconds (about 100,000 events/s on one thread): the training
+    process's and the launcher's memory stay flat, drops are counted the same in the recording and
+    in the launcher's last line, and the database's bytes per hour are reported."""
+    args = [PROGRAMS / "soak_train.py", SOAK_S]
+    plain = run_plain([PROGRAMS / "soak_train.py", 1])
+    r = run_recorded(tmp_path / "soak.db", args, timeout=120 + 2 * SOAK_S)
+    assert plain.rc == r.rc == 0, r.stderr
+    assert r.result["sums"] == plain.result["sums"]  # every epoch the same, and as without stallscope
+    notes = [n for n in r.result["notes"] if n["t"] >= 0.2 * SOAK_S]  # after the warm-up
+    assert len(notes) >= 3, r.result["notes"]
+    for who, limit in (("self", 8 * MiB), ("parent", 8 * MiB)):
+        rss = [n[who]["rss_kb"] for n in notes]
+        assert max(rss) - min(rss) <= limit, (who, rss)
+        assert len({(n[who]["fds"], n[who]["threads"]) for n in notes}) == 1, (who, notes)
+    rec = Recording(r.db)
+    rows = rec.q("SELECT value FROM meta WHERE key = 'dropped_events'")
+    dropped = int(rows[0]["value"])
+    events = rec.q("SELECT sum(events) AS n FROM flushes")[0]["n"]
+    assert f"{dropped} dropped" in r.stderr, r.stderr
+    assert dropped <= 0.01 * (events + dropped), (dropped, events)
+    handed = rec.q("SELECT count(*) AS n FROM span_view WHERE name = 'dl.next' AND arg1 >= 0")[0]["n"]
+    assert handed >= 0.99 * r.result["batches"], (handed, r.result["batches"])
+    size = sum(p.stat().st_size for p in tmp_path.glob("soak.db*"))
+    launcher = [n["parent"]["rss_kb"] / MiB for n in notes]
+    training = [n["self"]["rss_kb"] / MiB for n in notes]
+    print(f"\nsoak: {SOAK_S:.0f} s, {r.result['batches'] / r.result['seconds']:,.0f} batches/s, "
+          f"{events / r.result['seconds']:,.0f} events/s recorded, {dropped} dropped, database "
+          f"{size / r.result['seconds'] * 3600 / 2**30:.2f} GiB per hour; launcher RSS "
+          f"{min(launcher):.1f}-{max(launcher):.1f} MiB, training RSS {min(training):.1f}-{max(training):.1f} MiB")
