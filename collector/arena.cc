@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -39,14 +40,17 @@ std::map<std::string, int>& lock_fds() {
 
 }  // namespace
 
-Arena* Arena::create(const std::string& shm_name, const ArenaConfig& cfg, std::string* error) {
+namespace {
+
+// The arena's size for `cfg`, or 0 (and *error) when the configuration is not valid.
+uint64_t arena_size(const ArenaConfig& cfg, std::string* error) {
   if (cfg.ring_capacity == 0 || (cfg.ring_capacity & (cfg.ring_capacity - 1)) != 0) {
     *error = "ring capacity must be a power of two";
-    return nullptr;
+    return 0;
   }
   if (cfg.ring_count == 0 || cfg.string_capacity == 0 || cfg.process_capacity == 0) {
     *error = "arena sizes must be positive";
-    return nullptr;
+    return 0;
   }
   const uint64_t off_offsets = align_up(sizeof(ArenaHeader), 4096);
   const uint64_t off_hash = align_up(off_offsets + 4ull * cfg.string_capacity, 64);
@@ -54,8 +58,89 @@ Arena* Arena::create(const std::string& shm_name, const ArenaConfig& cfg, std::s
   const uint64_t off_procs = align_up(off_pool + cfg.string_pool_bytes, 4096);
   const uint64_t off_rings = align_up(off_procs + sizeof(ProcessEntry) * cfg.process_capacity, 4096);
   const uint64_t stride = align_up(sizeof(RingHeader) + sizeof(Event) * cfg.ring_capacity, 4096);
-  const uint64_t total = off_rings + stride * cfg.ring_count;
+  return off_rings + stride * cfg.ring_count;
+}
 
+// Writes a new arena's header into `base` (mapped, zero-filled, `total` bytes).
+ArenaHeader* init_header(uint8_t* base, uint64_t total, const ArenaConfig& cfg) {
+  const uint64_t off_offsets = align_up(sizeof(ArenaHeader), 4096);
+  const uint64_t off_hash = align_up(off_offsets + 4ull * cfg.string_capacity, 64);
+  const uint64_t off_pool = align_up(off_hash + 8ull * cfg.string_capacity, 64);
+  const uint64_t off_procs = align_up(off_pool + cfg.string_pool_bytes, 4096);
+  const uint64_t off_rings = align_up(off_procs + sizeof(ProcessEntry) * cfg.process_capacity, 4096);
+  const uint64_t stride = align_up(sizeof(RingHeader) + sizeof(Event) * cfg.ring_capacity, 4096);
+  auto* h = new (base) ArenaHeader();
+  h->wire_version = kWireFormatVersion;
+  h->total_size = total;
+  h->config = cfg;
+  h->uses_tsc = tsc_is_reliable() ? 1 : 0;
+  g_clock_uses_tsc = h->uses_tsc != 0;
+  h->owner_pid = ::getpid();
+  const ClockAnchor a = take_anchor();
+  h->start_ticks = a.ticks;
+  h->start_mono_ns = a.ns;
+  h->start_real_ns = realtime_ns();
+  h->off_string_offsets = off_offsets;
+  h->off_string_hash = off_hash;
+  h->off_string_pool = off_pool;
+  h->off_processes = off_procs;
+  h->off_rings = off_rings;
+  h->ring_stride = stride;
+  h->next_thread_uid.store(1);
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&h->lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+  // Publish last: attachers check the magic.
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kArenaMagic;
+  return h;
+}
+
+// Maps an arena from `fd` (not closed here) and checks it; nullptr and *error when it is not one.
+uint8_t* map_existing(int fd, const std::string& what, uint64_t* size, std::string* error) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) < sizeof(ArenaHeader)) {
+    *error = what + " is not a stallscope arena (too small)";
+    return nullptr;
+  }
+  void* mem = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mem == MAP_FAILED) {
+    *error = "cannot map " + what + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  auto* h = static_cast<ArenaHeader*>(mem);
+  if (h->magic != kArenaMagic || h->wire_version != kWireFormatVersion ||
+      h->total_size != static_cast<uint64_t>(st.st_size)) {
+    ::munmap(mem, static_cast<size_t>(st.st_size));
+    *error = what + " is not a stallscope arena of wire format " + std::to_string(kWireFormatVersion);
+    return nullptr;
+  }
+  g_clock_uses_tsc = h->uses_tsc != 0;
+  *size = static_cast<uint64_t>(st.st_size);
+  return static_cast<uint8_t*>(mem);
+}
+
+constexpr char kFdPrefix[] = "fd:";
+
+// "fd:PID:FD" -> pid, fd.
+bool parse_fd_name(const std::string& name, int* pid, int* fd) {
+  if (name.rfind(kFdPrefix, 0) != 0) return false;
+  char tail = 0;
+  return std::sscanf(name.c_str() + 3, "%d:%d%c", pid, fd, &tail) == 2 && *pid > 0 && *fd >= 0;
+}
+
+std::string fd_name(int fd) { return std::string(kFdPrefix) + std::to_string(::getpid()) + ":" + std::to_string(fd); }
+
+}  // namespace
+
+bool Arena::is_anonymous_name(const std::string& name) { return name.rfind(kFdPrefix, 0) == 0; }
+
+Arena* Arena::create(const std::string& shm_name, const ArenaConfig& cfg, std::string* error) {
+  const uint64_t total = arena_size(cfg, error);
+  if (total == 0) return nullptr;
   const std::string path = shm_path(shm_name);
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -84,67 +169,93 @@ Arena* Arena::create(const std::string& shm_name, const ArenaConfig& cfg, std::s
     ::close(fd);  // no lock: remove_stale still keeps the arena while its creator lives
   }
   auto* base = static_cast<uint8_t*>(mem);
-  auto* h = new (base) ArenaHeader();
-  h->wire_version = kWireFormatVersion;
-  h->total_size = total;
-  h->config = cfg;
-  h->uses_tsc = tsc_is_reliable() ? 1 : 0;
-  g_clock_uses_tsc = h->uses_tsc != 0;
-  h->owner_pid = ::getpid();
-  const ClockAnchor a = take_anchor();
-  h->start_ticks = a.ticks;
-  h->start_mono_ns = a.ns;
-  h->start_real_ns = realtime_ns();
-  h->off_string_offsets = off_offsets;
-  h->off_string_hash = off_hash;
-  h->off_string_pool = off_pool;
-  h->off_processes = off_procs;
-  h->off_rings = off_rings;
-  h->ring_stride = stride;
-  h->next_thread_uid.store(1);
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(&h->lock, &attr);
-  pthread_mutexattr_destroy(&attr);
-  // Publish last: attachers check the magic.
-  std::atomic_thread_fence(std::memory_order_release);
-  h->magic = kArenaMagic;
+  ArenaHeader* h = init_header(base, total, cfg);
   return new Arena(base, h, shm_name);
 }
 
+Arena* Arena::create_anonymous(const ArenaConfig& cfg, std::string* error) {
+  const uint64_t total = arena_size(cfg, error);
+  if (total == 0) return nullptr;
+  // Not close-on-exec: the program the launcher execs inherits it (see arena.h).
+  const int fd = ::memfd_create("stallscope-arena", 0);
+  if (fd < 0) {
+    *error = std::string("cannot create a memfd arena: ") + std::strerror(errno);
+    return nullptr;
+  }
+  (void)::fchmod(fd, 0600);  // a memfd is 0777; /proc/PID/fd already keeps other users out
+  if (::ftruncate(fd, static_cast<off_t>(total)) != 0) {
+    *error = std::string("cannot size the memfd arena: ") + std::strerror(errno);
+    ::close(fd);
+    return nullptr;
+  }
+  void* mem = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mem == MAP_FAILED) {
+    *error = std::string("cannot map the memfd arena: ") + std::strerror(errno);
+    ::close(fd);
+    return nullptr;
+  }
+  auto* base = static_cast<uint8_t*>(mem);
+  ArenaHeader* h = init_header(base, total, cfg);
+  return new Arena(base, h, fd_name(fd));
+}
+
+Arena* Arena::attach_anonymous(const std::string& name, std::string* error) {
+  int pid = 0, fd = -1;
+  if (!parse_fd_name(name, &pid, &fd)) {
+    *error = "'" + name + "' is not an arena name (fd:PID:FD)";
+    return nullptr;
+  }
+  // The descriptor inherited from the holder (the launcher, for the program it execs), when it is
+  // the same file as the holder's; else the holder's, opened through /proc (spawned children:
+  // multiprocessing closes inherited descriptors).
+  struct stat mine, theirs;
+  const std::string theirs_path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  const bool holder_alive = ::kill(pid, 0) == 0 || errno == EPERM;
+  const bool inherited =
+      ::fstat(fd, &mine) == 0 && S_ISREG(mine.st_mode) &&
+      (pid == ::getpid() || !holder_alive ||
+       (::stat(theirs_path.c_str(), &theirs) == 0 && theirs.st_dev == mine.st_dev && theirs.st_ino == mine.st_ino));
+  uint64_t size = 0;
+  std::string why;
+  if (inherited) {
+    if (uint8_t* base = map_existing(fd, "descriptor " + std::to_string(fd), &size, &why)) {
+      return new Arena(base, reinterpret_cast<ArenaHeader*>(base), fd_name(fd));
+    }
+  }
+  if (pid == ::getpid()) {
+    *error = why.empty() ? "descriptor " + std::to_string(fd) + " is not open" : why;
+    return nullptr;
+  }
+  const int own = ::open(theirs_path.c_str(), O_RDWR);  // kept open: this process's children open it in turn
+  if (own < 0) {
+    *error = "cannot open " + theirs_path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  uint8_t* base = map_existing(own, theirs_path, &size, error);
+  if (base == nullptr) {
+    ::close(own);
+    return nullptr;
+  }
+  return new Arena(base, reinterpret_cast<ArenaHeader*>(base), fd_name(own));
+}
+
 Arena* Arena::attach(const std::string& shm_name, std::string* error) {
+  if (is_anonymous_name(shm_name)) return attach_anonymous(shm_name, error);
   const std::string path = shm_path(shm_name);
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     *error = "cannot open " + path + ": " + std::strerror(errno);
     return nullptr;
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < sizeof(ArenaHeader)) {
-    *error = path + " is not a stallscope arena (too small)";
-    ::close(fd);
-    return nullptr;
-  }
-  void* mem = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  uint64_t size = 0;
+  uint8_t* base = map_existing(fd, path, &size, error);
   ::close(fd);
-  if (mem == MAP_FAILED) {
-    *error = "cannot map " + path + ": " + std::strerror(errno);
-    return nullptr;
-  }
-  auto* h = static_cast<ArenaHeader*>(mem);
-  if (h->magic != kArenaMagic || h->wire_version != kWireFormatVersion ||
-      h->total_size != static_cast<uint64_t>(st.st_size)) {
-    ::munmap(mem, static_cast<size_t>(st.st_size));
-    *error = path + " is not a stallscope arena of wire format " + std::to_string(kWireFormatVersion);
-    return nullptr;
-  }
-  g_clock_uses_tsc = h->uses_tsc != 0;
-  return new Arena(static_cast<uint8_t*>(mem), h, shm_name);
+  if (base == nullptr) return nullptr;
+  return new Arena(base, reinterpret_cast<ArenaHeader*>(base), shm_name);
 }
 
 void Arena::unlink(const std::string& shm_name) {
+  if (shm_name.empty() || is_anonymous_name(shm_name)) return;  // nothing named to remove
   ::unlink(shm_path(shm_name).c_str());
   std::lock_guard<std::mutex> g(g_lock_mu);
   if (auto it = lock_fds().find(shm_name); it != lock_fds().end()) {

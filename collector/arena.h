@@ -1,9 +1,9 @@
-// The session arena: one shared-memory file (/dev/shm) that every process of a recording session
-// maps. It holds the per-thread ring buffers that the hot path writes into, the session's string
-// table and its process table. Exactly one drainer (the `stallscope run` launcher, or the owning
-// process when recording in-process) reads the rings and writes the database; no process of the
-// training job ever touches SQLite. Forked children inherit the mapping; spawned or exec'd
-// children find it through the STALLSCOPE_SHM environment variable. See docs/decisions.md.
+// The session arena: one shared-memory file (a memfd, or a /dev/shm name for attach) that every process of a recording
+// session maps. It holds the per-thread ring buffers that the hot path writes into, the session's string table and its
+// process table. Exactly one drainer (the `stallscope run` launcher, or the owning process when recording in-process)
+// reads the rings and writes the database; no process of the training job ever touches SQLite. Forked children inherit
+// the mapping; spawned or exec'd children find it through the STALLSCOPE_SHM environment variable. See
+// docs/decisions.md.
 //
 // Ring protocol (single producer = the owning thread, single consumer = the drainer):
 //   producer: h = head; if h - tail >= capacity -> drop; write events[h % cap]; head = h + 1 (release)
@@ -108,10 +108,20 @@ class Arena {
  public:
   // Creates a new arena file /dev/shm/<name> (mode 0600). Returns nullptr and sets *error on failure.
   static Arena* create(const std::string& shm_name, const ArenaConfig& config, std::string* error);
-  // Maps an existing arena created by another process of the session.
+  // Creates an anonymous arena (memfd_create): nothing in /dev/shm, and its memory is freed when
+  // the last process that maps it exits, whatever killed them. Its name() is "fd:PID:FD": the
+  // descriptor FD of process PID, which is not close-on-exec (the program the launcher execs
+  // inherits it) and which processes that did not inherit it open as /proc/PID/fd/FD (same user
+  // only). `stallscope run` and in-process recording use it; attach keeps a named arena (the
+  // target may run as another user than the attacher).
+  static Arena* create_anonymous(const ArenaConfig& config, std::string* error);
+  // Maps an existing arena created by another process of the session: a /dev/shm name, or an
+  // anonymous arena's "fd:PID:FD". Joining an anonymous arena keeps a descriptor open, and this
+  // process's name() names it, for its own children.
   static Arena* attach(const std::string& shm_name, std::string* error);
+  static bool is_anonymous_name(const std::string& name);
   // Removes the /dev/shm name (mapped processes keep their mapping) and, in the process that
-  // created it, lets go of its liveness lock.
+  // created it, lets go of its liveness lock. Nothing for an anonymous arena.
   static void unlink(const std::string& shm_name);
   // Removes the arenas of dead sessions: /dev/shm/<prefix>* files of this user, at least
   // `min_age_s` old, whose liveness lock nobody holds. The creator of an arena holds a shared
@@ -141,6 +151,7 @@ class Arena {
   ProcessEntry* find_process(int pid) const;
 
  private:
+  static Arena* attach_anonymous(const std::string& name, std::string* error);
   Arena(uint8_t* base, ArenaHeader* header, std::string name) : base_(base), header_(header), name_(std::move(name)) {}
   void lock();
   void unlock();

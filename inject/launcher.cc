@@ -224,8 +224,6 @@ int run_command(const RunOptions& opt) {
     why_not = "libstallscope.so not found beside the stallscope executable (set STALLSCOPE_LIBRARY)";
   } else {
     report_stale_arenas_removed(opt.quiet);
-    std::random_device rd;
-    shm_name = "stallscope-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
     ArenaConfig cfg;
     cfg.ring_capacity = opt.ring_events;
     cfg.ring_count = opt.rings;
@@ -233,7 +231,10 @@ int run_command(const RunOptions& opt) {
     if (Status s = opt.overwrite ? Writer::remove(output) : Status::Ok(); !s.ok()) {
       why_not = s.message();
     } else {
-      arena = Arena::create(shm_name, cfg, &why_not);
+      // Anonymous: nothing of the session in /dev/shm (the DataLoader's own budget), and freed
+      // when its last process exits, whoever killed them.
+      arena = Arena::create_anonymous(cfg, &why_not);
+      if (arena != nullptr) shm_name = arena->name();
     }
     if (arena != nullptr) {
       std::map<std::string, std::string> meta = {
@@ -324,7 +325,20 @@ int run_command(const RunOptions& opt) {
                    "stallscope: the recording %s was deleted or replaced during the run; this run's recording is "
                    "lost (keep the file until the run ends, or record to another -o)\n",
                    output.c_str());
-    } else if (!opt.quiet && s.ok()) {
+    } else if (s.ok()) {
+      // SQLite removes -wal and -shm at the last close; a folder made read-only during the run
+      // keeps them (the recording itself is complete). Said once, even with -q.
+      const std::string wal = output + "-wal";
+      const std::string::size_type slash = output.rfind('/');
+      const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : output.substr(0, slash));
+      if (::access(wal.c_str(), F_OK) == 0 && ::access(dir.c_str(), W_OK) != 0) {
+        std::fprintf(stderr,
+                     "stallscope: the folder %s became read-only during the run: the recording is complete, but "
+                     "%s-wal and -shm are left beside it (remove them once the folder is writable)\n",
+                     dir.c_str(), output.c_str());
+      }
+    }
+    if (!gone && !opt.quiet && s.ok()) {
       const IngestStats st = recorder->stats();
       std::fprintf(stderr, "stallscope: recording saved to %s (%llu events, %llu spans, %llu dropped)\n",
                    output.c_str(), static_cast<unsigned long long>(st.events),

@@ -17,7 +17,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <string>
 
 #include "collector/collector.h"
@@ -97,13 +96,6 @@ void uninstall_signal_flush() {
   }
 }
 
-std::string new_shm_name() {
-  std::random_device rd;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "stallscope-%d-%08x", static_cast<int>(::getpid()), rd());
-  return buf;
-}
-
 int start_session(const char* db_path, char* err, size_t err_len) {
   std::lock_guard<std::mutex> g(g_mu);
   if (db_path == nullptr || *db_path == '\0') {
@@ -115,8 +107,8 @@ int start_session(const char* db_path, char* err, size_t err_len) {
     return -1;
   }
   std::string error;
-  const std::string name = new_shm_name();
-  Arena* arena = Arena::create(name, ArenaConfig{}, &error);
+  Arena* arena = Arena::create_anonymous(ArenaConfig{}, &error);
+  const std::string name = arena != nullptr ? arena->name() : std::string();
   if (arena == nullptr) {
     write_error(err, err_len, error);
     return -1;
@@ -161,6 +153,9 @@ __attribute__((constructor)) void stallscope_preload_init() {
                      error.c_str());
         return;
       }
+      // An anonymous arena: this process's children join through its own descriptor (spawned
+      // ones open it as /proc/PID/fd/FD, which lives as long as this process does).
+      if (Arena::is_anonymous_name(arena->name())) ::setenv("STALLSCOPE_SHM", arena->name().c_str(), 1);
       Collector::join(arena);
       install_exit_hook();
       offer_nvtx_injection();

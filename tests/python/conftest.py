@@ -226,3 +226,26 @@ def xvfb_display():
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
+
+
+# ---------------------------------------------------------------------------------------------
+# A second, non-root user (test_permissions.py, test_faults.py): made once with useradd; tests
+# that need it skip where the suite is not run as root.
+
+OTHER = "stallscope-other"
+NEEDS_OTHER_USER = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None or
+                                      shutil.which("runuser") is None,
+                                      reason="needs root, useradd and runuser to test as a second user")
+
+
+@pytest.fixture(scope="session")
+def other_user():
+    if subprocess.run(["id", "-u", OTHER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER],
+                       check=True, capture_output=True)
+    return OTHER
+
+
+def as_other(user, *cmd, env=None, timeout=60):
+    return subprocess.run(["runuser", "-u", user, "--", *map(str, cmd)], capture_output=True, text=True,
+                          timeout=timeout, env=env)

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import LAUNCHER, PROGRAMS, base_env, run_plain, wait_for
+from conftest import LAUNCHER, NEEDS_OTHER_USER, PROGRAMS, as_other, base_env, run_plain, wait_for
 
 pytestmark = pytest.mark.torch
 PROG = PROGRAMS / "fault_train.py"
@@ -159,3 +161,57 @@ def test_recording_deleted_mid_run(tmp_path):
     said = [ln for ln in err.splitlines() if ln.startswith("stallscope:") and "recording to" not in ln]
     assert len(said) == 1 and "was deleted or replaced during the run" in said[0], err
     assert not db.exists()
+
+
+READ_ONLY_PROG = """
+import sys, time
+for i in range(30):
+    time.sleep(0.05)
+    if i == 10:
+        open(sys.argv[1], "w").write("go")
+print("RESULT " + str(sum(range(1000))), flush=True)
+sys.exit(3)
+"""
+
+
+@NEEDS_OTHER_USER
+def test_the_recordings_folder_made_read_only_mid_run(other_user):
+    """As a second user (root ignores a folder's mode): the folder of the recording becomes
+    read-only while the run writes it. The program's output and exit status are unchanged; the
+    recording is complete and sound; one line says that -wal and -shm are left beside it."""
+    work = Path(tempfile.mkdtemp(prefix="stallscope-ro-", dir="/tmp"))
+    try:
+        work.chmod(0o755)
+        prog = work / "prog.py"
+        prog.write_text(READ_ONLY_PROG)
+        prog.chmod(0o644)
+        out, plain_dir = work / "out", work / "plain"
+        for d in (out, plain_dir):
+            d.mkdir()
+            shutil.chown(d, user=other_user)
+        python = shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3"
+        plain = as_other(other_user, python, prog, plain_dir / "go")
+        launcher = subprocess.Popen(["runuser", "-u", other_user, "--", str(LAUNCHER), "run", "-o", str(out / "run.db"),
+                                     "--", python, str(prog), str(out / "go")],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert wait_for(lambda: (out / "go").exists()), "the program did not reach its mark"
+            out.chmod(0o555)
+            stdout, stderr = launcher.communicate(timeout=60)
+        finally:
+            if launcher.poll() is None:
+                launcher.kill()
+                launcher.wait()
+        assert launcher.returncode == plain.returncode == 3, stderr + plain.stderr
+        assert stdout == plain.stdout == f"RESULT {sum(range(1000))}\n"
+        said = [ln for ln in stderr.splitlines() if "became read-only during the run" in ln]
+        assert len(said) == 1 and f"{out}/run.db-wal and -shm are left" in said[0], stderr
+        assert integrity(out / "run.db") == "ok"
+        con = sqlite3.connect(f"file:{out / 'run.db'}?mode=ro", uri=True)
+        try:
+            assert con.execute("SELECT value FROM meta WHERE key = 'complete'").fetchone()[0] == "1"
+        finally:
+            con.close()
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(work)], check=False)
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,7 +1,8 @@
 """What a session writes is its owner's alone, checked with a real second user: the recording and
-its -wal/-shm files, the shared-memory arena, and the live-session registry. The other user can
-neither read them nor join the arena, and `attach` from that user to the owner's process is refused
-in one line. Needs root (to make the user and to run as it); skipped otherwise."""
+its -wal/-shm files, the shared-memory arena (a memfd, reached as /proc/PID/fd/FD), and the
+live-session registry. The other user can neither read them nor join the arena, and `attach` from
+that user to the owner's process is refused in one line. Needs root (to make the user and to run
+as it); skipped otherwise."""
 
 from __future__ import annotations
 
@@ -13,27 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pytest
+from conftest import LAUNCHER, NEEDS_OTHER_USER, SLEEPER, as_other, wait_for
 
-from conftest import LAUNCHER, SLEEPER, wait_for
-
-OTHER = "stallscope-other"
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None or
-                                shutil.which("runuser") is None,
-                                reason="needs root, useradd and runuser to test as a second user")
-
-
-@pytest.fixture(scope="module")
-def other_user():
-    if subprocess.run(["id", "-u", OTHER], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER],
-                       check=True, capture_output=True)
-    return OTHER
-
-
-def as_other(user, *cmd, env=None):
-    return subprocess.run(["runuser", "-u", user, "--", *cmd], capture_output=True, text=True, timeout=60, env=env)
-
+pytestmark = NEEDS_OTHER_USER
 
 
 def test_a_second_user_cannot_read_or_join_a_session(other_user):
@@ -48,8 +31,12 @@ def test_a_second_user_cannot_read_or_join_a_session(other_user):
     try:
         assert wait_for(lambda: pidfile.exists() and pidfile.read_text()), "the program did not start"
         program = int(pidfile.read_text())
-        arenas = sorted(Path("/dev/shm").glob(f"stallscope-{launcher.pid}-*"))
-        assert len(arenas) == 1, arenas
+        # The arena is anonymous (a memfd): the launcher's descriptor, named in the environment.
+        env = Path(f"/proc/{program}/environ").read_bytes().split(b"\0")
+        shm = next(e for e in env if e.startswith(b"STALLSCOPE_SHM=")).decode().split("=", 1)[1]
+        _, holder, fd = shm.split(":")
+        arenas = [Path(f"/proc/{holder}/fd/{fd}")]
+        assert int(holder) == launcher.pid and arenas[0].exists(), shm
         registry = Path(os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/stallscope-{os.getuid()}")
         if os.environ.get("XDG_RUNTIME_DIR"):
             registry = registry / "stallscope"

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include "tests/unit/test_util.h"
 
 namespace stallscope {
@@ -48,6 +50,54 @@ TEST_F(ArenaTest, InternIsSharedWithForkedChildren) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_EQ(a->header()->string_count.load(), 1u);
   EXPECT_STREQ(a->string(1), "from-child");
+}
+
+// An anonymous arena (memfd): nothing in /dev/shm; a child that inherited the descriptor maps it,
+// one that did not (a spawned worker: multiprocessing closes descriptors) opens the holder's
+// /proc/PID/fd/FD, and its own name() then names its own descriptor for its children.
+TEST_F(ArenaTest, AnonymousArenaIsJoinedByDescriptorOrThroughProc) {
+  std::string err;
+  Arena* a = Arena::create_anonymous(ArenaConfig{}, &err);
+  ASSERT_NE(a, nullptr) << err;
+  int pid = 0, fd = -1;
+  ASSERT_EQ(std::sscanf(a->name().c_str(), "fd:%d:%d", &pid, &fd), 2) << a->name();
+  EXPECT_EQ(pid, ::getpid());
+  EXPECT_TRUE(Arena::is_anonymous_name(a->name()));
+  struct stat st;
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const uint32_t id = a->intern("hello");
+  const std::string name = a->name();
+  // Inherited descriptor (as the program the launcher execs).
+  pid_t child = fork();
+  if (child == 0) {
+    std::string e;
+    Arena* b = Arena::attach(name, &e);
+    const std::string own = "fd:" + std::to_string(::getpid()) + ":" + std::to_string(fd);  // the same descriptor
+    _exit(b != nullptr && b->intern("hello") == id && b->intern("inherited") != 0 && b->name() == own ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // Descriptor closed: through /proc/PID/fd/FD, and a name of its own.
+  child = fork();
+  if (child == 0) {
+    ::close(fd);
+    std::string e;
+    Arena* b = Arena::attach(name, &e);
+    if (b == nullptr || b->name() == name) _exit(2);
+    Arena* c = Arena::attach(b->name(), &e);  // its own children
+    _exit(c != nullptr && c->intern("through-proc") != 0 ? 0 : 1);
+  }
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_NE(a->string(a->intern("inherited")), nullptr);
+  EXPECT_EQ(a->header()->string_count.load(), 3u);  // hello, inherited, through-proc
+  Arena::unlink(a->name());                         // nothing to remove, and no harm
+  // A name that does not parse, or a descriptor that is not an arena: one message, no arena.
+  EXPECT_EQ(Arena::attach("fd:x:y", &err), nullptr);
+  EXPECT_NE(err.find("fd:PID:FD"), std::string::npos) << err;
+  EXPECT_EQ(Arena::attach("fd:" + std::to_string(::getpid()) + ":0", &err), nullptr);
 }
 
 TEST_F(ArenaTest, StringTableFullIsCountedNotFatal) {
