@@ -7,13 +7,13 @@
 # and the input saved as build-fuzz/crashes/<target>-crash-*: reproduce it with
 # `build-fuzz/bin/<target> FILE`, then keep it in the corpus as a regression test.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: fuzz_npy fuzz_jpeg fuzz_tar fuzz_recording
+#                                             fuzz_dashboard (where the dashboard is built)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 EACH=${1:-30}
 [ $# -gt 0 ] && shift
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_npy fuzz_jpeg fuzz_tar fuzz_recording)
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ is not installed (scripts/setup.sh installs clang)" >&2
   exit 1
@@ -23,6 +23,11 @@ fi
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -gline-tables-only" \
   -DCMAKE_C_FLAGS_RELEASE="-O1 -gline-tables-only" -DSTALLSCOPE_FUZZ=ON \
   -DSTALLSCOPE_BUILD_BENCH=OFF >/dev/null
+if [ ${#TARGETS[@]} -eq 0 ]; then
+  TARGETS=(fuzz_npy fuzz_jpeg fuzz_tar fuzz_recording)
+  # The dashboard's reader, where ImGui, GLFW and OpenGL are there to build the dashboard.
+  if cmake --build build-fuzz --target help | grep -q '^fuzz_dashboard:'; then TARGETS+=(fuzz_dashboard); fi
+fi
 cmake --build build-fuzz --target "${TARGETS[@]}"
 mkdir -p build-fuzz/crashes
 for t in "${TARGETS[@]}"; do

@@ -109,7 +109,9 @@ Status RecordingTail::read_small_tables(RowSink& sink) {
   wanted_tracks_.clear();
   any_track_wanted_ = false;
   for (const CounterTrackRow& t : *tracks) {
-    if (!sink.wants_counter_track(t) || t.id < 0) continue;
+    // Track ids are small and dense; one past 1 M is a damaged row (a vector by id would
+    // allocate for it).
+    if (!sink.wants_counter_track(t) || t.id < 0 || t.id >= (1 << 20)) continue;
     if (static_cast<size_t>(t.id) >= wanted_tracks_.size()) wanted_tracks_.resize(static_cast<size_t>(t.id) + 1, false);
     wanted_tracks_[static_cast<size_t>(t.id)] = true;
     any_track_wanted_ = true;

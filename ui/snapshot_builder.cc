@@ -36,6 +36,10 @@ void SnapshotBuilder::on_meta(const std::map<std::string, std::string>& meta) {
 }
 
 void SnapshotBuilder::on_string(uint32_t id, std::string value) {
+  // The table is a vector by id. A session interns at most the arena's string capacity (16,384 by
+  // default), so an id past 4 M is a damaged row: dropped, and rows naming it show no name (a
+  // string id near 2^32 made this allocate 128 GB; fuzz_dashboard).
+  if (id > kMaxStringId) return;
   if (strings_published_) {  // the published vector is immutable: copy on write
     strings_ = std::make_shared<std::vector<std::string>>(*strings_);
     strings_published_ = false;
@@ -133,6 +137,7 @@ void SnapshotBuilder::append(TrackState& t, Item it, int32_t depth) {
 }
 
 Bin& SnapshotBuilder::bin(int64_t t) {
+  if (t > kMaxBinNs) return overflow_bin_;  // a damaged time: never published
   const size_t i = static_cast<size_t>(std::max<int64_t>(0, t) / kBinNs);
   if (i >= bins_.size()) bins_.resize(i + 1);
   bins_changed_ = true;
@@ -141,6 +146,7 @@ Bin& SnapshotBuilder::bin(int64_t t) {
 
 void SnapshotBuilder::add_to_bins(int64_t Bin::*field, int64_t start, int64_t end) {
   start = std::max<int64_t>(0, start);
+  end = std::min(end, kMaxBinNs);
   if (end <= start) return;
   for (int64_t b = start / kBinNs; b * kBinNs < end; ++b) {
     const int64_t lo = std::max(start, b * kBinNs), hi = std::min(end, (b + 1) * kBinNs);

@@ -21,6 +21,11 @@ namespace stallscope::ui {
 
 class SnapshotBuilder : public RowSink {
  public:
+  static constexpr uint32_t kMaxStringId = 1u << 22;  // past it, a string row is dropped (on_string)
+  // The bins (kBinNs each) cover at most 7 days: a time past it is a damaged row (a span to
+  // 2^62 ns would allocate and walk 46 billion bins; fuzz_dashboard), and is left out of them.
+  static constexpr int64_t kMaxBinNs = int64_t{7} * 24 * 3600 * 1'000'000'000;
+
   SnapshotBuilder();
 
   // RowSink.
@@ -67,6 +72,7 @@ class SnapshotBuilder : public RowSink {
   void name_lanes(std::vector<Lane>& lanes, const std::set<int64_t>& loaders_with_workers) const;
   void lay_out_rows(Lane& lane) const;
   Bin& bin(int64_t t);
+  Bin overflow_bin_;  // bin() of a time past kMaxBinNs
   void see(int64_t t);
 
   bool dirty_ = true;
