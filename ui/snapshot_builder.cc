@@ -24,6 +24,11 @@ analysis::DlEvent decode(vocab::Event e, bool in_worker, const Row& r) {
   return analysis::decode_dl(e, in_worker, r.arg0, r.arg1, r.arg2);
 }
 
+// A damaged row's time (the database holds any 64-bit value) within +-2^60 ns, so that sums and
+// differences of a few fit in 64 bits (fuzz_dashboard: a start plus a duration overflowed).
+constexpr int64_t kTimeBound = int64_t{1} << 60;
+int64_t bounded(int64_t t) { return std::clamp(t, -kTimeBound, kTimeBound); }
+
 }  // namespace
 
 SnapshotBuilder::SnapshotBuilder() : strings_(std::make_shared<std::vector<std::string>>()) {}
@@ -165,7 +170,7 @@ void SnapshotBuilder::on_instant(const InstantRow& r) {
   const Event e = names_.event(r.name_id);
   TrackState& t = thread_track(r.thread_id);
   Marker m;
-  m.ts_ns = r.ts_ns;
+  m.ts_ns = bounded(r.ts_ns);
   m.a0 = r.arg0.value_or(Item::kNoArg);
   m.a1 = arg32(r.arg1);
   m.a2 = arg32(r.arg2);
@@ -200,8 +205,8 @@ void SnapshotBuilder::on_instant(const InstantRow& r) {
     if (d.worker) t.worker_hint = static_cast<int32_t>(*d.worker);
   }
   if (t.track.markers.empty() || t.track.markers.back().ts_ns <= m.ts_ns) t.track.markers.push_back(m);
-  see(r.ts_ns);
-  first_ns_ = std::min(first_ns_, r.ts_ns);
+  see(m.ts_ns);
+  first_ns_ = std::min(first_ns_, m.ts_ns);
 }
 
 void SnapshotBuilder::on_span(const SpanRow& r) {
@@ -211,11 +216,11 @@ void SnapshotBuilder::on_span(const SpanRow& r) {
   const Event e = names_.event(r.name_id);
   TrackState& t = thread_track(r.thread_id);
   Item it;
-  it.start_ns = r.start_ns;
+  it.start_ns = bounded(r.start_ns);
   if (r.dur_ns) {
-    it.end_ns = r.start_ns + std::max<int64_t>(0, *r.dur_ns);
+    it.end_ns = it.start_ns + std::clamp<int64_t>(*r.dur_ns, 0, kTimeBound);
   } else {
-    it.end_ns = std::max(end_ns_, r.start_ns);
+    it.end_ns = std::max(end_ns_, it.start_ns);
     it.flags |= kItemUnended;
   }
   it.name_id = r.name_id;
@@ -232,10 +237,10 @@ void SnapshotBuilder::on_span(const SpanRow& r) {
   if (e == Event::kDlNext) {
     t.has_next = true;
     if (t.next_depth < 0) t.next_depth = std::clamp(r.depth, 0, 63);
-    if (t.last_handed_end >= 0 && r.start_ns >= t.last_handed_end) {
+    if (t.last_handed_end >= 0 && it.start_ns >= t.last_handed_end) {
       Item step;
       step.start_ns = t.last_handed_end;
-      step.end_ns = r.start_ns;
+      step.end_ns = it.start_ns;
       step.style = Style::kStep;
       if (t.track.steps.try_append(step)) add_to_bins(&Bin::step_ns, step.start_ns, step.end_ns);
     }
@@ -262,11 +267,11 @@ void SnapshotBuilder::on_counter(const CounterRow& r) {
   // May run on the tail's second thread: counter state only (see RowSink).
   ++counter_samples_;
   counters_dirty_ = true;
-  counter_end_ns_ = std::max(counter_end_ns_, r.ts_ns);
+  counter_end_ns_ = std::max(counter_end_ns_, bounded(r.ts_ns));
   if (r.track_id < 0 || static_cast<size_t>(r.track_id) >= series_by_track_.size()) return;
   CounterSeries* s = series_by_track_[static_cast<size_t>(r.track_id)];
   if (!s) return;
-  s->append(r.ts_ns, r.value);
+  s->append(bounded(r.ts_ns), r.value);
   s->max_value = std::max(s->max_value, r.value);
 }
 
@@ -289,8 +294,8 @@ void SnapshotBuilder::on_gpu(const GpuActivityRow& r) {
   d.src_kind = index_of(r.src_kind, kMemKinds, 6);
   d.dst_kind = index_of(r.dst_kind, kMemKinds, 6);
   Item it;
-  it.start_ns = r.start_ns;
-  it.end_ns = r.start_ns + std::max<int64_t>(0, r.dur_ns);
+  it.start_ns = bounded(r.start_ns);
+  it.end_ns = it.start_ns + std::clamp<int64_t>(r.dur_ns, 0, kTimeBound);
   it.name_id = r.name_id;
   it.a0 = r.bytes;
   it.a1 = static_cast<int32_t>(t.track.gpu.size());
