@@ -196,7 +196,12 @@ Arena* Arena::create_anonymous(const ArenaConfig& cfg, std::string* error) {
   }
   auto* base = static_cast<uint8_t*>(mem);
   ArenaHeader* h = init_header(base, total, cfg);
-  return new Arena(base, h, fd_name(fd));
+  const std::string name = fd_name(fd);
+  {
+    std::lock_guard<std::mutex> g(g_lock_mu);  // unlink() closes it when the session ends
+    lock_fds()[name] = fd;
+  }
+  return new Arena(base, h, name);
 }
 
 Arena* Arena::attach_anonymous(const std::string& name, std::string* error) {
@@ -255,8 +260,8 @@ Arena* Arena::attach(const std::string& shm_name, std::string* error) {
 }
 
 void Arena::unlink(const std::string& shm_name) {
-  if (shm_name.empty() || is_anonymous_name(shm_name)) return;  // nothing named to remove
-  ::unlink(shm_path(shm_name).c_str());
+  if (shm_name.empty()) return;
+  if (!is_anonymous_name(shm_name)) ::unlink(shm_path(shm_name).c_str());  // an anonymous one has no name
   std::lock_guard<std::mutex> g(g_lock_mu);
   if (auto it = lock_fds().find(shm_name); it != lock_fds().end()) {
     ::close(it->second);

@@ -121,7 +121,8 @@ class Arena {
   static Arena* attach(const std::string& shm_name, std::string* error);
   static bool is_anonymous_name(const std::string& name);
   // Removes the /dev/shm name (mapped processes keep their mapping) and, in the process that
-  // created it, lets go of its liveness lock. Nothing for an anonymous arena.
+  // created it, lets go of its liveness lock. For an anonymous arena, its creator closes the
+  // descriptor that others joined through (the session is over; mappings stay).
   static void unlink(const std::string& shm_name);
   // Removes the arenas of dead sessions: /dev/shm/<prefix>* files of this user, at least
   // `min_age_s` old, whose liveness lock nobody holds. The creator of an arena holds a shared

@@ -2,6 +2,7 @@
 // interning, process registration, ring claiming and exhaustion.
 #include "collector/arena.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -93,7 +94,9 @@ TEST_F(ArenaTest, AnonymousArenaIsJoinedByDescriptorOrThroughProc) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_NE(a->string(a->intern("inherited")), nullptr);
   EXPECT_EQ(a->header()->string_count.load(), 3u);  // hello, inherited, through-proc
-  Arena::unlink(a->name());                         // nothing to remove, and no harm
+  Arena::unlink(a->name());                         // the session is over: the descriptor is closed, the mapping stays
+  EXPECT_NE(::fcntl(fd, F_GETFD), 0);
+  EXPECT_STREQ(a->string(id), "hello");
   // A name that does not parse, or a descriptor that is not an arena: one message, no arena.
   EXPECT_EQ(Arena::attach("fd:x:y", &err), nullptr);
   EXPECT_NE(err.find("fd:PID:FD"), std::string::npos) << err;
