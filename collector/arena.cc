@@ -38,40 +38,37 @@ std::map<std::string, int>& lock_fds() {
   return *m;
 }
 
-}  // namespace
+// Where each part of an arena of `cfg` starts, and its size; total 0 (and *error) when the
+// configuration is not valid.
+struct Layout {
+  uint64_t off_offsets = 0, off_hash = 0, off_pool = 0, off_procs = 0, off_rings = 0, stride = 0, total = 0;
+};
 
-namespace {
-
-// The arena's size for `cfg`, or 0 (and *error) when the configuration is not valid.
-uint64_t arena_size(const ArenaConfig& cfg, std::string* error) {
+Layout layout_of(const ArenaConfig& cfg, std::string* error) {
+  Layout l;
   if (cfg.ring_capacity == 0 || (cfg.ring_capacity & (cfg.ring_capacity - 1)) != 0) {
     *error = "ring capacity must be a power of two";
-    return 0;
+    return l;
   }
   if (cfg.ring_count == 0 || cfg.string_capacity == 0 || cfg.process_capacity == 0) {
     *error = "arena sizes must be positive";
-    return 0;
+    return l;
   }
-  const uint64_t off_offsets = align_up(sizeof(ArenaHeader), 4096);
-  const uint64_t off_hash = align_up(off_offsets + 4ull * cfg.string_capacity, 64);
-  const uint64_t off_pool = align_up(off_hash + 8ull * cfg.string_capacity, 64);
-  const uint64_t off_procs = align_up(off_pool + cfg.string_pool_bytes, 4096);
-  const uint64_t off_rings = align_up(off_procs + sizeof(ProcessEntry) * cfg.process_capacity, 4096);
-  const uint64_t stride = align_up(sizeof(RingHeader) + sizeof(Event) * cfg.ring_capacity, 4096);
-  return off_rings + stride * cfg.ring_count;
+  l.off_offsets = align_up(sizeof(ArenaHeader), 4096);
+  l.off_hash = align_up(l.off_offsets + 4ull * cfg.string_capacity, 64);
+  l.off_pool = align_up(l.off_hash + 8ull * cfg.string_capacity, 64);
+  l.off_procs = align_up(l.off_pool + cfg.string_pool_bytes, 4096);
+  l.off_rings = align_up(l.off_procs + sizeof(ProcessEntry) * cfg.process_capacity, 4096);
+  l.stride = align_up(sizeof(RingHeader) + sizeof(Event) * cfg.ring_capacity, 4096);
+  l.total = l.off_rings + l.stride * cfg.ring_count;
+  return l;
 }
 
-// Writes a new arena's header into `base` (mapped, zero-filled, `total` bytes).
-ArenaHeader* init_header(uint8_t* base, uint64_t total, const ArenaConfig& cfg) {
-  const uint64_t off_offsets = align_up(sizeof(ArenaHeader), 4096);
-  const uint64_t off_hash = align_up(off_offsets + 4ull * cfg.string_capacity, 64);
-  const uint64_t off_pool = align_up(off_hash + 8ull * cfg.string_capacity, 64);
-  const uint64_t off_procs = align_up(off_pool + cfg.string_pool_bytes, 4096);
-  const uint64_t off_rings = align_up(off_procs + sizeof(ProcessEntry) * cfg.process_capacity, 4096);
-  const uint64_t stride = align_up(sizeof(RingHeader) + sizeof(Event) * cfg.ring_capacity, 4096);
+// Writes a new arena's header into `base` (mapped, zero-filled, l.total bytes).
+ArenaHeader* init_header(uint8_t* base, const Layout& l, const ArenaConfig& cfg) {
   auto* h = new (base) ArenaHeader();
   h->wire_version = kWireFormatVersion;
-  h->total_size = total;
+  h->total_size = l.total;
   h->config = cfg;
   h->uses_tsc = tsc_is_reliable() ? 1 : 0;
   g_clock_uses_tsc = h->uses_tsc != 0;
@@ -80,12 +77,12 @@ ArenaHeader* init_header(uint8_t* base, uint64_t total, const ArenaConfig& cfg) 
   h->start_ticks = a.ticks;
   h->start_mono_ns = a.ns;
   h->start_real_ns = realtime_ns();
-  h->off_string_offsets = off_offsets;
-  h->off_string_hash = off_hash;
-  h->off_string_pool = off_pool;
-  h->off_processes = off_procs;
-  h->off_rings = off_rings;
-  h->ring_stride = stride;
+  h->off_string_offsets = l.off_offsets;
+  h->off_string_hash = l.off_hash;
+  h->off_string_pool = l.off_pool;
+  h->off_processes = l.off_procs;
+  h->off_rings = l.off_rings;
+  h->ring_stride = l.stride;
   h->next_thread_uid.store(1);
   pthread_mutexattr_t attr;
   pthread_mutexattr_init(&attr);
@@ -139,8 +136,9 @@ std::string fd_name(int fd) { return std::string(kFdPrefix) + std::to_string(::g
 bool Arena::is_anonymous_name(const std::string& name) { return name.rfind(kFdPrefix, 0) == 0; }
 
 Arena* Arena::create(const std::string& shm_name, const ArenaConfig& cfg, std::string* error) {
-  const uint64_t total = arena_size(cfg, error);
-  if (total == 0) return nullptr;
+  const Layout l = layout_of(cfg, error);
+  if (l.total == 0) return nullptr;
+  const uint64_t total = l.total;
   const std::string path = shm_path(shm_name);
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -169,13 +167,14 @@ Arena* Arena::create(const std::string& shm_name, const ArenaConfig& cfg, std::s
     ::close(fd);  // no lock: remove_stale still keeps the arena while its creator lives
   }
   auto* base = static_cast<uint8_t*>(mem);
-  ArenaHeader* h = init_header(base, total, cfg);
+  ArenaHeader* h = init_header(base, l, cfg);
   return new Arena(base, h, shm_name);
 }
 
 Arena* Arena::create_anonymous(const ArenaConfig& cfg, std::string* error) {
-  const uint64_t total = arena_size(cfg, error);
-  if (total == 0) return nullptr;
+  const Layout l = layout_of(cfg, error);
+  if (l.total == 0) return nullptr;
+  const uint64_t total = l.total;
   // Not close-on-exec: the program the launcher execs inherits it (see arena.h).
   const int fd = ::memfd_create("stallscope-arena", 0);
   if (fd < 0) {
@@ -195,7 +194,7 @@ Arena* Arena::create_anonymous(const ArenaConfig& cfg, std::string* error) {
     return nullptr;
   }
   auto* base = static_cast<uint8_t*>(mem);
-  ArenaHeader* h = init_header(base, total, cfg);
+  ArenaHeader* h = init_header(base, l, cfg);
   const std::string name = fd_name(fd);
   {
     std::lock_guard<std::mutex> g(g_lock_mu);  // unlink() closes it when the session ends

@@ -3,11 +3,13 @@ per epoch). Prints RESULT with the loop's checksum and, at epoch WARM and at the
 process's and its parent's (the `stallscope run` launcher, when run under it) open descriptors,
 threads and resident memory, and the entries of /dev/shm. Usage: fork_storm.py EPOCHS [WARM]."""
 
+import gc
 import json
 import os
 import sys
 
 import torch
+from procstat import figures
 from torch.utils.data import DataLoader, Dataset
 
 
@@ -19,19 +21,10 @@ class Small(Dataset):
         return torch.full((64,), float(i))
 
 
-def figures(pid):
-    out = {"fds": len(os.listdir(f"/proc/{pid}/fd"))}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key == "Threads":
-                out["threads"] = int(value)
-            elif key == "VmRSS":
-                out["rss_kb"] = int(value.split()[0])
-    return out
-
-
 def snapshot():
+    # The last epoch's iterator and its worker queues sit in reference cycles until a collection:
+    # their pipes would count as open descriptors at one snapshot and not at the other.
+    gc.collect()
     return {"self": figures(os.getpid()), "parent": figures(os.getppid()), "shm": sorted(os.listdir("/dev/shm"))}
 
 

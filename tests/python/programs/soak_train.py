@@ -9,19 +9,8 @@ import sys
 import time
 
 import torch
+from procstat import figures
 from torch.utils.data import DataLoader
-
-
-def status(pid):
-    out = {"fds": len(os.listdir(f"/proc/{pid}/fd"))}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key == "Threads":
-                out["threads"] = int(value)
-            elif key == "VmRSS":
-                out["rss_kb"] = int(value.split()[0])
-    return out
 
 
 def main():
@@ -41,7 +30,7 @@ def main():
         sums.add(total)
         now = time.monotonic()
         if now >= next_note:
-            notes.append({"t": now - t0, "self": status(os.getpid()), "parent": status(os.getppid())})
+            notes.append({"t": now - t0, "self": figures(os.getpid()), "parent": figures(os.getppid())})
             next_note = now + 1.0
     print("RESULT " + json.dumps({"batches": batches, "sums": sorted(sums), "seconds": time.monotonic() - t0,
                                   "notes": notes}), flush=True)

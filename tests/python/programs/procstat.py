@@ -1,0 +1,16 @@
+"""A process's open descriptors, threads and resident memory from /proc (fork_storm.py and
+soak_train.py note them for test_long_runs.py)."""
+
+import os
+
+
+def figures(pid):
+    out = {"fds": len(os.listdir(f"/proc/{pid}/fd"))}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key == "Threads":
+                out["threads"] = int(value)
+            elif key == "VmRSS":
+                out["rss_kb"] = int(value.split()[0])
+    return out
