@@ -287,7 +287,9 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
     row.process_id = process_row_for(r->h.pid);
     row.tid = r->h.tid;
     row.name = std::string(r->h.name, strnlen(r->h.name, sizeof r->h.name));
-    t.row = writer_->add_thread(row);
+    auto [known, added] = thread_rows_.try_emplace({row.process_id, row.tid, row.name}, 0);
+    if (added) known->second = writer_->add_thread(row);
+    t.row = known->second;
     ring_dropped_seen_[index] = 0;
   }
   if (state == kRingActive && r->h.pid != ::getpid() && !procfs::alive(r->h.pid)) {

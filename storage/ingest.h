@@ -11,6 +11,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -106,7 +108,10 @@ class Ingest {
   Arena* arena_;
   Writer* writer_;
   TickConverter clock_;
-  std::vector<ThreadTrack> rings_;       // by ring index
+  std::vector<ThreadTrack> rings_;  // by ring index
+  // (process row, tid, name) -> thread row: a thread that gets a second ring (its process exec'd
+  // itself: same pid, same tid, a fresh collector) stays one thread of the recording.
+  std::map<std::tuple<int64_t, int, std::string>, int64_t> thread_rows_;
   std::vector<ProcessTrack> processes_;  // by process table index
   std::map<std::pair<uint32_t, int>, int64_t> tracks_;
   std::map<std::pair<vocab::Counter, int>, int64_t> named_tracks_;

@@ -509,8 +509,7 @@ class ReferenceLoader:
             rec = self._rec
             with S._lock:
                 if rec.L is None:
-                    rec.L = S._next_loader_id
-                    S._next_loader_id += 1
+                    rec.L = S.take_loader_id()
                 first = rec.gen != S._session_gen
                 rec.gen = S._session_gen
             if not self._events_bound and N.lib_path:

@@ -205,8 +205,7 @@ def _begin_epoch(loader):
     info = _loader_info(loader)
     with S._lock:
         if info.L is None:
-            info.L = S._next_loader_id
-            S._next_loader_id += 1
+            info.L = S.take_loader_id()
         first = info.gen != S._session_gen
         info.gen = S._session_gen
         E = info.epochs

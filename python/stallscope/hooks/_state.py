@@ -68,7 +68,32 @@ _shallow_done = False
 _deep_done = False
 _problem: str | None = None  # the warning printed when some part could not be instrumented
 _tls = threading.local()  # .pending: (_LoaderInfo, E) while DataLoader.__iter__ runs
-_next_loader_id = 0
+# Loader ids go on across exec(): a program that execs itself keeps its pid, and the new image's
+# loaders must not take the old image's ids (its dl.next spans would join the old loader's).
+# take_loader_id() keeps STALLSCOPE_NEXT_LOADER current as it hands out ids; exec carries it over.
+ENV_NEXT_LOADER = "STALLSCOPE_NEXT_LOADER"
+
+
+def _first_loader_id() -> int:
+    try:
+        return max(0, int(os.environ.get(ENV_NEXT_LOADER, "0")))
+    except ValueError:
+        return 0
+
+
+_next_loader_id = _first_loader_id()
+
+
+def take_loader_id() -> int:
+    """The next loader id (call with _lock held)."""
+    global _next_loader_id
+    L = _next_loader_id
+    _next_loader_id += 1
+    try:
+        os.environ[ENV_NEXT_LOADER] = str(_next_loader_id)
+    except Exception:
+        pass
+    return L
 _session_gen = 0  # bumped by on_session_change()
 _profiler_warned = False  # the torch.profiler warning was printed
 _last_it = None  # the _ItState of the iterator that handed the latest batch (read by dl.step)
