@@ -30,8 +30,13 @@ int usage_error(const CLI::App& command, const std::string& what) {
   std::string path = command.get_name();
   for (const CLI::App* up = command.get_parent(); up != nullptr; up = up->get_parent())
     path = up->get_name() + " " + path;
-  std::fprintf(stderr, "stallscope: %s (see '%s --help')\n", line.c_str(), path.c_str());
+  std::fprintf(usage_stream(), "stallscope: %s (see '%s --help')\n", line.c_str(), path.c_str());
   return 2;
+}
+
+FILE*& usage_stream() {
+  static FILE* stream = stderr;
+  return stream;
 }
 
 bool parse_count(const std::string& s, unsigned* out) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -68,6 +69,14 @@ CLI::Option* parse_with(CLI::Option* option, std::function<std::string(const std
 // Prints `stallscope: WHAT (see 'stallscope CMD --help')` on stderr, as one line, and returns 2.
 // `command` is the command's app (its name gives CMD), or the top-level app.
 int usage_error(const CLI::App& command, const std::string& what);
+
+// Where usage_error() writes: stderr, unless a test or fuzz target reads the lines itself.
+FILE*& usage_stream();
+
+// The whole command line: parses argv with CLI11 into the command it names, answers --help and
+// --version, and runs the command's body; every parse failure is one usage_error() line, exit 2.
+// With execute false it stops once the command line parsed, returning 0 (tests/fuzz/fuzz_cli.cc).
+int run_command_line(int argc, char** argv, bool execute = true);
 
 // The help layout of every command: "Usage: " and `usage` (one form a line), `about`, then the
 // arguments and options as CLI11 lists them ("-o, --output FILE  what it does"), the commands
