@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from bench_rows import row as bench_row
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BEFORE, ATTACHED, AFTER = 3.0, 4.0, 2.5  # seconds of each phase
 
@@ -113,6 +115,9 @@ def main():
         print(f"| {mode}-bound | {m['before']:.0f} | {m['attached']:.0f} | {m['after']:.0f} | {drift:+.1f} % | "
               f"{cost:+.1f} % | {m['median_step_ms']:.1f} ms | {m['longest_at_attach_ms']:.0f} ms | "
               f"{m['stopped_ms']:.1f} ms | {m['gil_ms']:.0f} ms | < 2 % ({verdict}) |")
+        bench_row(f"attach, {mode}-bound loop: cost while attached", f"{cost:+.1f} %", "< 2 %", "", cost < 2)
+        bench_row(f"attach, {mode}-bound loop: pause (thread stopped; GIL held)",
+                  f"{m['stopped_ms']:.1f} ms; {m['gil_ms']:.0f} ms", "", "")
     wall, cpu = list_cost(launcher, max(args.reps, 3))
     print()
     print(f"`stallscope attach --list` ({len(os.listdir('/proc'))} entries in /proc, one training process): "

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_rows.h"
 #include "storage/reader.h"
 #include "tests/ui/sim_recording.h"
 
@@ -162,6 +163,13 @@ int main(int argc, char** argv) {
       std::printf("%-10lld %-9s %9.2f %12.0f %10.0f %11.0f   %s\n", static_cast<long long>(rows), f, s,
                   static_cast<double>(rows) / s, static_cast<double>(out_bytes[{n, f}]) / 1e6, rss[f][n],
                   n == sizes.back() ? "< 20 s" : "");
+      if (n == sizes.back()) {
+        stallscope::bench::bench_row(
+            std::string("export, ") + (std::string(f) == "csv" ? "CSV" : "Perfetto JSON") + ", " +
+                stallscope::bench::fmt("%.1f M events", static_cast<double>(rows) / 1e6),
+            stallscope::bench::fmt("%.1f s", s) + stallscope::bench::fmt(", peak RSS %.0f MB", rss[f][n]), "< 20 s", "",
+            s < 20);
+      }
     }
   }
   std::printf("\npeak RSS at %lld events / at %lld events (goal <= 1.5: memory bounded):\n",

@@ -35,6 +35,8 @@ import tarfile
 import tempfile
 import time
 
+from bench_rows import row as bench_row
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 CHILD = os.path.join(HERE, "loader_bench_child.py")
@@ -506,6 +508,24 @@ def summarise(results: dict, rows: list[dict]) -> dict:
     return out
 
 
+def loader_row(case: str, facts: dict, summary: dict, quick: bool) -> None:
+    """bench/run's row for one case: the reference loader against the best torch DataLoader."""
+    ref, best = facts.get("ref"), facts.get("best")
+    if not ref:
+        return
+    value = f"{fmt_rate(ref)} samples/s"
+    goal, met = "", None
+    if best:
+        x = ref / best
+        value += f", {x:.2f}x the best torch DataLoader"
+        if case in ("npy", "folder", "tar"):
+            goal, met = ">= 3x the best torch DataLoader", x >= 3
+    peer = f"torch {fmt_rate(best)} ({facts['best_id']})" if best else ""
+    if facts.get("spdl"):
+        peer += f"; SPDL {fmt_rate(facts['spdl'])}"
+    bench_row(f"reference loader, {CASE_TITLE[case]}{' (--quick size)' if quick else ''}", value, goal, peer, met)
+
+
 def case_table(case: str, summary: dict, env: dict, limit_rate) -> tuple[list[str], dict]:
     """The Markdown lines of one case's table and the figures its goals need."""
     best_id = None
@@ -707,7 +727,8 @@ def main():
     for case in cases:
         p = sizes[case]
         summary = summarise(results[case], all_rows[case])
-        lines, _facts = case_table(case, summary, env, limit_rate if case in ("folder", "tar") else None)
+        lines, facts = case_table(case, summary, env, limit_rate if case in ("folder", "tar") else None)
+        loader_row(case, facts, summary, args.quick)
         out.append("")
         out.append(f"### {CASE_TITLE[case]}")
         detail = f"{p['n']} samples, batch {p['batch_size']}, {p['warmup']} warm-up + {p['batches']} timed batches"

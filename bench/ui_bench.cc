@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_rows.h"
 #include "tests/ui/sim_recording.h"
 #include "ui/analysis_view.h"
 #include "ui/compare_dashboard.h"
@@ -387,5 +388,15 @@ int main(int argc, char** argv) {
   std::printf("\n  moving whole-run frame by panel (mean):");
   for (const auto& [name, ms] : panel_ms) std::printf("  %s %.2f ms", name.c_str(), ms / std::max(1, view_frames));
   std::printf("\n");
+  namespace bench = stallscope::bench;
+  const std::string at = bench::fmt("%.1f M events", static_cast<double>(events) / 1e6);
+  const double read_ms = std::min(open_ms, open_alone_ms);
+  bench::bench_row("dashboard open, whole recording read, " + at, bench::fmt("%.2f s", read_ms / 1e3), "< 2 s", "",
+                   read_ms < 2000);
+  for (const FrameRow& r : rows) {
+    if (r.name.find("moving") == std::string::npos) continue;
+    bench::bench_row("dashboard frame, " + r.name + ", " + at + " (median / p99)",
+                     bench::fmt("%.2f", r.median) + bench::fmt(" / %.2f ms", r.p99), "< 8 ms", "", r.p99 < 8);
+  }
   return 0;
 }

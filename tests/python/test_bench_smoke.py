@@ -1,12 +1,17 @@
-"""bench/loader_bench.py runs end to end in its reduced size (--quick), so that the benchmark
-cannot rot unnoticed: every case makes its table, every row that can run here gives a figure
-(one that cannot says why, never fails), and the Markdown file is written. The figures of --quick
-are not checked: a few batches on a shared machine measure nothing.
+"""The benchmarks run end to end in their reduced sizes, so that none can rot unnoticed.
+
+bench/loader_bench.py --quick: every case makes its table, every row that can run here gives a
+figure (one that cannot says why, never fails), and the Markdown file is written. bench/run: the
+benchmarks' rows gather into one table, and the README's copy of it is spliced between markers.
+The figures of --quick are not checked: a few batches on a shared machine measure nothing.
 """
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -25,9 +30,11 @@ def test_loader_bench_quick(tmp_path):
     if not list(BUILD.glob("lib/_stallscope_loader*.so")):
         pytest.skip(f"the loader's Python module is not built in {BUILD / 'lib'}")
     md = tmp_path / "loader_bench.md"
+    rows_file = tmp_path / "rows.jsonl"
     r = subprocess.run([sys.executable, str(REPO / "bench" / "loader_bench.py"), "--quick", "--build", str(BUILD),
                         "--data", str(tmp_path / "data"), "--markdown", str(md)],
-                       capture_output=True, text=True, timeout=240, cwd=REPO, env=base_env())
+                       capture_output=True, text=True, timeout=240, cwd=REPO,
+                       env=base_env(STALLSCOPE_BENCH_ROWS=str(rows_file)))
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-4000:]
     text = md.read_text()
@@ -57,6 +64,12 @@ def test_loader_bench_quick(tmp_path):
             assert any(label.startswith("tuned") for label in got), (title, got)
     assert any("memcpy" in label for (_, label) in figures)
     assert "no GPU" in text or "GPU (the in-memory case" in text
+    # bench/run's rows: one per case, the reference loader against the best torch DataLoader.
+    bench_rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert len(bench_rows) == len(CASE_TITLES), bench_rows
+    for row, title in zip(bench_rows, CASE_TITLES, strict=True):
+        assert row["row"] == f"reference loader, {title} (--quick size)"
+        assert re.match(r"^[\d ]+ samples/s, \d+\.\d\dx the best torch DataLoader$", row["value"]), row
 
 
 def test_hook_cost_runs(tmp_path):
@@ -72,3 +85,56 @@ def test_hook_cost_runs(tmp_path):
     assert doc["rounds"] == 3
     assert set(doc["us"]) == {"torch", "C hooks", "Python hooks"}
     assert all(len(v) == 3 and all(x > 0 for x in v) for v in doc["us"].values()), doc
+
+
+def load_bench_run():
+    loader = importlib.machinery.SourceFileLoader("bench_run", str(REPO / "bench" / "run"))
+    spec = importlib.util.spec_from_loader("bench_run", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_bench_run_quick(tmp_path):
+    """bench/run runs benchmarks and gathers their rows into one table, goal beside figure."""
+    out = tmp_path / "results.md"
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n")
+    r = subprocess.run([str(REPO / "bench" / "run"), "--quick", "--only", "collector,dashboard", "--build", str(BUILD),
+                        "--out", str(out), "--readme", str(readme)],
+                       capture_output=True, text=True, timeout=600, cwd=REPO, env=base_env())
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    text = out.read_text()
+    assert "Machine: " in text and f"{os.cpu_count()} cores" in text
+    table = [ln for ln in text.splitlines() if ln.startswith("| ") and not ln.startswith("| figure")]
+    by_bench = {}
+    for line in table:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert len(cells) == 6, line
+        by_bench.setdefault(cells[5], []).append(cells)
+    hot = [c for c in by_bench["collector"] if c[0].startswith("hot path")]
+    assert len(hot) == 2 and all(c[2] == "< 20 ns" and c[3] in ("met", "**missed**") for c in hot), hot
+    assert any(c[0] == "bytes per span on disk" for c in by_bench["collector"])
+    if (BUILD / "bin" / "ui_bench").exists():
+        frames = [c for c in by_bench["dashboard"] if c[0].startswith("dashboard frame")]
+        assert len(frames) == 4 and all(re.match(r"^\d+\.\d\d / \d+\.\d\d ms$", c[1]) for c in frames), frames
+    else:
+        assert "dashboard: not built" in text
+    assert readme.read_text() == "before\n"  # a partial run leaves the README alone
+
+
+def test_bench_run_splices_between_its_markers(tmp_path):
+    run = load_bench_run()
+    text = f"intro\n{run.BEGIN}\nold table\n{run.END}\nafter\n"
+    assert run.splice(text, "new\n") == f"intro\n{run.BEGIN}\nnew\n{run.END}\nafter\n"
+    with pytest.raises(ValueError):
+        run.splice("no markers\n", "new\n")
+    # A full run refuses to start on a README without the markers, before running anything.
+    readme = tmp_path / "README.md"
+    readme.write_text("no markers\n")
+    r = subprocess.run([str(REPO / "bench" / "run"), "--build", str(BUILD), "--readme", str(readme), "--out",
+                        str(tmp_path / "r.md")], capture_output=True, text=True, timeout=60, env=base_env())
+    assert r.returncode == 2 and "no '<!-- bench/run: begin" in r.stderr and not (tmp_path / "r.md").exists()
+    # The project's README holds a generated table between them.
+    block = (REPO / "README.md").read_text().split(run.BEGIN)[1].split(run.END)[0]
+    assert "Measured by `bench/run`" in block and "| figure | measured | goal |" in block
