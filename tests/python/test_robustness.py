@@ -4,10 +4,11 @@ status, whatever goes wrong in the program or in stallscope."""
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
-from conftest import LOADER_PROG, Recording, run_plain, run_recorded
+from conftest import LAUNCHER, LOADER_PROG, Recording, base_env, run_plain, run_recorded
 
 pytestmark = pytest.mark.torch
 
@@ -109,3 +110,25 @@ def test_degrades_when_worker_loop_is_replaced(recorded):
     assert not names & {"dl.sent", "dl.recv", "dl.put", "dl.worker_start", "dl.worker_ready"}
     nexts = [s for s in rec.spans("dl.next") if s["arg1"] >= 0]
     assert [s["arg1"] for s in nexts] == list(range(6)) * 2
+
+
+@pytest.mark.parametrize("limit, said", [
+    ({"STALLSCOPE_SUMMARY_BUDGET_MB": "8"}, "needs more than 8 MiB here (STALLSCOPE_SUMMARY_BUDGET_MB)"),
+    ({"STALLSCOPE_SUMMARY_TIMEOUT_S": "0.001"}, "took longer than 0.001 s (STALLSCOPE_SUMMARY_TIMEOUT_S)"),
+], ids=["memory", "time"])
+def test_the_closing_summary_is_bounded(tmp_path, limit, said):
+    """The end-of-run analysis runs in a child with a memory budget and a time limit: a recording
+    too big for them gets one line instead of the summary, and the launcher still ends with the
+    program's exit status (an out-of-memory kill of the launcher itself would not)."""
+    db = tmp_path / "big.db"
+    args = [LOADER_PROG, "--samples", "40000", "--batch-size", "1", "--exit-code", "3"]
+    rec = run_recorded(db, args, env=base_env(**limit))
+    assert rec.rc == 3, rec.stderr
+    lines = [ln for ln in rec.stderr.splitlines() if ln.startswith("stallscope:")]
+    assert lines[-1] == f"stallscope: no summary: analysing the recording {said}; run `stallscope report {db}`"
+    assert lines[-2].startswith(f"stallscope: recording saved to {db}")
+    assert not any("data stall" in ln or "samples/s" in ln for ln in lines), lines  # whole or not at all
+    assert len(Recording(db).spans("dl.next")) == 40001
+    # Without the limits, the same recording gets its summary.
+    report = subprocess.run([str(LAUNCHER), "report", str(db)], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0 and "40,000" in report.stdout, report.stdout
