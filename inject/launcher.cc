@@ -213,6 +213,31 @@ void report_stale_arenas_removed(bool quiet) {
                removed.size(), removed.size() == 1 ? "" : "s", static_cast<double>(bytes) / (1 << 20));
 }
 
+// "; 12.3 MiB" for the saved recording, with its growth per hour on runs of 10 s or more
+// ("; 1.2 GiB, 6.8 GiB per hour"): what a long run's disk will need. "" when it cannot be read.
+static std::string size_and_growth(const std::string& path, const timespec& started) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  auto human = [](double b) {
+    char buf[32];
+    const char* unit = "B";
+    for (const char* u : {"KiB", "MiB", "GiB", "TiB"}) {
+      if (b < 1024) break;
+      b /= 1024;
+      unit = u;
+    }
+    std::snprintf(buf, sizeof buf, unit[0] == 'B' ? "%.0f %s" : "%.1f %s", b, unit);
+    return std::string(buf);
+  };
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  const double seconds =
+      static_cast<double>(now.tv_sec - started.tv_sec) + static_cast<double>(now.tv_nsec - started.tv_nsec) / 1e9;
+  std::string out = "; " + human(static_cast<double>(st.st_size));
+  if (seconds >= 10) out += ", " + human(static_cast<double>(st.st_size) * 3600 / seconds) + " per hour";
+  return out;
+}
+
 int run_command(const RunOptions& opt) {
   const std::string output = opt.output.empty() ? default_output_name(opt.command[0]) : opt.output;
   const std::string preload = find_preload_library();
@@ -280,6 +305,8 @@ int run_command(const RunOptions& opt) {
   for (int s : forwarded) sigaddset(&fwd, s);
   ::sigprocmask(SIG_BLOCK, &fwd, &old);
   const ChildExec prepared = prepare_child(opt, recorder ? preload : std::string(), shm_name);
+  timespec started{};
+  ::clock_gettime(CLOCK_MONOTONIC, &started);
   const pid_t child = ::fork();
   if (child < 0) {
     std::fprintf(stderr, "stallscope: cannot start the program: %s\n", std::strerror(errno));
@@ -340,9 +367,10 @@ int run_command(const RunOptions& opt) {
     }
     if (!gone && !opt.quiet && s.ok()) {
       const IngestStats st = recorder->stats();
-      std::fprintf(stderr, "stallscope: recording saved to %s (%llu events, %llu spans, %llu dropped)\n",
+      std::fprintf(stderr, "stallscope: recording saved to %s (%llu events, %llu spans, %llu dropped%s)\n",
                    output.c_str(), static_cast<unsigned long long>(st.events),
-                   static_cast<unsigned long long>(st.spans), static_cast<unsigned long long>(st.dropped));
+                   static_cast<unsigned long long>(st.spans), static_cast<unsigned long long>(st.dropped),
+                   size_and_growth(output, started).c_str());
       if (opt.summary) opt.summary(output);
     }
   }

@@ -6,6 +6,7 @@ training process's and the launcher's descriptors, threads and memory, and /dev/
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -79,6 +80,12 @@ def test_a_soak_at_a_high_event_rate(tmp_path):
     handed = rec.q("SELECT count(*) AS n FROM span_view WHERE name = 'dl.next' AND arg1 >= 0")[0]["n"]
     assert handed >= 0.99 * r.result["batches"], (handed, r.result["batches"])
     size = sum(p.stat().st_size for p in tmp_path.glob("soak.db*"))
+    # The launcher's last line says the same growth, over the whole run (start-up included).
+    m = re.search(r"; ([\d.]+) (MiB|GiB), ([\d.]+) (MiB|GiB) per hour\)", r.stderr)
+    assert m, r.stderr
+    said = float(m[3]) * (2**30 if m[4] == "GiB" else 2**20)
+    own = size / r.result["seconds"] * 3600
+    assert 0.7 * own <= said <= 1.05 * own, (said, own)
     launcher = [n["parent"]["rss_kb"] / MiB for n in notes]
     training = [n["self"]["rss_kb"] / MiB for n in notes]
     print(f"\nsoak: {SOAK_S:.0f} s, {r.result['batches'] / r.result['seconds']:,.0f} batches/s, "
