@@ -94,6 +94,8 @@ def take_loader_id() -> int:
     except Exception:
         pass
     return L
+
+
 _session_gen = 0  # bumped by on_session_change()
 _profiler_warned = False  # the torch.profiler warning was printed
 _last_it = None  # the _ItState of the iterator that handed the latest batch (read by dl.step)
