@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/units.h"
+
 namespace stallscope::analysis {
 
 std::string fixed(double v, int digits) {
@@ -14,18 +16,7 @@ std::string fixed(double v, int digits) {
 
 std::string percent(double fraction, int digits) { return fixed(fraction * 100.0, digits) + "%"; }
 
-std::string bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  const bool neg = b < 0;
-  double v = std::fabs(b);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  std::string s = u == 0 ? fixed(v, 0) : fixed(v, v >= 100 ? 0 : v >= 10 ? 1 : 2);
-  return (neg ? "-" : "") + s + " " + units[u];
-}
+std::string bytes(double b) { return bytes_text(b); }
 
 std::string duration_ms(double ms) {
   const double a = std::fabs(ms);

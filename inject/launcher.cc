@@ -18,6 +18,7 @@
 #include <random>
 
 #include "collector/arena.h"
+#include "common/units.h"
 #include "storage/recorder.h"
 #include "storage/session_registry.h"
 #include "storage/writer.h"
@@ -218,23 +219,12 @@ void report_stale_arenas_removed(bool quiet) {
 static std::string size_and_growth(const std::string& path, const timespec& started) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return "";
-  auto human = [](double b) {
-    char buf[32];
-    const char* unit = "B";
-    for (const char* u : {"KiB", "MiB", "GiB", "TiB"}) {
-      if (b < 1024) break;
-      b /= 1024;
-      unit = u;
-    }
-    std::snprintf(buf, sizeof buf, unit[0] == 'B' ? "%.0f %s" : "%.1f %s", b, unit);
-    return std::string(buf);
-  };
   timespec now{};
   ::clock_gettime(CLOCK_MONOTONIC, &now);
   const double seconds =
       static_cast<double>(now.tv_sec - started.tv_sec) + static_cast<double>(now.tv_nsec - started.tv_nsec) / 1e9;
-  std::string out = "; " + human(static_cast<double>(st.st_size));
-  if (seconds >= 10) out += ", " + human(static_cast<double>(st.st_size) * 3600 / seconds) + " per hour";
+  std::string out = "; " + bytes_text(static_cast<double>(st.st_size));
+  if (seconds >= 10) out += ", " + bytes_text(static_cast<double>(st.st_size) * 3600 / seconds) + " per hour";
   return out;
 }
 
