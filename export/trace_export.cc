@@ -13,8 +13,9 @@ namespace stallscope::exporting {
 namespace {
 
 // The lane order of the dashboard (ui/snapshot_builder.cc): GPU streams, the training loop, the
-// pin-memory thread, workers, other threads. Processes sort the same way.
-constexpr int kSortGpu = 0, kSortMain = 1, kSortPin = 2, kSortWorker = 3, kSortOther = 4;
+// pin-memory thread, workers, other threads. Processes sort the same way. The GPU streams' index,
+// 0, is given where they are written (perfetto_json.cc).
+constexpr int kSortMain = 1, kSortPin = 2, kSortWorker = 3, kSortOther = 4;
 
 std::string loader_label(const analysis::DataLoaderModel& m, int64_t loader, size_t loaders_with_workers) {
   if (loaders_with_workers < 2) return "";

@@ -348,6 +348,23 @@ Result<TableHeads> Reader::heads() {
   return h;
 }
 
+Result<TableHeads> Reader::next_ids(const TableHeads& after) {
+  TableHeads h = after;
+  const std::pair<const char*, int64_t*> kQueries[] = {
+      {"SELECT min(id) FROM spans WHERE id > ?1", &h.spans},
+      {"SELECT min(id) FROM instants WHERE id > ?1", &h.instants},
+      {"SELECT min(rowid) FROM counters WHERE rowid > ?1", &h.counters},
+      {"SELECT min(id) FROM gpu_activities WHERE id > ?1", &h.gpu_activities}};
+  for (const auto& q : kQueries) {
+    int64_t* into = q.second;  // not a structured binding: clang's lambdas cannot capture those
+    Status s = stream(*db_, q.first, {*into}, [&](const Stmt& st) {
+      if (!st.is_null(0)) *into = st.int64(0);
+    });
+    if (!s.ok()) return in_file(db_->path(), s);
+  }
+  return h;
+}
+
 Status Reader::for_each_string(int64_t after_id, const std::function<void(uint32_t, std::string)>& row) {
   return stream(*db_, "SELECT id, value FROM strings WHERE id > ?1 ORDER BY id", {after_id},
                 [&](const Stmt& s) { row(static_cast<uint32_t>(s.int64(0)), s.text(1)); });

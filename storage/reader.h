@@ -94,6 +94,8 @@ class Reader {
 
   // Incremental reads: rows with after < id <= upto, in id order, to `row`.
   Result<TableHeads> heads();
+  // The smallest id past `after` in each table, or `after`'s own where none is past it.
+  Result<TableHeads> next_ids(const TableHeads& after);
   Status for_each_string(int64_t after_id, const std::function<void(uint32_t, std::string)>& row);
   Status for_each_span(int64_t after, int64_t upto, const std::function<void(const SpanRow&)>& row);
   Status for_each_instant(int64_t after, int64_t upto, const std::function<void(const InstantRow&)>& row);

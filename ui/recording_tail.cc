@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 namespace stallscope::ui {
@@ -52,11 +53,25 @@ InstantRow unpack(const PackedInstant& p) {
   return r;
 }
 
-int64_t total(const TableHeads& h) { return h.spans + h.instants + h.counters + h.gpu_activities; }
+// Ids come from the file, and a damaged one can be anywhere in int64: sums and differences of
+// them are taken in 128 bits and clamped back.
+int64_t clamped(__int128 v) {
+  constexpr __int128 kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(std::clamp(v, kMin, kMax));
+}
+
+// How many ids lie after `from` up to `upto` (0 when none).
+int64_t ids_between(int64_t from, int64_t upto) {
+  return clamped(std::max<__int128>(0, static_cast<__int128>(upto) - from));
+}
+
+int64_t total(const TableHeads& h) {
+  return clamped(static_cast<__int128>(h.spans) + h.instants + h.counters + h.gpu_activities);
+}
 
 TableHeads minus(const TableHeads& a, const TableHeads& b) {
-  return TableHeads{a.spans - b.spans, a.instants - b.instants, a.counters - b.counters,
-                    a.gpu_activities - b.gpu_activities};
+  return TableHeads{ids_between(b.spans, a.spans), ids_between(b.instants, a.instants),
+                    ids_between(b.counters, a.counters), ids_between(b.gpu_activities, a.gpu_activities)};
 }
 
 }  // namespace
@@ -127,7 +142,9 @@ TableHeads RecordingTail::plan(const TableHeads& heads, int64_t max_rows) const 
   if (max_rows <= 0 || pending <= max_rows) return heads;
   const double share = static_cast<double>(max_rows) / static_cast<double>(pending);
   auto cut = [share](int64_t last, int64_t hi) {
-    return std::min(hi, last + static_cast<int64_t>(std::ceil(static_cast<double>(hi - last) * share)));
+    if (hi <= last) return hi;
+    const double step = std::ceil(static_cast<double>(ids_between(last, hi)) * share);
+    return clamped(std::min<__int128>(hi, static_cast<__int128>(last) + static_cast<__int128>(step)));
   };
   return TableHeads{cut(last_.spans, heads.spans), cut(last_.instants, heads.instants),
                     cut(last_.counters, heads.counters), cut(last_.gpu_activities, heads.gpu_activities)};
@@ -153,7 +170,9 @@ Status RecordingTail::read_rows(RowSink& sink, const TableHeads& upto, bool para
       Reader::Snapshot snapshot(*side_);
       side_status = read_counters(*side_, sink, from.counters, upto.counters, &side_counters);
       if (!side_status.ok()) return;
-      side_instants.reserve(static_cast<size_t>(std::max<int64_t>(0, upto.instants - from.instants)));
+      // A hint only: ids need not be dense, and a damaged file's may be far apart.
+      constexpr int64_t kMaxReserve = 1 << 22;
+      side_instants.reserve(static_cast<size_t>(std::min(kMaxReserve, ids_between(from.instants, upto.instants))));
       side_status = side_->for_each_instant(from.instants, upto.instants,
                                             [&](const InstantRow& r) { side_instants.push_back(pack(r)); });
     });
@@ -198,11 +217,23 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows
   // What this transaction sees: every read stops there, whichever connection does it.
   auto heads = reader_->heads();
   if (!heads.ok()) return heads.status();
-  const TableHeads upto = plan(*heads, max_rows);
+  TableHeads upto = plan(*heads, max_rows);
+  if (total(minus(*heads, upto)) > 0) {
+    // Cut by ids, which assumes they are dense. Where they are not (a damaged file's can be far
+    // apart), a part still reaches each table's next row, so every poll makes headway.
+    auto next = reader_->next_ids(last_);
+    if (!next.ok()) return next.status();
+    auto reach = [](int64_t cut, int64_t next_id, int64_t head) { return std::max(cut, std::min(next_id, head)); };
+    upto =
+        TableHeads{reach(upto.spans, next->spans, heads->spans), reach(upto.instants, next->instants, heads->instants),
+                   reach(upto.counters, next->counters, heads->counters),
+                   reach(upto.gpu_activities, next->gpu_activities, heads->gpu_activities)};
+  }
   st->pending = total(minus(*heads, upto));
 
   constexpr int64_t kParallelRows = 200000;
-  const bool parallel = (upto.counters - last_.counters) + (upto.instants - last_.instants) > kParallelRows;
+  const bool parallel = clamped(static_cast<__int128>(ids_between(last_.counters, upto.counters)) +
+                                ids_between(last_.instants, upto.instants)) > kParallelRows;
   if (Status s = read_rows(sink, upto, parallel, st); !s.ok()) return s;
 
   Status s = reader_->for_each_gpu_activity(last_.gpu_activities, upto.gpu_activities, [&](const GpuActivityRow& r) {
