@@ -27,6 +27,7 @@ LoaderConfig parse_loader_config(const Json& doc) {
   c.in_order = json::get_bool(doc, "in_order");
   c.drop_last = json::get_bool(doc, "drop_last");
   c.start_method = json::get_string(doc, "start_method");
+  c.worker_start_method = json::get_string(doc, "worker_start_method");
   c.dataset_type = json::get_string(doc, "dataset_type");
   c.dataset_class = json::get_string(doc, "dataset_class");
   c.created_at = json::get_string(doc, "created_at");

@@ -20,7 +20,9 @@ struct LoaderConfig {
   Json doc;  // the document as recorded; null when none was recorded or it did not parse
   std::optional<int64_t> batch_size, num_workers, prefetch_factor, dataset_len, batches_per_epoch;
   std::optional<bool> pin_memory, pin_memory_effective, persistent_workers, in_order, drop_last;
-  std::optional<std::string> start_method, dataset_type, dataset_class, created_at, torch_version;
+  // start_method: how the workers started (none without workers); worker_start_method: how they
+  // would (also recorded for loaders without workers; none in older recordings).
+  std::optional<std::string> start_method, worker_start_method, dataset_type, dataset_class, created_at, torch_version;
   // Where batch_size was read ("loader", "batch_sampler"); the framework function that made the
   // loader (Lightning's val_dataloader, HF Trainer's get_train_dataloader...) and the role it
   // implies ("train", "eval"). docs/events.md, "Configuration document".

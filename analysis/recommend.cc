@@ -418,7 +418,7 @@ void move_transforms_to_gpu(const Report& r, std::vector<Recommendation>* out) {
 std::vector<Recommendation> recommend(const Report& r) {
   std::vector<Recommendation> out;
   const LoaderStats* l = r.loader();
-  if (l != nullptr && r.data_bound && r.steps > 0) {
+  if (l != nullptr && r.data_bound && r.steps > 0 && r.input_wait_fraction * r.wall_s >= kMinInputWaitS) {
     if (!model_settings(r, r.whatif, &out)) {
       fewer_workers(r, r.whatif, &out);
       slow_dataset_getitem(r, r.whatif, &out);

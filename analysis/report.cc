@@ -518,6 +518,13 @@ void note_unexplained_wait(Report* r) {
   bool speed = false;
   for (const Recommendation& rec : r->recommendations) speed |= rec.speed;
   if (!r->data_bound || speed || !main) return;
+  const double wait_s = r->input_wait_fraction * r->wall_s;
+  if (wait_s < kMinInputWaitS) {
+    r->notes.insert(r->notes.begin(), "the loop waits for input " + percent(r->input_wait_fraction) +
+                                          " of the window, but " + duration_ms(wait_s * 1e3) +
+                                          " in all: too little for a change to the input pipeline to be worth making");
+    return;
+  }
   if (r->whatif.available) {
     r->notes.insert(r->notes.begin(), "the loop waits for input " + percent(r->input_wait_fraction) +
                                           " of the window, but the what-if model finds no DataLoader setting that "

@@ -25,6 +25,9 @@ inline constexpr const char* kReportSchema = "stallscope.report/1";
 // Below this share of the window spent waiting for input, a run is not data-bound and gets no
 // input-pipeline speed recommendation (docs/report.md).
 inline constexpr double kDataBoundFraction = 0.10;
+// Nor below this much input wait in the window in all: no change could save more than it (a loop
+// of a few milliseconds inside a longer program).
+inline constexpr double kMinInputWaitS = 0.1;
 
 // Stall causes (common/vocabulary.h). CPU mode knows data_wait (in next()) and loader_start (in
 // the training loader's DataLoader.__iter__); GPU mode attributes the GPU's idle time to all five.

@@ -143,6 +143,7 @@ Json whatif_json(const WhatIf& w) {
   inputs["recv_cpu_ms"] = in.recv_cpu_ms;
   inputs["others_cpu_ms"] = in.others_cpu_ms;
   inputs["startup_s"] = in.startup_s;
+  inputs["startup_estimated"] = in.startup_estimated;
   inputs["shutdown_s"] = in.shutdown_s;
   inputs["epochs"] = in.epochs;
   inputs["steps"] = static_cast<int64_t>(in.steps.size());

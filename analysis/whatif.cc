@@ -33,6 +33,13 @@ constexpr double kOversubscribedPrice = 0.05;
 // steps go at the simulated steady rate. Enough that the ends of an epoch are a small part, few
 // enough that a report stays fast.
 constexpr int64_t kMaxDirect = 1500;
+// Recorded without workers, what starting them costs was not seen: per epoch whose workers start,
+// the model takes these, lower than measured on a 2-core VM (torch 2.13, an empty dataset: 45-50 ms
+// to the first batch for 1-2 forked workers; 1.7-2.8 s spawned or from a forkserver, which import
+// torch afresh). A loop whose epochs are shorter than this is not advised workers
+// (docs/decisions.md, "Starting workers that were not recorded").
+constexpr double kForkStartupS = 0.03;
+constexpr double kFreshStartupS = 1.0;
 
 double mean_of(const std::vector<double>& v) { return mean(v).value_or(0); }
 
@@ -538,6 +545,12 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     shutdown_sum = l.shutdown_s;
   }
   in.startup_s = startups > 0 ? startup_sum / startups : 0;
+  if (n_rec == 0) {
+    const std::string method = l.config.worker_start_method.value_or("fork");
+    in.startup_estimated = true;
+    in.startup_method = method;
+    in.startup_s = method == "spawn" || method == "forkserver" ? kFreshStartupS : kForkStartupS;
+  }
   in.shutdown_s = shutdowns > 0 ? shutdown_sum / shutdowns : 0;
   in.other_s = std::max(0.0, r.wall_s - in.train_s);
   in.samples_per_step =
@@ -777,7 +790,8 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   } else if (in.startup_s > 0 && bc.setting.num_workers > 0 && !bc.setting.persistent_workers &&
              in.startup_s * static_cast<double>(in.epochs) > 0.3 * (in.other_s + in.train_s)) {
     w.bound = "start-up";
-    w.bound_text = "starting the workers: " + fixed(in.startup_s, 2) + " s per epoch";
+    w.bound_text = "starting the workers: " + fixed(in.startup_s, 2) + " s per epoch" +
+                   (in.startup_estimated ? " (estimated; " + in.startup_method + ")" : "");
   } else {
     w.bound = "fetch";
     w.bound_text = "fetching: one batch takes " + duration_ms(in.fetch_ms) + " (" + duration_ms(in.fetch_cpu_ms) +
@@ -814,7 +828,8 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   if (n_rec == 0) {
     w.assumptions.push_back(
         "recorded without workers: handing batches over from worker processes is taken to cost nothing, and "
-        "starting workers to take no time (fork)");
+        "starting them to take " +
+        duration_ms(in.startup_s * 1e3) + " per epoch (" + in.startup_method + "; an estimate, not measured)");
   }
   return w;
 }

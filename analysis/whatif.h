@@ -69,12 +69,14 @@ struct StepDemand {
 // What the model was fed, in the units it uses; kept for the report's evidence.
 struct WhatIfInputs {
   int64_t usable_cores = 1;
-  int64_t torch_threads = 1;      // intra-op threads of the training process (T)
-  std::vector<StepDemand> steps;  // per steady step, in time order
-  std::vector<Demand> fetches;    // per batch (fetch + put), in time order
-  double startup_s = 0;           // per epoch whose workers start, at the recorded num_workers (0: unknown)
-  double shutdown_s = 0;          // per epoch whose workers stop
-  int64_t epochs = 0;             // epochs of the training loader inside the window
+  int64_t torch_threads = 1;       // intra-op threads of the training process (T)
+  std::vector<StepDemand> steps;   // per steady step, in time order
+  std::vector<Demand> fetches;     // per batch (fetch + put), in time order
+  double startup_s = 0;            // per epoch whose workers start, at the recorded num_workers (0: unknown)
+  bool startup_estimated = false;  // recorded without workers: startup_s is the model's estimate
+  std::string startup_method;      // then: the start method it assumes ("fork", "spawn", "forkserver")
+  double shutdown_s = 0;           // per epoch whose workers stop
+  int64_t epochs = 0;              // epochs of the training loader inside the window
   std::vector<int64_t> batches_per_epoch;
   double samples_per_step = 1;
   double other_s = 0;  // window time outside the training loader's epochs (evaluation, set-up)

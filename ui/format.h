@@ -7,6 +7,7 @@
 #include <string>
 
 #include "analysis/format.h"
+#include "common/units.h"
 
 namespace stallscope::ui {
 
@@ -46,18 +47,6 @@ inline std::string fmt_time(double ns, int decimals = 3) {
 // The same for a time from an origin, which may be before it: "-0.100 s", "-1:02.345".
 inline std::string fmt_offset(double ns, int decimals = 3) {
   return ns < 0 ? "-" + fmt_time(-ns, decimals) : fmt_time(ns, decimals);
-}
-
-inline std::string fmt_bytes(double v) {
-  char b[32];
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (std::fabs(v) >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  std::snprintf(b, sizeof b, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return b;
 }
 
 inline std::string fmt_double(double v, int decimals) {

@@ -114,7 +114,7 @@ std::vector<std::string> describe(const Frame& f, const Lane& l, const Track& tr
       std::string s = std::string(style_name(it.style));
       if (it.a1 >= 0 && static_cast<size_t>(it.a1) < tr.gpu.size()) {
         const GpuDetail& g = tr.gpu[static_cast<size_t>(it.a1)];
-        if (g.bytes > 0) s += ", " + fmt_bytes(static_cast<double>(g.bytes));
+        if (g.bytes > 0) s += ", " + bytes_text(static_cast<double>(g.bytes));
         if (g.copy_kind) s += std::string(", ") + copy_kind_name(g.copy_kind);
         if (g.src_kind || g.dst_kind)
           s += std::string(" ") + mem_kind_name(g.src_kind) + " -> " + mem_kind_name(g.dst_kind);

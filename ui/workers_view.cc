@@ -127,7 +127,7 @@ std::string value_text(int metric, double v) {
   switch (metric) {
     case 0: return fmt_double(v, 2) + " cores";
     case 1: return fmt_double(v * 100, 0) + "% of the time waiting for a CPU";
-    case 2: return fmt_bytes(v);
+    case 2: return bytes_text(v);
     default: return fmt_duration(v) + " per fetch";
   }
 }
@@ -231,7 +231,7 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
       const double m = sum / n;
       const std::string t = metric == 0   ? fmt_double(m, 2)
                             : metric == 1 ? fmt_double(m * 100, 0) + "%"
-                            : metric == 2 ? fmt_bytes(m)
+                            : metric == 2 ? bytes_text(m)
                                           : fmt_duration(m);
       dl->AddText(ImVec2(ax.x0 - 8 - ImGui::CalcTextSize(t.c_str()).x, y0 - 1), kTextDim, t.c_str());
     }
@@ -255,7 +255,7 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
                         ramp(static_cast<float>(i) / 59.0f));
     }
     const std::string top = metric == 1   ? fmt_double(vmax * 100, 0) + "%"
-                            : metric == 2 ? fmt_bytes(vmax)
+                            : metric == 2 ? bytes_text(vmax)
                             : metric == 3 ? fmt_duration(vmax)
                                           : fmt_double(vmax, 1) + " cores";
     dl->AddText(ImVec2(sx + 64, sy - 4), kTextDim, top.c_str());

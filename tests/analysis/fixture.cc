@@ -106,7 +106,8 @@ std::string config_json(const SimConfig& c) {
          ", \"pin_memory\": false, \"pin_memory_effective\": false" +
          ", \"persistent_workers\": " + (c.persistent_workers ? "true" : "false") +
          ", \"prefetch_factor\": " + (workers ? std::to_string(c.prefetch_factor) : "null") +
-         ", \"start_method\": " + (workers ? "\"" + c.start_method + "\"" : "null") +
+         ", \"start_method\": " + (workers ? "\"" + c.start_method + "\"" : "null") + ", \"worker_start_method\": \"" +
+         c.start_method + "\"" +
          ", \"dataset_type\": \"map\", \"dataset_class\": \"SyntheticDataset\", \"dataset_len\": " +
          std::to_string(c.batches_per_epoch * c.batch_size) +
          ", \"batches_per_epoch\": " + std::to_string(c.batches_per_epoch) +

@@ -13,6 +13,7 @@ namespace stallscope::analysis {
 namespace {
 
 using stallscope::testing::kMs;
+constexpr int64_t kUs = kMs / 1000;
 using stallscope::testing::RecordingBuilder;
 using stallscope::testing::SimConfig;
 
@@ -220,6 +221,51 @@ TEST_F(WhatIfTest, WithoutCpuMarksTheProcMeansAreUsed) {
   for (const std::string& a : r.whatif.assumptions) said |= a.find("no dl.cpu events") != std::string::npos;
   EXPECT_TRUE(said);
   EXPECT_NE(r.whatif.confidence, "high");
+}
+
+// Recorded without workers, starting them is priced by an estimate: a loop whose epochs last a few
+// milliseconds is not advised workers (forked ones cost more to start than the epoch takes), and
+// spawned ones cost more than forked ones; a long epoch is still advised them.
+TEST_F(WhatIfTest, StartingWorkersThatWereNotRecordedIsPriced) {
+  SimConfig c;
+  c.epochs = 3;
+  c.batches_per_epoch = 8;
+  c.compute_ns = 10 * kUs;
+  c.fetch_ns = [](int, int) { return 50 * kUs; };
+  c.fetch_cpu = 1.0;
+  c.compute_cpu = 1.0;
+  const Report shortloop = run(c, 2);
+  ASSERT_TRUE(shortloop.whatif.available) << shortloop.whatif.why_not;
+  EXPECT_TRUE(shortloop.whatif.inputs.startup_estimated);
+  EXPECT_NEAR(shortloop.whatif.inputs.startup_s, 0.03, 1e-9);
+  ASSERT_TRUE(shortloop.whatif.best.has_value());
+  EXPECT_EQ(shortloop.whatif.candidates[*shortloop.whatif.best].setting.num_workers, 0);
+  EXPECT_LT(shortloop.whatif.best_gain, shortloop.whatif.min_gain);
+  // Its input wait, a few milliseconds in all, is too short for any change to be advised.
+  EXPECT_TRUE(shortloop.recommendations.empty());
+  ASSERT_FALSE(shortloop.notes.empty());
+  EXPECT_NE(shortloop.notes.front().find("too little for a change to the input pipeline"), std::string::npos)
+      << shortloop.notes.front();
+  bool said = false;
+  for (const std::string& a : shortloop.whatif.assumptions)
+    said |= a.find("30.0 ms per epoch (fork") != std::string::npos;
+  EXPECT_TRUE(said);
+
+  // Long epochs of the same batches: workers pay off despite starting.
+  c.batches_per_epoch = 4000;
+  const Report longloop = run(c, 2);
+  ASSERT_TRUE(longloop.whatif.best.has_value());
+  EXPECT_GT(longloop.whatif.candidates[*longloop.whatif.best].setting.num_workers, 0);
+  EXPECT_GT(longloop.whatif.best_gain, longloop.whatif.min_gain);
+
+  // Spawned workers cost more to start: a 2-worker candidate predicts less than with fork.
+  c.start_method = "spawn";
+  const Report spawned = run(c, 2);
+  EXPECT_NEAR(spawned.whatif.inputs.startup_s, 1.0, 1e-9);
+  const WhatIfCandidate* fork2 = candidate(longloop.whatif, 2, 2, true);
+  const WhatIfCandidate* spawn2 = candidate(spawned.whatif, 2, 2, true);
+  ASSERT_TRUE(fork2 && spawn2);
+  EXPECT_LT(spawn2->samples_per_s, fork2->samples_per_s);
 }
 
 // The reference loader is not modelled; a run without steady steps neither.

@@ -3,6 +3,7 @@ complete and consistent, for the configurations training scripts use."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections import Counter, defaultdict
 
@@ -56,6 +57,8 @@ def test_no_workers_fetch_and_collate_in_next(recorded, kind):
     assert got[(0, 0)] == list(range(6)) and got[(0, 1)] == list(range(6))
     cfg = rec.configs()[0]
     assert cfg["num_workers"] == 0 and cfg["start_method"] is None and cfg["prefetch_factor"] is None
+    # How workers would start, for the what-if model: the platform's default here.
+    assert cfg["worker_start_method"] == multiprocessing.get_all_start_methods()[0]
     assert cfg["dataset_type"] == kind
     assert cfg["dataset_len"] == (22 if kind == "map" else None)
     assert cfg["batches_per_epoch"] == (6 if kind == "map" else None)
@@ -89,6 +92,7 @@ def test_workers_every_batch_has_a_complete_life(recorded, start_method, kind):
     assert check_batch_lives(rec) == sum(e["batches"] for e in res["epochs"]) == 6 * epochs
     cfg = rec.configs()[0]
     assert cfg["start_method"] == start_method and cfg["num_workers"] == 2 and cfg["prefetch_factor"] == 2
+    assert cfg["worker_start_method"] == start_method
     assert cfg["dataset_type"] == kind and cfg["dataset_class"] == ("MapDS" if kind == "map" else "IterDS")
     # Non-persistent: a new pair of workers each epoch, each announced, ready once, stopped once.
     starts = rec.instants("dl.worker_start")

@@ -5,6 +5,7 @@ user sitecustomize that raises is in test_boot.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -114,6 +115,16 @@ def test_multiprocessing_in_user_code(tmp_path, method):
     assert sum(by_pid.values()) == sum(b + 1 for b in range(2, 8)), by_pid
     main = Recording(rec.db).q("SELECT pid FROM processes ORDER BY start_ns LIMIT 1")[0]["pid"]
     assert main not in by_pid
+    # Each loop lasts about a millisecond: starting workers for it would cost more than it takes,
+    # and its input wait is too short to be worth any change. No advice, and a note says why.
+    rep = subprocess.run([str(LAUNCHER), "report", "--json", str(rec.db)], capture_output=True, text=True, timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    doc = json.loads(rep.stdout)
+    assert doc["recommendations"] == [], doc["recommendations"]
+    assert any("too little for a change" in n for n in doc["notes"]), doc["notes"]
+    w = doc["whatif"]
+    assert w["inputs"]["startup_estimated"] is True and w["inputs"]["startup_s"] == 1.0, w["inputs"]  # spawn
+    assert w["best"]["num_workers"] == 0, w["best"]
 
 
 def cupti_lines(stderr):

@@ -143,14 +143,15 @@ def _config(loader, L, info, swap=None) -> str:
     from torch.utils.data.dataloader import _DatasetKind
 
     nw = loader.num_workers
-    start_method = None
-    if nw > 0:
-        ctx = loader.multiprocessing_context
-        if ctx is not None:
-            start_method = ctx.get_start_method()
-        else:
-            # allow_none: asking without it would fix the default context as a side effect.
-            start_method = tmp.get_start_method(allow_none=True) or tmp.get_all_start_methods()[0]
+    # How workers start (or would, for a loader without them: the what-if model prices starting
+    # them by it).
+    ctx = loader.multiprocessing_context
+    if ctx is not None:
+        worker_start_method = ctx.get_start_method()
+    else:
+        # allow_none: asking without it would fix the default context as a side effect.
+        worker_start_method = tmp.get_start_method(allow_none=True) or tmp.get_all_start_methods()[0]
+    start_method = worker_start_method if nw > 0 else None
     iterable = loader._dataset_kind == _DatasetKind.Iterable
     ds = loader.dataset
     dataset_len = None
@@ -176,6 +177,7 @@ def _config(loader, L, info, swap=None) -> str:
         "persistent_workers": bool(loader.persistent_workers),
         "prefetch_factor": loader.prefetch_factor if nw > 0 else None,
         "start_method": start_method,
+        "worker_start_method": worker_start_method,
         "dataset_type": "iterable" if iterable else "map",
         "dataset_class": type(ds).__qualname__,
         "dataset_len": dataset_len,
