@@ -134,20 +134,41 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
     f.st->follow = false;
   }
 
-  // Right: what was read.
+  // Right: the file and what was read, as much of it as fits beside the controls (the size
+  // first: what a long run will need on disk).
+  const float room = pos.x + size.x - 12 - (ImGui::GetItemRectMax().x + 16);
   std::string stats;
   if (f.tl) {
-    stats = count_text(f.tl->rows_read) + " rows" +
-            (s == SourceState::kLoading ? std::string(", reading...")
-                                        : ", read in " + fmt_duration(f.snap->open_seconds * 1e9));
+    std::string file, file_short;  // with and without the growth per hour
+    if (f.snap->file_bytes >= 0) {
+      file = file_short = bytes_text(static_cast<double>(f.snap->file_bytes));
+      if (auto g = growth_per_hour(*f.snap)) file += " (" + bytes_text(*g) + " per hour)";
+    }
+    const std::string rows = count_text(f.tl->rows_read) + " rows";
+    std::string timing =
+        s == SourceState::kLoading ? std::string("reading...") : "read in " + fmt_duration(f.snap->open_seconds * 1e9);
     if (!f.snap->analysis_error.empty()) {
-      stats += ", analysis failed";
+      timing += ", analysis failed";
     } else if (f.an) {
-      stats += ", analysed in " + fmt_duration(f.snap->analysis_seconds * 1e9);
+      timing += ", analysed in " + fmt_duration(f.snap->analysis_seconds * 1e9);
     } else if (f.snap->analysis_pending) {
-      stats += ", analysing...";
+      timing += ", analysing...";
+    }
+    auto join = [](std::initializer_list<const std::string*> parts) {
+      std::string out;
+      for (const std::string* p : parts) {
+        if (p->empty()) continue;
+        out += (out.empty() ? "" : ", ") + *p;
+      }
+      return out;
+    };
+    for (const std::string& c :
+         {join({&file, &rows, &timing}), join({&file, &rows}), join({&file}), join({&file_short}), std::string()}) {
+      stats = c;
+      if (ImGui::CalcTextSize(stats.c_str()).x <= room) break;
     }
   }
+  if (f.dump) f.dump->header_stats = stats;
   const float sw = ImGui::CalcTextSize(stats.c_str()).x;
   dl->AddText(ImVec2(pos.x + size.x - sw - 12, cy + 3), kTextDim, stats.c_str());
   if (!f.snap->analysis_error.empty() &&

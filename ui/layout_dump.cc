@@ -16,6 +16,7 @@ Json dump_json(const LayoutDump& d) {
   Json root = Json::object();
   root["state"] = d.state;
   root["message"] = d.message;
+  root["header_stats"] = d.header_stats;
   root["view_ns"] = Json::array({d.view_t0, d.view_t1});
   Json ps = Json::array();
   for (const DumpPanel& p : d.panels) {

@@ -64,6 +64,7 @@ struct LayoutDump {
   bool record_items = true;  // also record every rectangle (tests); lanes and panels always
   std::string state;         // snapshot state name; "compare" for the compare view's window
   std::string message;       // error or notice shown in the window
+  std::string header_stats;  // the header's right-hand text: file size and growth, rows read, timings
   double view_t0 = 0, view_t1 = 0;
   // The compare view: each recording's own dump (A, B; their panels, lanes and range), and in
   // each the side's name and the time its axis counts from (its training-window start), so that

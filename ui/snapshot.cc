@@ -65,6 +65,13 @@ const char* state_name(SourceState s) {
   return "?";
 }
 
+std::optional<double> growth_per_hour(const Snapshot& s) {
+  if (!s.timeline || s.file_bytes < 0) return std::nullopt;
+  const double covered_s = static_cast<double>(s.timeline->end_ns - s.timeline->first_ns) / 1e9;
+  if (covered_s < 10) return std::nullopt;
+  return static_cast<double>(s.file_bytes) * 3600.0 / covered_s;
+}
+
 const char* copy_kind_name(uint8_t i) {
   static const char* const k[] = {"", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
   return i < 6 ? k[i] : "";

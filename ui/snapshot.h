@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -265,6 +266,11 @@ struct Snapshot {
   double first_timeline_seconds = -1;            // open to the first timeline (-1: none yet)
   double load_fraction = 0;                      // share of the rows read at open (1: loaded)
   double analysis_seconds = 0;                   // last analysis pass
+  int64_t file_bytes = -1;                       // the database and its write-ahead log (-1: unknown)
 };
+
+// The recording's growth per hour of what it covers (timeline first to last event), from
+// `file_bytes`; nullopt under 10 s, where the start-up's share would skew it.
+std::optional<double> growth_per_hour(const Snapshot& s);
 
 }  // namespace stallscope::ui

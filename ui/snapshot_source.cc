@@ -1,6 +1,7 @@
 // The dashboard's background threads; see snapshot_source.h.
 #include "ui/snapshot_source.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -30,6 +31,16 @@ bool recorder_alive(const std::map<std::string, std::string>& meta) {
   const long pid = std::strtol(pid_it->second.c_str(), &end, 10);
   if (end == pid_it->second.c_str() || pid <= 0) return false;
   return procfs::alive(static_cast<int>(pid));
+}
+
+// The database's size with its write-ahead log (most of a live recording's newest rows); -1 when
+// the file cannot be read.
+int64_t database_bytes(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  int64_t bytes = st.st_size;
+  if (::stat((path + "-wal").c_str(), &st) == 0) bytes += st.st_size;
+  return bytes;
 }
 
 }  // namespace
@@ -79,6 +90,7 @@ void SnapshotSource::publish_locked() {
   s->open_seconds = open_seconds_;
   s->first_timeline_seconds = first_timeline_seconds_;
   s->load_fraction = load_fraction_;
+  s->file_bytes = file_bytes_;
   s->analysis_seconds = analysis_seconds_ < 0 ? last_analysis_seconds_ : analysis_seconds_;
   if (opt_.on_publish) opt_.on_publish(*s);
   std::shared_ptr<const Snapshot> next = std::move(s);
@@ -121,6 +133,7 @@ void SnapshotSource::reader_loop() {
         publish_locked();
         return;
       }
+      if (tl || first) file_bytes_ = database_bytes(path_);
       if (tl) {
         timeline_ = tl;
         ++data_version_;

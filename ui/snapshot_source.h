@@ -81,6 +81,7 @@ class SnapshotSource {
   SourceState state_ = SourceState::kLoading;
   std::string error_;
   std::string analysis_error_;
+  int64_t file_bytes_ = -1;
   double open_seconds_ = 0, analysis_seconds_ = 0;  // analysis_seconds_ < 0: a pass is running
   double first_timeline_seconds_ = -1;
   double load_fraction_ = 0;

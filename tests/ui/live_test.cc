@@ -3,6 +3,7 @@
 // appear in a published snapshot within 250 ms of being recorded; a recording whose recorder is
 // gone is shown as cut off, with everything that was flushed.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdio>
@@ -95,6 +96,12 @@ TEST(LiveTest, AnalysisFollowsTheData) {
   ASSERT_TRUE(s->analysis);
   EXPECT_EQ(s->analysis->report.steps, o.batches);
   EXPECT_GT(s->open_seconds, 0);
+  // The file's size (the database and any write-ahead log) comes with the data.
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.file("run.db").c_str(), &st), 0);
+  int64_t bytes = st.st_size;
+  if (::stat(dir.file("run.db-wal").c_str(), &st) == 0) bytes += st.st_size;
+  EXPECT_EQ(s->file_bytes, bytes);
 }
 
 TEST(LiveTest, ARecordingCutOffMidRunShowsWhatWasFlushed) {

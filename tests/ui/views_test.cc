@@ -94,6 +94,38 @@ TEST_F(ViewsTest, PanelsAndLanesAreLaidOut) {
   EXPECT_GT(d.stall_rects, 0);
 }
 
+// The header says how large the file is and, over 10 s of data, how fast it grows per hour: what a
+// long run will need on disk.
+TEST_F(ViewsTest, TheHeaderGivesTheFileSizeAndItsGrowthPerHour) {
+  testing::Headless h;
+  Dashboard dash;
+  auto snap = std::make_shared<Snapshot>(*snap_);
+  snap->file_bytes = 3 * 1024 * 1024;
+  const double covered_s = static_cast<double>(snap->timeline->end_ns - snap->timeline->first_ns) / 1e9;
+  ASSERT_LT(covered_s, 10);
+  LayoutDump d = h.dashboard(dash, *snap);
+  EXPECT_EQ(d.header_stats.rfind("3.00 MiB, ", 0), 0u) << d.header_stats;  // too short for a rate
+  EXPECT_EQ(d.header_stats.find("per hour"), std::string::npos) << d.header_stats;
+  auto tl = std::make_shared<Timeline>(*snap->timeline);
+  tl->end_ns = tl->first_ns + 1800 * 1000 * kMsNs;  // half an hour of data
+  snap->timeline = tl;
+  d = h.dashboard(dash, *snap);
+  EXPECT_EQ(d.header_stats.rfind("3.00 MiB (6.00 MiB per hour), ", 0), 0u) << d.header_stats;
+  EXPECT_NE(d.header_stats.find(" rows, read in "), std::string::npos) << d.header_stats;
+  // A narrow window keeps the size and drops the rest rather than drawing over the controls.
+  {
+    testing::Headless narrow(1000, 800);
+    Dashboard dash2;
+    const LayoutDump n = narrow.dashboard(dash2, *snap);
+    EXPECT_EQ(n.header_stats.rfind("3.00 MiB", 0), 0u) << n.header_stats;
+    EXPECT_EQ(n.header_stats.find("analysed"), std::string::npos) << n.header_stats;
+  }
+  snap->file_bytes = -1;  // not known: no size
+  d = h.dashboard(dash, *snap);
+  EXPECT_EQ(d.header_stats.find("MiB"), std::string::npos) << d.header_stats;
+  EXPECT_NE(d.header_stats.find(" rows"), std::string::npos) << d.header_stats;
+}
+
 // The cards' big figure: the run's in a replay, where a first look reads it as the run's result;
 // the last 2 s while following a live run. The other figure is the smaller line, labelled.
 TEST_F(ViewsTest, TheHeadlineShowsTheRunInAReplayAndTheLastSecondsLive) {
