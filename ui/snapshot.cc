@@ -66,7 +66,8 @@ const char* state_name(SourceState s) {
 }
 
 std::optional<double> growth_per_hour(const Snapshot& s) {
-  if (!s.timeline || s.file_bytes < 0) return std::nullopt;
+  // While a large file is still being read, the time read so far is a part of what the size covers.
+  if (!s.timeline || s.file_bytes < 0 || s.state == SourceState::kLoading) return std::nullopt;
   const double covered_s = static_cast<double>(s.timeline->end_ns - s.timeline->first_ns) / 1e9;
   if (covered_s < 10) return std::nullopt;
   return static_cast<double>(s.file_bytes) * 3600.0 / covered_s;

@@ -270,7 +270,7 @@ struct Snapshot {
 };
 
 // The recording's growth per hour of what it covers (timeline first to last event), from
-// `file_bytes`; nullopt under 10 s, where the start-up's share would skew it.
+// `file_bytes`; nullopt under 10 s, where the start-up's share would skew it, and while loading.
 std::optional<double> growth_per_hour(const Snapshot& s);
 
 }  // namespace stallscope::ui

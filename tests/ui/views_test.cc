@@ -112,6 +112,10 @@ TEST_F(ViewsTest, TheHeaderGivesTheFileSizeAndItsGrowthPerHour) {
   d = h.dashboard(dash, *snap);
   EXPECT_EQ(d.header_stats.rfind("3.00 MiB (6.00 MiB per hour), ", 0), 0u) << d.header_stats;
   EXPECT_NE(d.header_stats.find(" rows, read in "), std::string::npos) << d.header_stats;
+  snap->state = SourceState::kLoading;  // part of the time read: no rate yet
+  d = h.dashboard(dash, *snap);
+  EXPECT_EQ(d.header_stats.rfind("3.00 MiB, ", 0), 0u) << d.header_stats;
+  snap->state = SourceState::kFinished;
   // A narrow window keeps the size and drops the rest rather than drawing over the controls.
   {
     testing::Headless narrow(1000, 800);

@@ -145,12 +145,15 @@ def _config(loader, L, info, swap=None) -> str:
     nw = loader.num_workers
     # How workers start (or would, for a loader without them: the what-if model prices starting
     # them by it).
-    ctx = loader.multiprocessing_context
-    if ctx is not None:
-        worker_start_method = ctx.get_start_method()
-    else:
-        # allow_none: asking without it would fix the default context as a side effect.
-        worker_start_method = tmp.get_start_method(allow_none=True) or tmp.get_all_start_methods()[0]
+    try:
+        ctx = loader.multiprocessing_context
+        if ctx is not None:
+            worker_start_method = ctx.get_start_method()
+        else:
+            # allow_none: asking without it would fix the default context as a side effect.
+            worker_start_method = tmp.get_start_method(allow_none=True) or tmp.get_all_start_methods()[0]
+    except Exception:  # a loader subclass's own multiprocessing_context: not worth failing the document
+        worker_start_method = None
     start_method = worker_start_method if nw > 0 else None
     iterable = loader._dataset_kind == _DatasetKind.Iterable
     ds = loader.dataset
