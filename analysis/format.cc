@@ -4,8 +4,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "common/units.h"
-
 namespace stallscope::analysis {
 
 std::string fixed(double v, int digits) {
@@ -15,8 +13,6 @@ std::string fixed(double v, int digits) {
 }
 
 std::string percent(double fraction, int digits) { return fixed(fraction * 100.0, digits) + "%"; }
-
-std::string bytes(double b) { return bytes_text(b); }
 
 std::string duration_ms(double ms) {
   const double a = std::fabs(ms);

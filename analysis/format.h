@@ -13,8 +13,6 @@ namespace stallscope::analysis {
 std::string fixed(double v, int digits);
 // 0.301 -> "30.1%".
 std::string percent(double fraction, int digits = 1);
-// Bytes in the largest binary unit that keeps the number >= 1: "512 B", "3.2 MiB", "1.50 GiB".
-std::string bytes(double b);
 // A duration in ms chosen by size: "850 us", "12.3 ms", "4.56 s".
 std::string duration_ms(double ms);
 // A time since the session start: "12.345 s", "2:05.250" (m:ss), "1:02:05.250" (h:mm:ss).

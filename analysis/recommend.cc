@@ -9,6 +9,7 @@
 #include "analysis/format.h"
 #include "analysis/report.h"
 #include "analysis/stats.h"
+#include "common/units.h"
 
 namespace stallscope::analysis {
 namespace {
@@ -289,7 +290,7 @@ void worker_memory_growth(const Report& r, std::vector<Recommendation>* out) {
   rec.where = window_evidence(r, "memory of worker pid " + std::to_string(max_pid) + " over the run");
   rec.where.pid = max_pid;
   rec.where.counter = vocab::Counter::kRss;
-  rec.action = "workers' private memory grew by up to " + bytes(max_one) + " each";
+  rec.action = "workers' private memory grew by up to " + bytes_text(max_one) + " each";
   rec.severity = max_one >= kGrowthHighOne || peak >= kGrowthHighAll       ? vocab::kSeverityHigh
                  : max_one >= kGrowthMediumOne || peak >= kGrowthMediumAll ? vocab::kSeverityMedium
                                                                            : vocab::kSeverityLow;
@@ -306,14 +307,14 @@ void worker_memory_growth(const Report& r, std::vector<Recommendation>* out) {
                "torch tensors or Arrow instead of Python lists and dicts, or open data lazily inside each worker."
              : " while fetching. Not copy-on-write: " + *method +
                    " workers share no pages with the training process; each started with " +
-                   bytes(static_cast<double>(baseline)) +
+                   bytes_text(static_cast<double>(baseline)) +
                    " of its own (importing torch and the script's modules, and the unpickled dataset), which is not "
                    "counted here. What grows is allocated in the worker: caches, buffers, Python objects kept per "
                    "sample; bound or drop them.";
-  rec.message = "Worker private memory grew by up to " + bytes(max_one) + " per worker (pid " +
-                std::to_string(max_pid) + "), " + bytes(peak) + " across the " + std::to_string(peak_workers) +
+  rec.message = "Worker private memory grew by up to " + bytes_text(max_one) + " per worker (pid " +
+                std::to_string(max_pid) + "), " + bytes_text(peak) + " across the " + std::to_string(peak_workers) +
                 " workers running together" + (method ? " (start method " + *method + ")" : std::string()) + why +
-                " Expected: about " + bytes(peak) +
+                " Expected: about " + bytes_text(peak) +
                 " less memory, and room to add workers without running out of memory.";
   rec.evidence = Json::object();
   rec.evidence["max_private_growth_bytes"] = saturated_int64(max_one);
@@ -349,8 +350,8 @@ void pageable_h2d(const Report& r, std::vector<Recommendation>* out) {
   rec.expected_speedup = ideal_speedup(h2d);
   std::string rate = pg.gbps ? " at " + fixed(*pg.gbps, 2) + " GB/s" : "";
   if (r.gpu.h2d_pinned.gbps) rate += " (pinned copies in this run: " + fixed(*r.gpu.h2d_pinned.gbps, 2) + " GB/s)";
-  rec.message = "Host-to-device copies come from pageable memory: " + bytes(static_cast<double>(pg.bytes)) + " in " +
-                std::to_string(pg.count) + " copies" + rate +
+  rec.message = "Host-to-device copies come from pageable memory: " + bytes_text(static_cast<double>(pg.bytes)) +
+                " in " + std::to_string(pg.count) + " copies" + rate +
                 ". A pageable copy is staged through a driver buffer "
                 "while the host waits, and it cannot overlap compute; the GPU sat idle in transfers " +
                 percent(h2d) +

@@ -4,6 +4,7 @@
 
 #include "analysis/format.h"
 #include "analysis/report.h"
+#include "common/units.h"
 
 namespace stallscope::analysis {
 namespace {
@@ -197,7 +198,7 @@ std::string render_text(const Report& r) {
     }
     o += std::string(r.data_bound ? "" : "  - not data-bound") + "\n";
     auto copies = [](const char* what, const CopyStats& c) {
-      return std::string(what) + " " + bytes(static_cast<double>(c.bytes)) + " in " + std::to_string(c.count) +
+      return std::string(what) + " " + bytes_text(static_cast<double>(c.bytes)) + " in " + std::to_string(c.count) +
              " copies" + (c.gbps ? " at " + fixed(*c.gbps, 2) + " GB/s" : "");
     };
     o += "  Host->device     " + copies("pinned", r.gpu.h2d_pinned) + "; " + copies("pageable", r.gpu.h2d_pageable) +
@@ -273,15 +274,16 @@ std::string render_text(const Report& r) {
          pad("batches", 9, true) + "\n";
     for (size_t i = 0; i < r.workers.size() && i < kMaxWorkerRows; ++i) {
       const WorkerStats& w = r.workers[i];
-      o += "  " + pad(std::to_string(w.pid), 8, true) + pad(std::to_string(w.loader), 7, true) +
-           pad(std::to_string(w.worker_id), 7, true) + pad(std::to_string(w.start_epoch), 6, true) +
-           pad(w.ready_seen ? fixed(w.startup_s, 2) + "s" : std::string("-"), 8, true) +
-           pad(or_dash(w.busy_fraction, [](double v) { return percent(v, 0); }), 6, true) +
-           pad(or_dash(w.cpu_util, [](double v) { return fixed(v, 2); }), 7, true) +
-           pad(or_dash(w.runq_delay_fraction, [](double v) { return percent(v, 0); }), 7, true) +
-           pad(or_dash(w.private_growth_bytes, [](int64_t v) { return bytes(static_cast<double>(v)); }), 12, true) +
-           pad(or_dash(w.fetch_p50_ms, duration_ms), 11, true) + pad(or_dash(w.fetch_p99_ms, duration_ms), 11, true) +
-           pad(grouped(w.batches), 9, true) + "\n";
+      o +=
+          "  " + pad(std::to_string(w.pid), 8, true) + pad(std::to_string(w.loader), 7, true) +
+          pad(std::to_string(w.worker_id), 7, true) + pad(std::to_string(w.start_epoch), 6, true) +
+          pad(w.ready_seen ? fixed(w.startup_s, 2) + "s" : std::string("-"), 8, true) +
+          pad(or_dash(w.busy_fraction, [](double v) { return percent(v, 0); }), 6, true) +
+          pad(or_dash(w.cpu_util, [](double v) { return fixed(v, 2); }), 7, true) +
+          pad(or_dash(w.runq_delay_fraction, [](double v) { return percent(v, 0); }), 7, true) +
+          pad(or_dash(w.private_growth_bytes, [](int64_t v) { return bytes_text(static_cast<double>(v)); }), 12, true) +
+          pad(or_dash(w.fetch_p50_ms, duration_ms), 11, true) + pad(or_dash(w.fetch_p99_ms, duration_ms), 11, true) +
+          pad(grouped(w.batches), 9, true) + "\n";
     }
     if (r.workers.size() > kMaxWorkerRows) {
       o += "  ... " + std::to_string(r.workers.size() - kMaxWorkerRows) + " more (see --json)\n";

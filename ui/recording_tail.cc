@@ -134,7 +134,7 @@ Status RecordingTail::read_small_tables(RowSink& sink) {
   return Status::Ok();
 }
 
-TableHeads RecordingTail::plan(const TableHeads& heads, int64_t max_rows) const {
+Result<TableHeads> RecordingTail::plan(const TableHeads& heads, int64_t max_rows) {
   // A large backlog (opening a big recording) is read in parts of about max_rows: the same share
   // of every table's new ids each time, which is about the same stretch of time, since every
   // table grows flush by flush.
@@ -146,8 +146,16 @@ TableHeads RecordingTail::plan(const TableHeads& heads, int64_t max_rows) const 
     const double step = std::ceil(static_cast<double>(ids_between(last, hi)) * share);
     return clamped(std::min<__int128>(hi, static_cast<__int128>(last) + static_cast<__int128>(step)));
   };
-  return TableHeads{cut(last_.spans, heads.spans), cut(last_.instants, heads.instants),
-                    cut(last_.counters, heads.counters), cut(last_.gpu_activities, heads.gpu_activities)};
+  const TableHeads upto{cut(last_.spans, heads.spans), cut(last_.instants, heads.instants),
+                        cut(last_.counters, heads.counters), cut(last_.gpu_activities, heads.gpu_activities)};
+  // The cut assumes ids are dense. Where they are not (a damaged file's can be far apart), a part
+  // still reaches each table's next row, so every poll makes headway.
+  auto next = reader_->next_ids(last_);
+  if (!next.ok()) return next.status();
+  auto reach = [](int64_t at, int64_t next_id, int64_t head) { return std::max(at, std::min(next_id, head)); };
+  return TableHeads{reach(upto.spans, next->spans, heads.spans), reach(upto.instants, next->instants, heads.instants),
+                    reach(upto.counters, next->counters, heads.counters),
+                    reach(upto.gpu_activities, next->gpu_activities, heads.gpu_activities)};
 }
 
 Status RecordingTail::read_rows(RowSink& sink, const TableHeads& upto, bool parallel, PollStats* st) {
@@ -217,18 +225,9 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows
   // What this transaction sees: every read stops there, whichever connection does it.
   auto heads = reader_->heads();
   if (!heads.ok()) return heads.status();
-  TableHeads upto = plan(*heads, max_rows);
-  if (total(minus(*heads, upto)) > 0) {
-    // Cut by ids, which assumes they are dense. Where they are not (a damaged file's can be far
-    // apart), a part still reaches each table's next row, so every poll makes headway.
-    auto next = reader_->next_ids(last_);
-    if (!next.ok()) return next.status();
-    auto reach = [](int64_t cut, int64_t next_id, int64_t head) { return std::max(cut, std::min(next_id, head)); };
-    upto =
-        TableHeads{reach(upto.spans, next->spans, heads->spans), reach(upto.instants, next->instants, heads->instants),
-                   reach(upto.counters, next->counters, heads->counters),
-                   reach(upto.gpu_activities, next->gpu_activities, heads->gpu_activities)};
-  }
+  auto planned = plan(*heads, max_rows);
+  if (!planned.ok()) return planned.status();
+  const TableHeads upto = *planned;
   st->pending = total(minus(*heads, upto));
 
   constexpr int64_t kParallelRows = 200000;

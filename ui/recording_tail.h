@@ -59,8 +59,9 @@ class RecordingTail {
   Status poll_locked(RowSink& sink, PollStats* st, int64_t max_rows);
   // The small tables, read whole: meta, new strings, processes, threads, counter tracks.
   Status read_small_tables(RowSink& sink);
-  // What this poll reads of each append-only table: up to `heads`, cut to about max_rows.
-  TableHeads plan(const TableHeads& heads, int64_t max_rows) const;
+  // What this poll reads of each append-only table: up to `heads`, cut to about max_rows but
+  // reaching at least each table's next row.
+  Result<TableHeads> plan(const TableHeads& heads, int64_t max_rows);
   // Counters with rowid in (from, to] from `reader`, the wanted tracks only.
   Status read_counters(Reader& reader, RowSink& sink, int64_t from, int64_t to, int64_t* count);
   // Spans, instants and counters up to `upto` (then last_ moves there): the instants and counters
