@@ -5,7 +5,13 @@ import os
 
 
 def figures(pid):
-    out = {"fds": len(os.listdir(f"/proc/{pid}/fd"))}
+    fds = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            fds[fd] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed since the listing
+            pass
+    out = {"fds": len(fds), "fd_targets": fds}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             key, _, value = line.partition(":")

@@ -31,6 +31,10 @@ class DS(Dataset):
         if i == self.hang_at:
             time.sleep(600)
         if i == self.exit_at:
+            # Not before the main process has taken the batches this worker sent: it fetches their
+            # shared memory from this process, and a worker gone by then fails that fetch instead,
+            # a different error with or without a profiler.
+            time.sleep(1.0)
             os._exit(7)
         return torch.full((2,), float(i))
 
