@@ -24,6 +24,7 @@
 #include "stallscope/stallscope.h"
 #include "storage/ingest.h"
 #include "storage/schema.h"
+#include "storage/summaries.h"
 #include "storage/writer.h"
 
 using namespace stallscope;
@@ -208,6 +209,47 @@ IngestResult ingest(uint32_t spans_per_ring, uint32_t rings) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 2b. Summaries (storage/summaries.h): the drainer's CPU to keep them, per second of a run that
+// records `rate` spans per second on 8 threads under 6 names, drained (summaries written) every
+// 100 ms. Their cost is mostly per drain (each bucket a drain touched is rewritten once), so it is
+// given at a training job's rate and at a high one. The commit is not counted.
+double summaries_core_share(uint32_t rate, int seconds) {
+  const std::string db = tmp_path("ss-bench-summaries") + ".db";
+  (void)Writer::remove(db);
+  auto w = Writer::create(db);
+  if (!w.ok()) {
+    std::fprintf(stderr, "collector_bench: %s\n", w.status().message().c_str());
+    std::exit(1);
+  }
+  Summaries sum((*w)->db());
+  must(sum.prepare());
+  for (uint32_t n = 1; n <= 6; ++n) sum.on_string(n, n == 1 ? "dl.next" : "name" + std::to_string(n));
+  double cpu = 0;
+  SpanRow r;
+  const uint32_t per_drain = std::max(1u, rate / 10);
+  const int64_t gap = 100'000'000 / per_drain;
+  uint64_t i = 0;
+  for (int d = 0; d < seconds * 10; ++d) {
+    must((*w)->begin());
+    const double c0 = cpu_seconds(RUSAGE_THREAD);
+    for (uint32_t k = 0; k < per_drain; ++k, ++i) {
+      r.thread_id = static_cast<int64_t>(i % 8);
+      r.name_id = 1 + static_cast<uint32_t>(i % 6);
+      r.start_ns = static_cast<int64_t>(i) * gap;
+      r.dur_ns = 10'000 + static_cast<int64_t>((i * 7919) % 5'000'000);
+      r.arg0 = static_cast<int64_t>(i % 2);
+      sum.add_span(r);
+    }
+    must(sum.write());
+    cpu += cpu_seconds(RUSAGE_THREAD) - c0;
+    must((*w)->commit());
+  }
+  w->reset();
+  (void)Writer::remove(db);
+  return cpu / seconds;
+}
+
+// ---------------------------------------------------------------------------------------------
 // 3. Transport for forked workers
 struct TransportResult {
   double worker_cpu_ns_per_span;  // CPU inside the worker processes, per span
@@ -363,8 +405,27 @@ int main(int argc, char** argv) {
                    in.bytes_per_span <= 40);
   std::printf("| bytes per span on disk | %.1f | <= 40 %s |\n", in.bytes_per_span,
               in.bytes_per_span <= 40 ? "(met)" : "(MISSED)");
-  std::printf("| bytes per span with an index on start_ns | %.1f | (not used; see docs/decisions.md) |\n\n",
+  std::printf("| bytes per span with an index on start_ns | %.1f | (not used; see docs/decisions.md) |\n",
               in.bytes_per_span_indexed);
+
+  std::printf("\n2b. Summaries kept by the drainer: CPU per second of recording (drains every 100 ms)\n");
+  std::printf("| spans/s recorded | CPU, share of one core | goal |\n|---|---|---|\n");
+  for (uint32_t rate : {3000u, 100000u}) {
+    const double share = summaries_core_share(rate, quick ? 60 : 300);
+    // The ingest's own CPU at that rate (section 2), for scale.
+    const double ingest_share = rate / in.spans_per_s;
+    if (rate <= 3000) {
+      std::printf("| %u (a training job) | %.2f %% | <= 1 %% %s |\n", rate, 100 * share,
+                  share <= 0.01 ? "(met)" : "(MISSED)");
+      bench::bench_row("summaries, CPU at 3,000 spans/s", bench::fmt("%.2f %% of a core", 100 * share), "<= 1 %", "",
+                       share <= 0.01);
+    } else {
+      std::printf("| %u | %.2f %% (the ingest itself: %.1f %%) | |\n", rate, 100 * share, 100 * ingest_share);
+      bench::bench_row("summaries, CPU at 100,000 spans/s", bench::fmt("%.2f %% of a core", 100 * share), "",
+                       bench::fmt("the ingest itself: %.1f %%", 100 * ingest_share));
+    }
+  }
+  std::printf("\n");
 
   const int workers = 4, spans = quick ? 100000 : 400000;
   std::printf("3. Forked workers: %d processes x %d spans; CPU inside the workers per span\n", workers, spans);

@@ -11,7 +11,7 @@
 namespace stallscope {
 
 inline constexpr int32_t kApplicationId = 0x53544c53;  // "STLS"
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 // Creates every table of a new recording.
 Status create_schema(Db& db);

@@ -88,6 +88,10 @@ Stmt& Stmt::bind(int i, std::string_view v) {
   sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
   return *this;
 }
+Stmt& Stmt::bind_blob(int i, std::string_view v) {
+  sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  return *this;
+}
 Stmt& Stmt::bind_null(int i) {
   sqlite3_bind_null(stmt_, i);
   return *this;
@@ -113,12 +117,19 @@ void Stmt::reset() {
   status_ = Status::Ok();
 }
 
+int Stmt::columns() const { return sqlite3_column_count(stmt_); }
 bool Stmt::is_null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
 int64_t Stmt::int64(int c) const { return sqlite3_column_int64(stmt_, c); }
 double Stmt::real(int c) const { return sqlite3_column_double(stmt_, c); }
 std::string Stmt::text(int c) const {
   const unsigned char* t = sqlite3_column_text(stmt_, c);
   return t ? std::string(reinterpret_cast<const char*>(t), static_cast<size_t>(sqlite3_column_bytes(stmt_, c)))
+           : std::string();
+}
+
+std::string Stmt::blob(int c) const {
+  const void* b = sqlite3_column_blob(stmt_, c);
+  return b ? std::string(static_cast<const char*>(b), static_cast<size_t>(sqlite3_column_bytes(stmt_, c)))
            : std::string();
 }
 

@@ -65,16 +65,19 @@ class Stmt {
   Stmt& bind(int index, double value);
   Stmt& bind(int index, std::string_view value);
   Stmt& bind_null(int index);
+  Stmt& bind_blob(int index, std::string_view bytes);
   // Advances; true when a row is available. Errors end iteration and are kept in status().
   bool step();
   // Runs to completion (for INSERT/UPDATE) and resets; returns the outcome.
   Status run();
   void reset();
 
+  int columns() const;
   bool is_null(int col) const;
   int64_t int64(int col) const;
   double real(int col) const;
   std::string text(int col) const;
+  std::string blob(int col) const;
   const Status& status() const { return status_; }
 
  private:

@@ -79,7 +79,8 @@ Status Writer::prepare_all() {
     if (!s.ok()) return Status::Error("cannot prepare statement: " + s.status().message());
     *it.slot = std::move(*s);
   }
-  return Status::Ok();
+  summaries_ = std::make_unique<Summaries>(*db_);
+  return summaries_->prepare();
 }
 
 void Writer::keep(Status s) {
@@ -96,6 +97,7 @@ Status Writer::begin() {
 }
 
 Status Writer::commit() {
+  keep(summaries_->write());
   Status c = db_->exec("COMMIT");
   if (!c.ok()) {
     (void)db_->exec("ROLLBACK");  // the COMMIT's error is the one that matters
@@ -107,6 +109,7 @@ Status Writer::commit() {
 }
 
 void Writer::add_string(uint32_t id, std::string_view value) {
+  summaries_->on_string(id, value);
   keep(string_->bind(1, static_cast<int64_t>(id)).bind(2, value).run());
 }
 
@@ -151,10 +154,12 @@ int64_t Writer::add_span(const SpanRow& r) {
   bind_opt(s, 7, r.arg1);
   bind_opt(s, 8, r.arg2);
   keep(s.run());
+  summaries_->add_span(r);
   return db_->last_insert_rowid();
 }
 
 void Writer::add_instant(const InstantRow& r) {
+  summaries_->add_instant(r);
   Stmt& s = *instant_;
   s.bind(1, r.thread_id).bind(2, r.ts_ns).bind(3, static_cast<int64_t>(r.name_id));
   bind_opt(s, 4, r.arg0);
@@ -169,6 +174,7 @@ int64_t Writer::add_counter_track(const CounterTrackRow& r) {
 }
 
 void Writer::add_counter(const CounterRow& r) {
+  summaries_->add_counter(r);
   keep(counter_->bind(1, r.track_id).bind(2, r.ts_ns).bind(3, r.value).run());
 }
 
@@ -183,6 +189,7 @@ void Writer::add_flush(const FlushRow& r) {
 }
 
 void Writer::add_gpu_activity(const GpuActivityRow& r) {
+  summaries_->add_gpu(r);
   Stmt& s = *gpu_;
   s.bind(1, r.process_id).bind(2, r.device).bind(3, r.stream).bind(4, r.context).bind(5, std::string_view(r.kind));
   s.bind(6, r.start_ns).bind(7, r.dur_ns).bind(8, static_cast<int64_t>(r.name_id));

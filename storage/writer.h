@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "storage/rows.h"
 #include "storage/sqlite.h"
+#include "storage/summaries.h"
 
 namespace stallscope {
 
@@ -23,7 +24,8 @@ class Writer {
 
   Status set_meta(std::string_view key, std::string_view value);
   Status begin();
-  // Commits the open transaction; returns the first error of the batch if any row failed.
+  // Writes the summaries of the batch's rows (storage/summaries.h) and commits the open
+  // transaction; returns the first error of the batch if any row failed.
   Status commit();
 
   // Row writers; errors are kept until commit().
@@ -44,6 +46,7 @@ class Writer {
   // Checkpoints the WAL into the main file; call once at the end of a session.
   Status finish();
   Db& db() { return *db_; }
+  const Summaries& summaries() const { return *summaries_; }
 
  private:
   explicit Writer(std::unique_ptr<Db> db) : db_(std::move(db)) {}
@@ -54,6 +57,7 @@ class Writer {
   std::unique_ptr<Stmt> meta_, string_, process_, process_end_, process_cmd_, thread_, thread_name_, span_, instant_,
       track_, counter_, flush_, gpu_;
   Status batch_status_;
+  std::unique_ptr<Summaries> summaries_;
 };
 
 }  // namespace stallscope

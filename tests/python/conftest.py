@@ -157,6 +157,41 @@ class Recording:
         rows = self.q("SELECT value FROM strings WHERE id = ?", sid)
         return rows[0]["value"] if rows else None
 
+    GROUPED_BY_LOADER = ("dl.next", "dl.step", "dl.epoch_begin", "dl.epoch_end", "dl.sent", "dl.recv", "dl.pin",
+                         "dl.config", "dl.worker_start", "dl.worker_stop")
+
+    def summary_mismatches(self) -> list:
+        """The summary tables (docs/schema.md, "Summaries") against the same aggregates of the detail
+        rows, at every level: the rows that differ (empty when they all agree), and how many rows
+        were compared."""
+        grouped = ",".join(f"'{n}'" for n in self.GROUPED_BY_LOADER)
+        grp = (f"(CASE WHEN (SELECT value FROM strings WHERE id = name_id) IN ({grouped}) "
+               "THEN coalesce(arg0, -1) ELSE -1 END)")
+        bad, compared = [], 0
+        # (detail columns, detail table and filter, summary table and columns), grouped by the first
+        # columns of each
+        tables = [
+            (f"thread_id, name_id, {grp}, count(*), sum(dur_ns), min(dur_ns), max(dur_ns)",
+             "spans WHERE dur_ns IS NOT NULL AND start_ns >= 0", "start_ns", "GROUP BY 1, 2, 3, 4",
+             "span_summaries", "thread_id, name_id, grp, count, total_ns, min_ns, max_ns"),
+            (f"thread_id, name_id, {grp}, count(*)", "instants WHERE ts_ns >= 0", "ts_ns", "GROUP BY 1, 2, 3, 4",
+             "instant_summaries", "thread_id, name_id, grp, count"),
+            ("track_id, count(*), min(value), max(value)", "counters WHERE ts_ns >= 0", "ts_ns", "GROUP BY 1, 2",
+             "counter_summaries", "track_id, count, min, max"),
+        ]
+        for level in (10**9, 10**10, 10**11):
+            pairs = [(f"SELECT {time} / {level}, {cols} FROM {source} {group}",
+                      f"SELECT bucket, {scols} FROM {summary} WHERE level_ns = {level} AND bucket >= 0")
+                     for cols, source, time, group, summary, scols in tables]
+            for detail, summary in pairs:
+                want = {tuple(r) for r in self.con.execute(detail)}
+                got = {tuple(r) for r in self.con.execute(summary)}
+                compared += len(want)
+                bad += [("detail only", level, r) for r in sorted(want - got)]
+                bad += [("summary only", level, r) for r in sorted(got - want)]
+        assert compared > 0, "no rows to compare"
+        return bad
+
     def configs(self) -> dict:
         """dl.config documents by loader id."""
         out = {}

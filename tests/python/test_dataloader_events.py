@@ -177,6 +177,12 @@ def test_two_loaders_are_told_apart(recorded):
     main_fetch = [f for f in rec.spans("dl.fetch") if f["thread"] == "MainThread"]
     assert len(main_fetch) == 8 and {(f["arg0"], f["arg2"]) for f in main_fetch} == {(1, -1)}
     assert check_batch_lives(rec) == 12
+    # The summaries agree with these rows, and tell the two loaders' waits apart.
+    assert rec.summary_mismatches() == []
+    waits = {r["grp"]: r["n"] for r in rec.q(
+        "SELECT grp, sum(count) AS n FROM span_summaries WHERE level_ns = 100000000000 AND name_id IN "
+        "(SELECT id FROM strings WHERE value = 'dl.next') GROUP BY grp")}
+    assert waits == {L: len([s for s in rec.spans("dl.next") if s["arg0"] == L]) for L in (0, 1)}
 
 
 def test_pin_memory_on_cpu_is_reported_ineffective(recorded, tmp_path):

@@ -1,0 +1,329 @@
+// Multi-resolution summaries; see summaries.h.
+#include "storage/summaries.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <unordered_map>
+
+namespace stallscope {
+namespace {
+
+constexpr size_t kLevels = kSummaryLevelsNs.size();
+
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  return r;
+}
+
+struct SpanAgg {
+  int64_t count = 0, total = 0, min = std::numeric_limits<int64_t>::max(), max = std::numeric_limits<int64_t>::min();
+  DurationSketch sketch;
+};
+struct InstantAgg {
+  int64_t count = 0;
+};
+struct CounterAgg {
+  int64_t count = 0;
+  double sum = 0, min = 0, max = 0;
+  int64_t last_ts = std::numeric_limits<int64_t>::min();
+  double last = 0;
+};
+struct GpuAgg {
+  int64_t count = 0, total = 0, bytes = 0;
+};
+
+// Keys start with (level index, bucket).
+using SpanKey = std::tuple<size_t, int64_t, int64_t, int64_t, int64_t>;  // thread, name, grp
+using CounterKey = std::tuple<size_t, int64_t, int64_t>;                // track
+using GpuKey = std::tuple<size_t, int64_t, int64_t, int64_t, std::string>;  // process, device, kind
+
+struct KeyHash {
+  template <typename... T>
+  size_t operator()(const std::tuple<T...>& k) const {
+    size_t h = 0;
+    std::apply([&h](const auto&... part) { ((h = h * 0x9E3779B97F4A7C15ull + std::hash<std::decay_t<decltype(part)>>()(part)), ...); }, k);
+    return h ^ (h >> 29);
+  }
+};
+
+// The buckets of one table: those in memory, and below which bucket (per level) some were written
+// and forgotten.
+template <typename Key, typename Agg>
+class Buckets {
+ public:
+  std::function<Result<bool>(const Key&, Agg&)> load;  // true when the row was there
+  std::function<Status(const Key&, const Agg&)> store;
+
+  Buckets() { forgotten_below_.fill(std::numeric_limits<int64_t>::min()); }
+
+  // The aggregate of `key`, read back first when it may have been written and forgotten.
+  Agg& at(const Key& key, Status& error) {
+    auto it = mem_.find(key);
+    if (it == mem_.end()) {
+      it = mem_.emplace(key, Entry{}).first;
+      if (std::get<1>(key) < forgotten_below_[std::get<0>(key)]) {
+        auto found = load(key, it->second.agg);
+        if (!found.ok() && error.ok()) error = found.status();
+      }
+    }
+    it->second.dirty = true;
+    return it->second.agg;
+  }
+
+  Status write_and_forget(int64_t horizon_ns) {
+    for (auto it = mem_.begin(); it != mem_.end();) {
+      if (it->second.dirty) {
+        if (Status s = store(it->first, it->second.agg); !s.ok()) return s;
+        it->second.dirty = false;
+      }
+      const size_t level = std::get<0>(it->first);
+      const int64_t bucket = std::get<1>(it->first);
+      const int64_t len = kSummaryLevelsNs[level];
+      // Ends (bucket + 1) * len; forgotten once that is a whole length behind the horizon.
+      if (bucket < summary_bucket(horizon_ns, len) - 1) {
+        forgotten_below_[level] = std::max(forgotten_below_[level], bucket + 1);
+        it = mem_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return Status::Ok();
+  }
+
+  size_t size() const { return mem_.size(); }
+
+ private:
+  struct Entry {
+    Agg agg;
+    bool dirty = false;
+  };
+  std::unordered_map<Key, Entry, KeyHash> mem_;
+  std::array<int64_t, kLevels> forgotten_below_{};
+};
+
+}  // namespace
+
+int64_t summary_bucket(int64_t t, int64_t level) {
+  const int64_t q = t / level;
+  return (t % level != 0 && t < 0) ? q - 1 : q;
+}
+
+struct Summaries::Impl {
+  Buckets<SpanKey, SpanAgg> spans;
+  Buckets<SpanKey, InstantAgg> instants;
+  Buckets<CounterKey, CounterAgg> counters;
+  Buckets<GpuKey, GpuAgg> gpu;
+  std::unique_ptr<Stmt> span_get, span_put, instant_get, instant_put, counter_get, counter_put, gpu_get, gpu_put;
+  int64_t horizon = std::numeric_limits<int64_t>::min();
+  Status error;
+
+  void see(int64_t t) { horizon = std::max(horizon, t); }
+};
+
+Summaries::Summaries(Db& db) : db_(db) {}
+Summaries::~Summaries() = default;
+
+Status Summaries::prepare() {
+  impl_ = std::make_unique<Impl>();
+  Impl& m = *impl_;
+  struct Item {
+    std::unique_ptr<Stmt>* slot;
+    const char* sql;
+  };
+  const Item items[] = {
+      {&m.span_get,
+       "SELECT count, total_ns, min_ns, max_ns, sketch FROM span_summaries WHERE level_ns = ? AND bucket = ? AND "
+       "thread_id = ? AND name_id = ? AND grp = ?"},
+      {&m.span_put, "INSERT OR REPLACE INTO span_summaries VALUES (?,?,?,?,?,?,?,?,?,?)"},
+      {&m.instant_get,
+       "SELECT count FROM instant_summaries WHERE level_ns = ? AND bucket = ? AND thread_id = ? AND name_id = ? AND "
+       "grp = ?"},
+      {&m.instant_put, "INSERT OR REPLACE INTO instant_summaries VALUES (?,?,?,?,?,?)"},
+      {&m.counter_get,
+       "SELECT count, sum, min, max, last_ts_ns, last FROM counter_summaries WHERE level_ns = ? AND bucket = ? AND "
+       "track_id = ?"},
+      {&m.counter_put, "INSERT OR REPLACE INTO counter_summaries VALUES (?,?,?,?,?,?,?,?,?)"},
+      {&m.gpu_get,
+       "SELECT count, total_ns, bytes FROM gpu_summaries WHERE level_ns = ? AND bucket = ? AND process_id = ? AND "
+       "device = ? AND kind = ?"},
+      {&m.gpu_put, "INSERT OR REPLACE INTO gpu_summaries VALUES (?,?,?,?,?,?,?,?)"},
+  };
+  for (const Item& it : items) {
+    auto s = db_.prepare(it.sql);
+    if (!s.ok()) return Status::Error("cannot prepare statement: " + s.status().message());
+    *it.slot = std::move(*s);
+  }
+
+  // Binds (level_ns, bucket, key columns...) from a key; returns the next parameter index.
+  auto bind_span_key = [](Stmt& s, const SpanKey& k) {
+    s.bind(1, kSummaryLevelsNs[std::get<0>(k)]).bind(2, std::get<1>(k)).bind(3, std::get<2>(k));
+    s.bind(4, std::get<3>(k)).bind(5, std::get<4>(k));
+    return 6;
+  };
+  // A read: the row when it is there; the statement is reset for its next use either way.
+  auto read = [](Stmt& s, const std::function<Status(Stmt&)>& take) -> Result<bool> {
+    const bool row = s.step();
+    Status st = row ? take(s) : s.status();
+    s.reset();
+    if (!st.ok()) return st;
+    return row;
+  };
+
+  m.spans.load = [&m, bind_span_key, read](const SpanKey& k, SpanAgg& a) {
+    bind_span_key(*m.span_get, k);
+    return read(*m.span_get, [&a](Stmt& s) {
+      a.count = s.int64(0);
+      a.total = s.int64(1);
+      a.min = s.int64(2);
+      a.max = s.int64(3);
+      auto sk = DurationSketch::decode(s.blob(4));
+      if (!sk.ok()) return sk.status();
+      a.sketch = std::move(*sk);
+      return Status::Ok();
+    });
+  };
+  m.spans.store = [&m, bind_span_key](const SpanKey& k, const SpanAgg& a) {
+    Stmt& s = *m.span_put;
+    const int i = bind_span_key(s, k);
+    s.bind(i, a.count).bind(i + 1, a.total).bind(i + 2, a.min).bind(i + 3, a.max).bind_blob(i + 4, a.sketch.encode());
+    return s.run();
+  };
+  m.instants.load = [&m, bind_span_key, read](const SpanKey& k, InstantAgg& a) {
+    bind_span_key(*m.instant_get, k);
+    return read(*m.instant_get, [&a](Stmt& s) {
+      a.count = s.int64(0);
+      return Status::Ok();
+    });
+  };
+  m.instants.store = [&m, bind_span_key](const SpanKey& k, const InstantAgg& a) {
+    Stmt& s = *m.instant_put;
+    s.bind(bind_span_key(s, k), a.count);
+    return s.run();
+  };
+  auto bind_counter_key = [](Stmt& s, const CounterKey& k) {
+    s.bind(1, kSummaryLevelsNs[std::get<0>(k)]).bind(2, std::get<1>(k)).bind(3, std::get<2>(k));
+    return 4;
+  };
+  m.counters.load = [&m, bind_counter_key, read](const CounterKey& k, CounterAgg& a) {
+    bind_counter_key(*m.counter_get, k);
+    return read(*m.counter_get, [&a](Stmt& s) {
+      a.count = s.int64(0);
+      a.sum = s.real(1);
+      a.min = s.real(2);
+      a.max = s.real(3);
+      a.last_ts = s.int64(4);
+      a.last = s.real(5);
+      return Status::Ok();
+    });
+  };
+  m.counters.store = [&m, bind_counter_key](const CounterKey& k, const CounterAgg& a) {
+    Stmt& s = *m.counter_put;
+    const int i = bind_counter_key(s, k);
+    s.bind(i, a.count).bind(i + 1, a.sum).bind(i + 2, a.min).bind(i + 3, a.max).bind(i + 4, a.last_ts);
+    s.bind(i + 5, a.last);
+    return s.run();
+  };
+  auto bind_gpu_key = [](Stmt& s, const GpuKey& k) {
+    s.bind(1, kSummaryLevelsNs[std::get<0>(k)]).bind(2, std::get<1>(k)).bind(3, std::get<2>(k));
+    s.bind(4, std::get<3>(k)).bind(5, std::string_view(std::get<4>(k)));
+    return 6;
+  };
+  m.gpu.load = [&m, bind_gpu_key, read](const GpuKey& k, GpuAgg& a) {
+    bind_gpu_key(*m.gpu_get, k);
+    return read(*m.gpu_get, [&a](Stmt& s) {
+      a.count = s.int64(0);
+      a.total = s.int64(1);
+      a.bytes = s.int64(2);
+      return Status::Ok();
+    });
+  };
+  m.gpu.store = [&m, bind_gpu_key](const GpuKey& k, const GpuAgg& a) {
+    Stmt& s = *m.gpu_put;
+    const int i = bind_gpu_key(s, k);
+    s.bind(i, a.count).bind(i + 1, a.total).bind(i + 2, a.bytes);
+    return s.run();
+  };
+  return Status::Ok();
+}
+
+void Summaries::on_string(uint32_t id, std::string_view value) {
+  if (std::find(kGroupedByLoader.begin(), kGroupedByLoader.end(), value) != kGroupedByLoader.end()) {
+    grouped_names_.insert(id);
+  } else {
+    grouped_names_.erase(id);
+  }
+}
+
+void Summaries::add_span(const SpanRow& r) {
+  if (!r.dur_ns) return;
+  Impl& m = *impl_;
+  const int64_t dur = *r.dur_ns;
+  const int64_t grp = grouped_names_.count(r.name_id) ? r.arg0.value_or(-1) : -1;
+  const int32_t bin = DurationSketch::bin_of(dur);
+  m.see(r.start_ns);
+  for (size_t l = 0; l < kLevels; ++l) {
+    SpanAgg& a = m.spans.at({l, summary_bucket(r.start_ns, kSummaryLevelsNs[l]), r.thread_id, r.name_id, grp}, m.error);
+    ++a.count;
+    a.total = saturating_add(a.total, dur);
+    a.min = std::min(a.min, dur);
+    a.max = std::max(a.max, dur);
+    a.sketch.add_bin(bin, 1);
+  }
+}
+
+void Summaries::add_instant(const InstantRow& r) {
+  Impl& m = *impl_;
+  const int64_t grp = grouped_names_.count(r.name_id) ? r.arg0.value_or(-1) : -1;
+  m.see(r.ts_ns);
+  for (size_t l = 0; l < kLevels; ++l) {
+    ++m.instants.at({l, summary_bucket(r.ts_ns, kSummaryLevelsNs[l]), r.thread_id, r.name_id, grp}, m.error).count;
+  }
+}
+
+void Summaries::add_counter(const CounterRow& r) {
+  Impl& m = *impl_;
+  m.see(r.ts_ns);
+  for (size_t l = 0; l < kLevels; ++l) {
+    CounterAgg& a = m.counters.at({l, summary_bucket(r.ts_ns, kSummaryLevelsNs[l]), r.track_id}, m.error);
+    a.min = a.count ? std::min(a.min, r.value) : r.value;
+    a.max = a.count ? std::max(a.max, r.value) : r.value;
+    a.sum += r.value;
+    ++a.count;
+    if (r.ts_ns >= a.last_ts) {
+      a.last_ts = r.ts_ns;
+      a.last = r.value;
+    }
+  }
+}
+
+void Summaries::add_gpu(const GpuActivityRow& r) {
+  Impl& m = *impl_;
+  m.see(r.start_ns);
+  for (size_t l = 0; l < kLevels; ++l) {
+    GpuAgg& a = m.gpu.at({l, summary_bucket(r.start_ns, kSummaryLevelsNs[l]), r.process_id, r.device, r.kind}, m.error);
+    ++a.count;
+    a.total = saturating_add(a.total, std::max<int64_t>(0, r.dur_ns));
+    if (r.kind == "memcpy" || r.kind == "memset") a.bytes = saturating_add(a.bytes, std::max<int64_t>(0, r.bytes));
+  }
+}
+
+Status Summaries::write() {
+  Impl& m = *impl_;
+  if (!m.error.ok()) {
+    Status e = m.error;
+    m.error = Status::Ok();
+    return e;
+  }
+  if (Status s = m.spans.write_and_forget(m.horizon); !s.ok()) return s;
+  if (Status s = m.instants.write_and_forget(m.horizon); !s.ok()) return s;
+  if (Status s = m.counters.write_and_forget(m.horizon); !s.ok()) return s;
+  return m.gpu.write_and_forget(m.horizon);
+}
+
+size_t Summaries::buckets_in_memory() const {
+  return impl_ ? impl_->spans.size() + impl_->instants.size() + impl_->counters.size() + impl_->gpu.size() : 0;
+}
+
+}  // namespace stallscope

@@ -1,0 +1,67 @@
+// Multi-resolution summaries of a recording, kept by the writer as rows go in (docs/schema.md,
+// "Summaries"): per interval of 1 s, 10 s and 100 s, spans (count, total, min, max and a quantile
+// sketch of their durations), instants (count), counters (count, sum, min, max, last) and GPU
+// activities (count, busy time, bytes). What reads a whole day then reads a few thousand rows
+// instead of hundreds of millions.
+//
+// A span counts in the interval where it starts, an instant, a counter value and a GPU activity
+// where they happen. Names whose arg0 is a loader id wherever they are recorded (kGroupedByLoader)
+// are summarised per loader (`grp` = arg0); other names have grp -1.
+//
+// Buckets are written in the transaction of the rows they summarise, so a reader (or a recording
+// cut off mid-run) sees summaries that agree with the detail rows committed with them. Recent
+// buckets stay in memory; a row that arrives for a bucket already forgotten (a long span ending,
+// a merge going back in time) reads the bucket back first.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_set>
+#include <vector>
+
+#include "common/sketch.h"
+#include "common/status.h"
+#include "storage/rows.h"
+#include "storage/sqlite.h"
+
+namespace stallscope {
+
+inline constexpr std::array<int64_t, 3> kSummaryLevelsNs = {1'000'000'000, 10'000'000'000, 100'000'000'000};
+// Span and instant names summarised per loader: their arg0 is the loader id on every thread.
+inline constexpr std::array<std::string_view, 10> kGroupedByLoader = {
+    "dl.next",   "dl.step",   "dl.epoch_begin",   "dl.epoch_end",     "dl.sent",
+    "dl.recv",   "dl.pin",    "dl.config",        "dl.worker_start",  "dl.worker_stop"};
+
+// The floor of t / level: the bucket a time falls in (negative times too).
+int64_t summary_bucket(int64_t t_ns, int64_t level_ns);
+
+class Summaries {
+ public:
+  explicit Summaries(Db& db);
+  ~Summaries();
+  Status prepare();
+
+  // Every string the writer interns: names in kGroupedByLoader are noted by id.
+  void on_string(uint32_t id, std::string_view value);
+  void add_span(const SpanRow& row);  // spans that never ended (dur NULL) are not summarised
+  void add_instant(const InstantRow& row);
+  void add_counter(const CounterRow& row);
+  void add_gpu(const GpuActivityRow& row);
+
+  // Writes every bucket changed since the last call, inside the caller's open transaction, then
+  // forgets those that end more than one of their own lengths before the latest time seen.
+  Status write();
+  size_t buckets_in_memory() const;
+
+ private:
+  struct Impl;
+  Db& db_;
+  std::unique_ptr<Impl> impl_;
+  std::unordered_set<uint32_t> grouped_names_;
+};
+
+}  // namespace stallscope

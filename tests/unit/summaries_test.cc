@@ -1,0 +1,308 @@
+// Tests for the quantile sketch (common/sketch.h) and the summaries the writer keeps
+// (storage/summaries.h): sketch error against exact quantiles, merging, encoding and damaged
+// bytes; summaries against the detail rows at every level and after every commit (what a reader of
+// a recording cut off mid-run sees), rows that arrive for forgotten buckets, per-loader groups, and
+// buckets in memory bounded however long the recording.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "common/sketch.h"
+#include "storage/sqlite.h"
+#include "storage/summaries.h"
+#include "storage/writer.h"
+#include "tests/unit/test_util.h"
+
+namespace stallscope {
+namespace {
+
+constexpr int64_t kSec = 1'000'000'000;
+
+std::vector<int64_t> log_uniform(size_t n, uint32_t seed, double lo = 1e3, double hi = 1e10) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(std::log(lo), std::log(hi));
+  std::vector<int64_t> v(n);
+  for (auto& x : v) x = static_cast<int64_t>(std::exp(u(rng)));
+  return v;
+}
+
+int64_t exact_quantile(std::vector<int64_t> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(std::floor(q * static_cast<double>(v.size() - 1)))];
+}
+
+TEST(SketchTest, QuantilesAreWithinTheStatedRelativeError) {
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    const auto values = log_uniform(20000, seed);
+    DurationSketch s;
+    for (int64_t v : values) s.add(v);
+    ASSERT_EQ(s.count(), values.size());
+    for (double q : {0.0, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0}) {
+      const double exact = static_cast<double>(exact_quantile(values, q));
+      const double got = static_cast<double>(s.quantile(q));
+      EXPECT_LE(std::abs(got - exact) / exact, DurationSketch::kRelativeError + 1e-9)
+          << "q " << q << " exact " << exact << " sketch " << got;
+    }
+  }
+}
+
+TEST(SketchTest, ZeroAndNegativeDurationsAndOneNanosecond) {
+  DurationSketch s;
+  s.add(0);
+  s.add(-5);
+  s.add(1);
+  s.add(1);
+  EXPECT_EQ(s.quantile(0), 0);
+  EXPECT_EQ(s.quantile(0.4), 0);  // rank 1 of 4
+  EXPECT_EQ(s.quantile(1), 1);
+  EXPECT_EQ(DurationSketch().quantile(0.5), 0);
+  EXPECT_GT(DurationSketch::bin_of(INT64_MAX), 0);
+}
+
+TEST(SketchTest, MergingIsTheSketchOfTheUnionAndEncodingRoundTrips) {
+  const auto a = log_uniform(5000, 7), b = log_uniform(3000, 8, 10, 1e6);
+  DurationSketch sa, sb, all;
+  for (int64_t v : a) sa.add(v), all.add(v);
+  for (int64_t v : b) sb.add(v), all.add(v);
+  sa.merge(sb);
+  EXPECT_EQ(sa, all);
+  EXPECT_EQ(sa.count(), 8000u);
+  auto back = DurationSketch::decode(all.encode());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, all);
+  EXPECT_EQ(back->count(), all.count());
+  DurationSketch z;
+  z.add(0, 3);
+  z.add(INT64_MAX);
+  auto zb = DurationSketch::decode(z.encode());
+  ASSERT_TRUE(zb.ok());
+  EXPECT_EQ(*zb, z);
+  EXPECT_TRUE(DurationSketch::decode("").ok());
+}
+
+TEST(SketchTest, DamagedBytesAreAnErrorNotACrash) {
+  DurationSketch s;
+  s.add(1000);
+  s.add(5000);
+  const std::string good = s.encode();
+  EXPECT_FALSE(DurationSketch::decode(good.substr(0, good.size() - 1)).ok());  // cut short
+  EXPECT_FALSE(DurationSketch::decode(std::string("\x02\x00", 2)).ok());      // a zero count
+  EXPECT_FALSE(DurationSketch::decode(std::string("\x02\x01\x00\x01", 4)).ok());  // bins not ascending
+  EXPECT_FALSE(DurationSketch::decode(std::string(12, '\xff')).ok());         // a varint too long
+  std::mt19937 rng(5);
+  for (int i = 0; i < 2000; ++i) {
+    std::string junk(rng() % 24, '\0');
+    for (char& c : junk) c = static_cast<char>(rng());
+    (void)DurationSketch::decode(junk);  // an error or a sketch; never a crash (ASan runs this)
+  }
+}
+
+TEST(SummaryBucketTest, FloorsNegativeTimes) {
+  EXPECT_EQ(summary_bucket(0, kSec), 0);
+  EXPECT_EQ(summary_bucket(kSec - 1, kSec), 0);
+  EXPECT_EQ(summary_bucket(kSec, kSec), 1);
+  EXPECT_EQ(summary_bucket(-1, kSec), -1);
+  EXPECT_EQ(summary_bucket(-kSec, kSec), -1);
+  EXPECT_EQ(summary_bucket(-kSec - 1, kSec), -2);
+}
+
+class SummariesTest : public ::testing::Test {
+ protected:
+  testing::TempDir dir_;
+  std::string path_ = dir_.file("run.db");
+
+  // Every summary row against the same aggregate of the detail rows, read through a second
+  // connection (as a reader of a live recording would).
+  void expect_summaries_match_detail() {
+    auto db = Db::open(path_, Db::Mode::kReadOnly);
+    ASSERT_TRUE(db.ok()) << db.status().message();
+    for (int64_t level : kSummaryLevelsNs) {
+      const std::string L = std::to_string(level);
+      const std::string bucket = "(CASE WHEN start_ns < 0 AND start_ns % " + L + " != 0 THEN start_ns / " + L +
+                                 " - 1 ELSE start_ns / " + L + " END)";
+      const std::string grp =
+          "(CASE WHEN (SELECT value FROM strings WHERE id = name_id) IN ('dl.next', 'dl.step') THEN "
+          "coalesce(arg0, -1) ELSE -1 END)";
+      expect_same(**db,
+                  "SELECT " + bucket + ", thread_id, name_id, " + grp +
+                      ", count(*), sum(dur_ns), min(dur_ns), max(dur_ns) FROM spans WHERE dur_ns IS NOT NULL "
+                      "GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+                  "SELECT bucket, thread_id, name_id, grp, count, total_ns, min_ns, max_ns FROM span_summaries WHERE "
+                  "level_ns = " + L + " ORDER BY 1, 2, 3, 4",
+                  level);
+      const std::string ibucket = "(CASE WHEN ts_ns < 0 AND ts_ns % " + L + " != 0 THEN ts_ns / " + L +
+                                  " - 1 ELSE ts_ns / " + L + " END)";
+      expect_same(**db,
+                  "SELECT " + ibucket + ", thread_id, name_id, " + grp +
+                      ", count(*) FROM instants GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+                  "SELECT bucket, thread_id, name_id, grp, count FROM instant_summaries WHERE level_ns = " + L +
+                      " ORDER BY 1, 2, 3, 4",
+                  level);
+      expect_same(**db,
+                  "SELECT " + ibucket + ", track_id, count(*), sum(value), min(value), max(value) FROM counters "
+                  "GROUP BY 1, 2 ORDER BY 1, 2",
+                  "SELECT bucket, track_id, count, sum, min, max FROM counter_summaries WHERE level_ns = " + L +
+                      " ORDER BY 1, 2",
+                  level);
+      const std::string gbucket = bucket;
+      expect_same(**db,
+                  "SELECT " + gbucket + ", process_id, device, kind, count(*), sum(dur_ns), coalesce(sum(bytes), 0) "
+                  "FROM gpu_activities GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+                  "SELECT bucket, process_id, device, kind, count, total_ns, bytes FROM gpu_summaries WHERE "
+                  "level_ns = " + L + " ORDER BY 1, 2, 3, 4",
+                  level);
+    }
+  }
+
+  static std::vector<std::vector<std::string>> rows(Db& db, const std::string& sql) {
+    auto st = db.prepare(sql);
+    EXPECT_TRUE(st.ok()) << sql << ": " << st.status().message();
+    std::vector<std::vector<std::string>> out;
+    if (!st.ok()) return out;
+    while ((*st)->step()) {
+      // Columns as text: exact for integers; REAL sums are compared to 1e-9 below.
+      std::vector<std::string> r;
+      for (int c = 0; c < (*st)->columns(); ++c) r.push_back((*st)->text(c));
+      out.push_back(std::move(r));
+    }
+    EXPECT_TRUE((*st)->status().ok()) << (*st)->status().message();
+    return out;
+  }
+
+  static void expect_same(Db& db, const std::string& detail_sql, const std::string& summary_sql, int64_t level) {
+    const auto want = rows(db, detail_sql), got = rows(db, summary_sql);
+    ASSERT_EQ(got.size(), want.size()) << "level " << level << "\n" << summary_sql;
+    for (size_t i = 0; i < want.size(); ++i) {
+      for (size_t c = 0; c < want[i].size(); ++c) {
+        if (want[i][c] == got[i][c]) continue;
+        // REAL columns: the same sum, added in another order
+        const double a = std::stod(want[i][c]), b = std::stod(got[i][c]);
+        EXPECT_NEAR(a, b, 1e-9 * std::max(1.0, std::abs(a)))
+            << "level " << level << " row " << i << " column " << c << "\n" << summary_sql;
+      }
+    }
+  }
+};
+
+TEST_F(SummariesTest, AgreeWithTheDetailRowsAfterEveryCommit) {
+  auto w = Writer::create(path_);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  Writer& wr = **w;
+  std::mt19937_64 rng(11);
+  ASSERT_TRUE(wr.begin().ok());
+  wr.add_string(1, "dl.next");
+  wr.add_string(2, "dl.fetch");
+  wr.add_string(3, "dl.step");
+  wr.add_string(4, "train_step");
+  const int64_t proc = wr.add_process(ProcessRow{0, 100, 1, "python", 0, {}, {}, {}});
+  const int64_t main_thread = wr.add_thread(ThreadRow{0, proc, 100, "MainThread"});
+  const int64_t worker = wr.add_thread(ThreadRow{0, proc, 101, "worker"});
+  const int64_t track = wr.add_counter_track(CounterTrackRow{0, "proc.cpu", "cores", 100});
+  ASSERT_TRUE(wr.commit().ok());
+
+  // 30 commits of a run that moves forward about 8 s per commit, with late rows now and then: a
+  // span that started 5 minutes ago ends, and a merge-like jump back before the session start.
+  int64_t now = 0;
+  for (int drain = 0; drain < 30; ++drain) {
+    ASSERT_TRUE(wr.begin().ok());
+    for (int i = 0; i < 400; ++i) {
+      now += static_cast<int64_t>(rng() % (40'000'000));
+      SpanRow s;
+      s.thread_id = i % 3 ? main_thread : worker;
+      s.name_id = 1 + static_cast<uint32_t>(rng() % 4);
+      s.start_ns = now;
+      s.dur_ns = static_cast<int64_t>(rng() % 50'000'000);
+      s.arg0 = static_cast<int64_t>(rng() % 3);  // loader 0..2
+      wr.add_span(s);
+      if (i % 7 == 0) wr.add_instant(InstantRow{0, main_thread, now, 3, static_cast<int64_t>(rng() % 2), 1, {}});
+      if (i % 5 == 0) wr.add_counter(CounterRow{track, now, static_cast<double>(rng() % 1000) / 7.0});
+      if (i % 11 == 0) {
+        GpuActivityRow g;
+        g.process_id = proc;
+        g.kind = i % 2 ? "kernel" : "memcpy";
+        g.start_ns = now;
+        g.dur_ns = static_cast<int64_t>(rng() % 1'000'000);
+        g.bytes = 4096;
+        wr.add_gpu_activity(g);
+      }
+    }
+    if (drain % 6 == 5) {
+      SpanRow late;
+      late.thread_id = main_thread;
+      late.name_id = 4;
+      late.start_ns = now - 300 * kSec;
+      late.dur_ns = 300 * kSec;
+      wr.add_span(late);
+      SpanRow before;
+      before.thread_id = worker;
+      before.name_id = 2;
+      before.start_ns = -1'500'000'001;
+      before.dur_ns = 7;
+      wr.add_span(before);
+    }
+    SpanRow open;  // never ended: in the detail rows, not in the summaries
+    open.thread_id = worker;
+    open.name_id = 4;
+    open.start_ns = now;
+    wr.add_span(open);
+    ASSERT_TRUE(wr.commit().ok());
+    if (drain % 5 == 0 || drain == 29) expect_summaries_match_detail();
+  }
+  // About 4 minutes of run: what stays in memory is the last few intervals of each level, not the run.
+  EXPECT_LT(wr.summaries().buckets_in_memory(), 200u);
+}
+
+TEST_F(SummariesTest, SketchesOfAllIntervalsGiveTheRunsQuantiles) {
+  auto w = Writer::create(path_);
+  ASSERT_TRUE(w.ok());
+  Writer& wr = **w;
+  ASSERT_TRUE(wr.begin().ok());
+  wr.add_string(1, "dl.next");
+  const int64_t th = wr.add_thread(ThreadRow{0, wr.add_process(ProcessRow{0, 5, {}, "p", 0, {}, {}, {}}), 5, "t"});
+  const auto durs = log_uniform(30000, 3, 1e4, 1e9);
+  int64_t t = 0;
+  for (size_t i = 0; i < durs.size(); ++i) {
+    SpanRow s;
+    s.thread_id = th;
+    s.name_id = 1;
+    s.start_ns = t;
+    s.dur_ns = durs[i];
+    s.arg0 = 0;
+    wr.add_span(s);
+    t += 20'000'000;  // 10 minutes in all
+    if (i % 1000 == 999) {
+      ASSERT_TRUE(wr.commit().ok());
+      ASSERT_TRUE(wr.begin().ok());
+    }
+  }
+  ASSERT_TRUE(wr.commit().ok());
+  for (int64_t level : kSummaryLevelsNs) {
+    auto st = wr.db().prepare("SELECT sketch, count FROM span_summaries WHERE level_ns = ?");
+    ASSERT_TRUE(st.ok());
+    (*st)->bind(1, level);
+    DurationSketch run;
+    int64_t rows = 0;
+    while ((*st)->step()) {
+      auto s = DurationSketch::decode((*st)->blob(0));
+      ASSERT_TRUE(s.ok()) << s.status().message();
+      EXPECT_EQ(static_cast<int64_t>(s->count()), (*st)->int64(1));
+      run.merge(*s);
+      ++rows;
+    }
+    EXPECT_EQ(rows, 600 * kSec / level);
+    ASSERT_EQ(run.count(), durs.size());
+    for (double q : {0.5, 0.9, 0.99}) {
+      const double exact = static_cast<double>(exact_quantile(durs, q));
+      EXPECT_LE(std::abs(static_cast<double>(run.quantile(q)) - exact) / exact, DurationSketch::kRelativeError + 1e-9)
+          << "level " << level << " q " << q;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stallscope
