@@ -1,11 +1,47 @@
 // Reading a recording for a command; see recording_input.h.
 #include "cli/recording_input.h"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 
 #include "analysis/session.h"
+#include "storage/upgrade.h"
 
 namespace stallscope::cli {
+
+std::string upgrade_if_older(const std::string& path) {
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  bool shown = false;
+  auto r = upgrade_to_summaries(path, [&](int64_t done, int64_t total) {
+    if (!shown && done < total) {
+      std::fprintf(stderr, "stallscope: %s was recorded before summaries were kept; building them from its %lld rows%s",
+                   path.c_str(), static_cast<long long>(total), tty ? "" : "\n");
+      shown = true;
+    }
+    if (tty && shown)
+      std::fprintf(stderr, "\rstallscope: building the summaries of %s: %3.0f %%", path.c_str(),
+                   100.0 * static_cast<double>(done) / static_cast<double>(total > 0 ? total : 1));
+  });
+  if (tty && shown) std::fprintf(stderr, "\n");
+  if (!r.ok()) {
+    // Reading goes on from the detail rows.
+    std::string msg = r.status().message();
+    for (char& c : msg) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    return "stallscope: warning: " + msg + "; reading it without summaries";
+  }
+  if (r->what == UpgradeOutcome::What::kUpgraded) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr,
+                 "stallscope: built the summaries of %s (an older recording; %lld rows, %.1f s) and wrote them back\n",
+                 path.c_str(), static_cast<long long>(r->rows), s);
+  }
+  return "";
+}
 
 int read_error(std::string msg) {
   for (char& c : msg) {
@@ -25,11 +61,13 @@ int read_error(std::string msg) {
 }
 
 std::optional<analysis::Report> analyze_recording(const std::string& path) {
+  const std::string warning = upgrade_if_older(path);
   auto session = analysis::load_session(path);
   if (!session.ok()) {
-    (void)read_error(session.status().message());
+    (void)read_error(session.status().message());  // the one line: it says what the warning would
     return std::nullopt;
   }
+  if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
   return analysis::analyze(*session);
 }
 

@@ -14,6 +14,12 @@ namespace stallscope::cli {
 // the one-line read error (read_error()).
 std::optional<analysis::Report> analyze_recording(const std::string& path);
 
+// A finished recording made before summaries were kept (schema version 1) gets them, built from its
+// rows and written back when the file can be written (storage/upgrade.h), with a progress line on
+// stderr. Returns the warning line to print when building them failed (the recording is then read
+// as it is), for the caller to print only if the recording can be read at all.
+std::string upgrade_if_older(const std::string& path);
+
 // Prints `stallscope: MSG` as one line on stderr, adding what to do when `msg` does not say it
 // (pass another file, record again), and returns 1.
 int read_error(std::string msg);

@@ -41,9 +41,7 @@ class DurationSketch {
   // Fails on bytes encode() cannot have written (a damaged file), with what was wrong.
   static Result<DurationSketch> decode(std::string_view bytes);
 
-  bool operator==(const DurationSketch& o) const {
-    return zeros_ == o.zeros_ && lo_ == o.lo_ && bins_ == o.bins_;
-  }
+  bool operator==(const DurationSketch& o) const { return zeros_ == o.zeros_ && lo_ == o.lo_ && bins_ == o.bins_; }
 
  private:
   // Dense from the lowest occupied bin to the highest: adding is an index, not a search (the

@@ -39,23 +39,6 @@ CREATE TABLE flushes (
   id INTEGER PRIMARY KEY, ts_ns INTEGER NOT NULL, events INTEGER NOT NULL,
   dropped_total INTEGER NOT NULL, first_span_id INTEGER, last_span_id INTEGER,
   min_start_ns INTEGER, max_end_ns INTEGER);
-CREATE TABLE span_summaries (
-  level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, thread_id INTEGER NOT NULL, name_id INTEGER NOT NULL,
-  grp INTEGER NOT NULL, count INTEGER NOT NULL, total_ns INTEGER NOT NULL, min_ns INTEGER NOT NULL,
-  max_ns INTEGER NOT NULL, sketch BLOB NOT NULL,
-  PRIMARY KEY (level_ns, bucket, thread_id, name_id, grp)) WITHOUT ROWID;
-CREATE TABLE instant_summaries (
-  level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, thread_id INTEGER NOT NULL, name_id INTEGER NOT NULL,
-  grp INTEGER NOT NULL, count INTEGER NOT NULL,
-  PRIMARY KEY (level_ns, bucket, thread_id, name_id, grp)) WITHOUT ROWID;
-CREATE TABLE counter_summaries (
-  level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, track_id INTEGER NOT NULL, count INTEGER NOT NULL,
-  sum REAL NOT NULL, min REAL NOT NULL, max REAL NOT NULL, last_ts_ns INTEGER NOT NULL, last REAL NOT NULL,
-  PRIMARY KEY (level_ns, bucket, track_id)) WITHOUT ROWID;
-CREATE TABLE gpu_summaries (
-  level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, process_id INTEGER NOT NULL, device INTEGER NOT NULL,
-  kind TEXT NOT NULL, count INTEGER NOT NULL, total_ns INTEGER NOT NULL, bytes INTEGER NOT NULL,
-  PRIMARY KEY (level_ns, bucket, process_id, device, kind)) WITHOUT ROWID;
 CREATE VIEW span_view AS
   SELECT s.id, s.start_ns, s.dur_ns, s.start_ns + s.dur_ns AS end_ns, n.value AS name, s.depth,
          s.arg0, s.arg1, s.arg2, t.tid, t.name AS thread, p.pid, s.thread_id
@@ -83,7 +66,31 @@ INSERT INTO units VALUES
   ('gpu_activities', 'start_ns', 'ns', 'GPU start, ns since the session start (host clock)'),
   ('gpu_activities', 'dur_ns', 'ns', 'GPU duration'),
   ('gpu_activities', 'bytes', 'bytes', 'bytes copied or set'),
-  ('flushes', 'ts_ns', 'ns', 'time of the flush, ns since the session start'),
+  ('flushes', 'ts_ns', 'ns', 'time of the flush, ns since the session start');
+
+)sql";
+
+// Version 2: the summaries (storage/summaries.h); also what upgrade_to_summaries() adds to a
+// version 1 recording.
+constexpr const char* kSummarySql = R"sql(
+CREATE TABLE span_summaries (
+  level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, thread_id INTEGER NOT NULL, name_id INTEGER NOT NULL,
+  grp INTEGER NOT NULL, count INTEGER NOT NULL, total_ns INTEGER NOT NULL, min_ns INTEGER NOT NULL,
+  max_ns INTEGER NOT NULL, sketch BLOB NOT NULL,
+  PRIMARY KEY (level_ns, bucket, thread_id, name_id, grp)) WITHOUT ROWID;
+CREATE TABLE instant_summaries (
+  level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, thread_id INTEGER NOT NULL, name_id INTEGER NOT NULL,
+  grp INTEGER NOT NULL, count INTEGER NOT NULL,
+  PRIMARY KEY (level_ns, bucket, thread_id, name_id, grp)) WITHOUT ROWID;
+CREATE TABLE counter_summaries (
+  level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, track_id INTEGER NOT NULL, count INTEGER NOT NULL,
+  sum REAL NOT NULL, min REAL NOT NULL, max REAL NOT NULL, last_ts_ns INTEGER NOT NULL, last REAL NOT NULL,
+  PRIMARY KEY (level_ns, bucket, track_id)) WITHOUT ROWID;
+CREATE TABLE gpu_summaries (
+  level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, process_id INTEGER NOT NULL, device INTEGER NOT NULL,
+  kind TEXT NOT NULL, count INTEGER NOT NULL, total_ns INTEGER NOT NULL, bytes INTEGER NOT NULL,
+  PRIMARY KEY (level_ns, bucket, process_id, device, kind)) WITHOUT ROWID;
+INSERT INTO units VALUES
   ('span_summaries', 'level_ns', 'ns', 'length of the interval: 1 s, 10 s or 100 s'),
   ('span_summaries', 'bucket', 'level_ns', 'the interval [bucket * level_ns, (bucket + 1) * level_ns) of session time'),
   ('span_summaries', 'total_ns', 'ns', 'summed durations of the spans that start in the interval'),
@@ -107,6 +114,7 @@ Status create_schema(Db& db) {
   if (Status s = db.exec(sql); !s.ok()) return s;
   if (Status s = db.exec("BEGIN"); !s.ok()) return s;
   if (Status s = db.exec(kSchemaSql); !s.ok()) return s;
+  if (Status s = db.exec(kSummarySql); !s.ok()) return s;
   auto ins = db.prepare("INSERT INTO event_kinds (id, name) VALUES (?, ?)");
   if (!ins.ok()) return ins.status();
   for (int k = 0; k < static_cast<int>(EventKind::kCount); ++k) {
@@ -114,6 +122,8 @@ Status create_schema(Db& db) {
   }
   return db.exec("COMMIT");
 }
+
+Status create_summary_tables(Db& db) { return db.exec(kSummarySql); }
 
 Status check_schema(Db& db) {
   const std::string& path = db.path();

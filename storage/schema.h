@@ -15,6 +15,8 @@ inline constexpr int kSchemaVersion = 2;
 
 // Creates every table of a new recording.
 Status create_schema(Db& db);
+// Creates the tables version 2 added (the summaries), inside the caller's transaction.
+Status create_summary_tables(Db& db);
 // Checks that `db` is a stallscope recording this build can read; the error is one line that says
 // what the file is and what to do.
 Status check_schema(Db& db);

@@ -13,7 +13,8 @@ constexpr size_t kLevels = kSummaryLevelsNs.size();
 
 int64_t saturating_add(int64_t a, int64_t b) {
   int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  if (__builtin_add_overflow(a, b, &r))
+    return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
   return r;
 }
 
@@ -35,15 +36,19 @@ struct GpuAgg {
 };
 
 // Keys start with (level index, bucket).
-using SpanKey = std::tuple<size_t, int64_t, int64_t, int64_t, int64_t>;  // thread, name, grp
-using CounterKey = std::tuple<size_t, int64_t, int64_t>;                // track
+using SpanKey = std::tuple<size_t, int64_t, int64_t, int64_t, int64_t>;     // thread, name, grp
+using CounterKey = std::tuple<size_t, int64_t, int64_t>;                    // track
 using GpuKey = std::tuple<size_t, int64_t, int64_t, int64_t, std::string>;  // process, device, kind
 
 struct KeyHash {
   template <typename... T>
   size_t operator()(const std::tuple<T...>& k) const {
     size_t h = 0;
-    std::apply([&h](const auto&... part) { ((h = h * 0x9E3779B97F4A7C15ull + std::hash<std::decay_t<decltype(part)>>()(part)), ...); }, k);
+    std::apply(
+        [&h](const auto&... part) {
+          ((h = h * 0x9E3779B97F4A7C15ull + std::hash<std::decay_t<decltype(part)>>()(part)), ...);
+        },
+        k);
     return h ^ (h >> 29);
   }
 };
@@ -72,7 +77,11 @@ class Buckets {
     return it->second.agg;
   }
 
-  Status write_and_forget(int64_t horizon_ns) {
+  // The latest time this table has seen: buckets far enough behind it are forgotten.
+  void see(int64_t t) { horizon_ = std::max(horizon_, t); }
+
+  Status write_and_forget() {
+    const int64_t horizon_ns = horizon_;
     for (auto it = mem_.begin(); it != mem_.end();) {
       if (it->second.dirty) {
         if (Status s = store(it->first, it->second.agg); !s.ok()) return s;
@@ -101,6 +110,7 @@ class Buckets {
   };
   std::unordered_map<Key, Entry, KeyHash> mem_;
   std::array<int64_t, kLevels> forgotten_below_{};
+  int64_t horizon_ = std::numeric_limits<int64_t>::min();
 };
 
 }  // namespace
@@ -116,10 +126,7 @@ struct Summaries::Impl {
   Buckets<CounterKey, CounterAgg> counters;
   Buckets<GpuKey, GpuAgg> gpu;
   std::unique_ptr<Stmt> span_get, span_put, instant_get, instant_put, counter_get, counter_put, gpu_get, gpu_put;
-  int64_t horizon = std::numeric_limits<int64_t>::min();
   Status error;
-
-  void see(int64_t t) { horizon = std::max(horizon, t); }
 };
 
 Summaries::Summaries(Db& db) : db_(db) {}
@@ -262,7 +269,7 @@ void Summaries::add_span(const SpanRow& r) {
   const int64_t dur = *r.dur_ns;
   const int64_t grp = grouped_names_.count(r.name_id) ? r.arg0.value_or(-1) : -1;
   const int32_t bin = DurationSketch::bin_of(dur);
-  m.see(r.start_ns);
+  m.spans.see(r.start_ns);
   for (size_t l = 0; l < kLevels; ++l) {
     SpanAgg& a = m.spans.at({l, summary_bucket(r.start_ns, kSummaryLevelsNs[l]), r.thread_id, r.name_id, grp}, m.error);
     ++a.count;
@@ -276,7 +283,7 @@ void Summaries::add_span(const SpanRow& r) {
 void Summaries::add_instant(const InstantRow& r) {
   Impl& m = *impl_;
   const int64_t grp = grouped_names_.count(r.name_id) ? r.arg0.value_or(-1) : -1;
-  m.see(r.ts_ns);
+  m.instants.see(r.ts_ns);
   for (size_t l = 0; l < kLevels; ++l) {
     ++m.instants.at({l, summary_bucket(r.ts_ns, kSummaryLevelsNs[l]), r.thread_id, r.name_id, grp}, m.error).count;
   }
@@ -284,7 +291,7 @@ void Summaries::add_instant(const InstantRow& r) {
 
 void Summaries::add_counter(const CounterRow& r) {
   Impl& m = *impl_;
-  m.see(r.ts_ns);
+  m.counters.see(r.ts_ns);
   for (size_t l = 0; l < kLevels; ++l) {
     CounterAgg& a = m.counters.at({l, summary_bucket(r.ts_ns, kSummaryLevelsNs[l]), r.track_id}, m.error);
     a.min = a.count ? std::min(a.min, r.value) : r.value;
@@ -300,7 +307,7 @@ void Summaries::add_counter(const CounterRow& r) {
 
 void Summaries::add_gpu(const GpuActivityRow& r) {
   Impl& m = *impl_;
-  m.see(r.start_ns);
+  m.gpu.see(r.start_ns);
   for (size_t l = 0; l < kLevels; ++l) {
     GpuAgg& a = m.gpu.at({l, summary_bucket(r.start_ns, kSummaryLevelsNs[l]), r.process_id, r.device, r.kind}, m.error);
     ++a.count;
@@ -316,10 +323,10 @@ Status Summaries::write() {
     m.error = Status::Ok();
     return e;
   }
-  if (Status s = m.spans.write_and_forget(m.horizon); !s.ok()) return s;
-  if (Status s = m.instants.write_and_forget(m.horizon); !s.ok()) return s;
-  if (Status s = m.counters.write_and_forget(m.horizon); !s.ok()) return s;
-  return m.gpu.write_and_forget(m.horizon);
+  if (Status s = m.spans.write_and_forget(); !s.ok()) return s;
+  if (Status s = m.instants.write_and_forget(); !s.ok()) return s;
+  if (Status s = m.counters.write_and_forget(); !s.ok()) return s;
+  return m.gpu.write_and_forget();
 }
 
 size_t Summaries::buckets_in_memory() const {

@@ -33,8 +33,8 @@ namespace stallscope {
 inline constexpr std::array<int64_t, 3> kSummaryLevelsNs = {1'000'000'000, 10'000'000'000, 100'000'000'000};
 // Span and instant names summarised per loader: their arg0 is the loader id on every thread.
 inline constexpr std::array<std::string_view, 10> kGroupedByLoader = {
-    "dl.next",   "dl.step",   "dl.epoch_begin",   "dl.epoch_end",     "dl.sent",
-    "dl.recv",   "dl.pin",    "dl.config",        "dl.worker_start",  "dl.worker_stop"};
+    "dl.next", "dl.step", "dl.epoch_begin", "dl.epoch_end",    "dl.sent",
+    "dl.recv", "dl.pin",  "dl.config",      "dl.worker_start", "dl.worker_stop"};
 
 // The floor of t / level: the bucket a time falls in (negative times too).
 int64_t summary_bucket(int64_t t_ns, int64_t level_ns);
@@ -53,7 +53,8 @@ class Summaries {
   void add_gpu(const GpuActivityRow& row);
 
   // Writes every bucket changed since the last call, inside the caller's open transaction, then
-  // forgets those that end more than one of their own lengths before the latest time seen.
+  // forgets those that end more than one of their own lengths before the latest time their table
+  // has seen.
   Status write();
   size_t buckets_in_memory() const;
 

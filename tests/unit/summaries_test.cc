@@ -3,6 +3,8 @@
 // bytes; summaries against the detail rows at every level and after every commit (what a reader of
 // a recording cut off mid-run sees), rows that arrive for forgotten buckets, per-loader groups, and
 // buckets in memory bounded however long the recording.
+#include "storage/summaries.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,7 @@
 
 #include "common/sketch.h"
 #include "storage/sqlite.h"
-#include "storage/summaries.h"
+#include "storage/upgrade.h"
 #include "storage/writer.h"
 #include "tests/unit/test_util.h"
 
@@ -90,10 +92,10 @@ TEST(SketchTest, DamagedBytesAreAnErrorNotACrash) {
   s.add(1000);
   s.add(5000);
   const std::string good = s.encode();
-  EXPECT_FALSE(DurationSketch::decode(good.substr(0, good.size() - 1)).ok());  // cut short
-  EXPECT_FALSE(DurationSketch::decode(std::string("\x02\x00", 2)).ok());      // a zero count
+  EXPECT_FALSE(DurationSketch::decode(good.substr(0, good.size() - 1)).ok());     // cut short
+  EXPECT_FALSE(DurationSketch::decode(std::string("\x02\x00", 2)).ok());          // a zero count
   EXPECT_FALSE(DurationSketch::decode(std::string("\x02\x01\x00\x01", 4)).ok());  // bins not ascending
-  EXPECT_FALSE(DurationSketch::decode(std::string(12, '\xff')).ok());         // a varint too long
+  EXPECT_FALSE(DurationSketch::decode(std::string(12, '\xff')).ok());             // a varint too long
   std::mt19937 rng(5);
   for (int i = 0; i < 2000; ++i) {
     std::string junk(rng() % 24, '\0');
@@ -133,10 +135,11 @@ class SummariesTest : public ::testing::Test {
                       ", count(*), sum(dur_ns), min(dur_ns), max(dur_ns) FROM spans WHERE dur_ns IS NOT NULL "
                       "GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
                   "SELECT bucket, thread_id, name_id, grp, count, total_ns, min_ns, max_ns FROM span_summaries WHERE "
-                  "level_ns = " + L + " ORDER BY 1, 2, 3, 4",
+                  "level_ns = " +
+                      L + " ORDER BY 1, 2, 3, 4",
                   level);
-      const std::string ibucket = "(CASE WHEN ts_ns < 0 AND ts_ns % " + L + " != 0 THEN ts_ns / " + L +
-                                  " - 1 ELSE ts_ns / " + L + " END)";
+      const std::string ibucket =
+          "(CASE WHEN ts_ns < 0 AND ts_ns % " + L + " != 0 THEN ts_ns / " + L + " - 1 ELSE ts_ns / " + L + " END)";
       expect_same(**db,
                   "SELECT " + ibucket + ", thread_id, name_id, " + grp +
                       ", count(*) FROM instants GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
@@ -144,17 +147,20 @@ class SummariesTest : public ::testing::Test {
                       " ORDER BY 1, 2, 3, 4",
                   level);
       expect_same(**db,
-                  "SELECT " + ibucket + ", track_id, count(*), sum(value), min(value), max(value) FROM counters "
-                  "GROUP BY 1, 2 ORDER BY 1, 2",
+                  "SELECT " + ibucket +
+                      ", track_id, count(*), sum(value), min(value), max(value) FROM counters "
+                      "GROUP BY 1, 2 ORDER BY 1, 2",
                   "SELECT bucket, track_id, count, sum, min, max FROM counter_summaries WHERE level_ns = " + L +
                       " ORDER BY 1, 2",
                   level);
       const std::string gbucket = bucket;
       expect_same(**db,
-                  "SELECT " + gbucket + ", process_id, device, kind, count(*), sum(dur_ns), coalesce(sum(bytes), 0) "
-                  "FROM gpu_activities GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+                  "SELECT " + gbucket +
+                      ", process_id, device, kind, count(*), sum(dur_ns), coalesce(sum(bytes), 0) "
+                      "FROM gpu_activities GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
                   "SELECT bucket, process_id, device, kind, count, total_ns, bytes FROM gpu_summaries WHERE "
-                  "level_ns = " + L + " ORDER BY 1, 2, 3, 4",
+                  "level_ns = " +
+                      L + " ORDER BY 1, 2, 3, 4",
                   level);
     }
   }
@@ -183,7 +189,8 @@ class SummariesTest : public ::testing::Test {
         // REAL columns: the same sum, added in another order
         const double a = std::stod(want[i][c]), b = std::stod(got[i][c]);
         EXPECT_NEAR(a, b, 1e-9 * std::max(1.0, std::abs(a)))
-            << "level " << level << " row " << i << " column " << c << "\n" << summary_sql;
+            << "level " << level << " row " << i << " column " << c << "\n"
+            << summary_sql;
       }
     }
   }
@@ -301,6 +308,126 @@ TEST_F(SummariesTest, SketchesOfAllIntervalsGiveTheRunsQuantiles) {
       EXPECT_LE(std::abs(static_cast<double>(run.quantile(q)) - exact) / exact, DurationSketch::kRelativeError + 1e-9)
           << "level " << level << " q " << q;
     }
+  }
+}
+
+// Every row of the summary tables, sketches included, as text.
+std::vector<std::string> summary_rows(const std::string& path) {
+  auto db = Db::open(path, Db::Mode::kReadOnly);
+  EXPECT_TRUE(db.ok());
+  std::vector<std::string> out;
+  if (!db.ok()) return out;
+  for (const char* table : {"span_summaries", "instant_summaries", "counter_summaries", "gpu_summaries"}) {
+    auto st = (*db)->prepare(std::string("SELECT * FROM ") + table + " ORDER BY 1, 2, 3, 4, 5");
+    EXPECT_TRUE(st.ok());
+    while ((*st)->step()) {
+      std::string row = table;
+      for (int c = 0; c < (*st)->columns(); ++c) row += "|" + (*st)->blob(c);
+      out.push_back(row);
+    }
+  }
+  return out;
+}
+
+TEST_F(SummariesTest, AnOlderRecordingGetsTheSameSummariesOnFirstOpen) {
+  {
+    auto w = Writer::create(path_);
+    ASSERT_TRUE(w.ok());
+    Writer& wr = **w;
+    ASSERT_TRUE(wr.begin().ok());
+    wr.add_string(1, "dl.next");
+    wr.add_string(2, "dl.fetch");
+    const int64_t proc = wr.add_process(ProcessRow{0, 7, {}, "p", 0, {}, {}, {}});
+    const int64_t th = wr.add_thread(ThreadRow{0, proc, 7, "t"});
+    const int64_t track = wr.add_counter_track(CounterTrackRow{0, "proc.cpu", "cores", 7});
+    std::mt19937_64 rng(4);
+    int64_t now = 0;
+    for (int i = 0; i < 450'000; ++i) {  // past one write of the upgrade (200,000 rows)
+      now += static_cast<int64_t>(rng() % 2'000'000);
+      SpanRow s;
+      s.thread_id = th;
+      s.name_id = 1 + i % 2;
+      s.start_ns = now;
+      s.dur_ns = static_cast<int64_t>(rng() % 9'000'000);
+      s.arg0 = i % 3;
+      wr.add_span(s);
+      if (i % 9 == 0) wr.add_instant(InstantRow{0, th, now, 1, 0, {}, {}});
+      if (i % 13 == 0) wr.add_counter(CounterRow{track, now, static_cast<double>(i % 17)});
+      if (i % 50 == 0) {
+        GpuActivityRow g;
+        g.process_id = proc;
+        g.kind = "memcpy";
+        g.start_ns = now;
+        g.dur_ns = 1000;
+        g.bytes = 64;
+        wr.add_gpu_activity(g);
+      }
+      if (i % 20000 == 19999) {
+        ASSERT_TRUE(wr.commit().ok());
+        ASSERT_TRUE(wr.begin().ok());
+      }
+    }
+    ASSERT_TRUE(wr.set_meta("complete", "1").ok());
+    ASSERT_TRUE(wr.commit().ok());
+    ASSERT_TRUE(wr.finish().ok());
+  }
+  const auto written = summary_rows(path_);
+  ASSERT_GT(written.size(), 1000u);
+  // Made into a version 1 recording: no summary tables.
+  auto as_version_1 = [this](const char* complete) {
+    auto db = Db::open(path_, Db::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)
+                    ->exec("DROP TABLE span_summaries; DROP TABLE instant_summaries; DROP TABLE counter_summaries; "
+                           "DROP TABLE gpu_summaries; DELETE FROM units WHERE table_name LIKE '%_summaries'; "
+                           "PRAGMA user_version = 1;")
+                    .ok());
+    ASSERT_TRUE((*db)->exec(std::string("UPDATE meta SET value = '") + complete + "' WHERE key = 'complete'").ok());
+  };
+  as_version_1("0");
+  // Not closed cleanly (still being written, or cut off): left alone.
+  auto r = upgrade_to_summaries(path_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->what, UpgradeOutcome::What::kNotFinished);
+  {
+    auto db = Db::open(path_, Db::Mode::kReadOnly);
+    EXPECT_EQ(*(*db)->query_int("PRAGMA user_version"), 1);
+  }
+  auto db = Db::open(path_, Db::Mode::kReadWrite);
+  ASSERT_TRUE((*db)->exec("UPDATE meta SET value = '1' WHERE key = 'complete'").ok());
+  db->reset();
+
+  std::vector<std::pair<int64_t, int64_t>> progress;
+  r = upgrade_to_summaries(path_, [&progress](int64_t done, int64_t total) { progress.emplace_back(done, total); });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->what, UpgradeOutcome::What::kUpgraded);
+  EXPECT_EQ(summary_rows(path_), written);  // the same rows, sketches byte for byte
+  ASSERT_GE(progress.size(), 3u);
+  EXPECT_EQ(progress.back().first, r->rows);
+  EXPECT_EQ(progress.back().second, r->rows);
+  EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
+  {
+    auto v2 = Db::open(path_, Db::Mode::kReadOnly);
+    EXPECT_EQ(*(*v2)->query_int("PRAGMA user_version"), 2);
+    EXPECT_EQ(*(*v2)->query_int("SELECT count(*) FROM units WHERE table_name = 'span_summaries'"), 6);
+  }
+  // Opened again: nothing to do.
+  r = upgrade_to_summaries(path_);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->what, UpgradeOutcome::What::kCurrent);
+}
+
+TEST_F(SummariesTest, WhatIsNotARecordingIsLeftToTheReader) {
+  {
+    auto db = Db::open(path_, Db::Mode::kCreate);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->exec("CREATE TABLE t (x)").ok());
+  }
+  // Left to the reader, which says why in one line.
+  for (const std::string& p : {path_, dir_.file("missing.db")}) {
+    auto r = upgrade_to_summaries(p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->what, UpgradeOutcome::What::kUnreadable);
   }
 }
 

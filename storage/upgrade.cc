@@ -1,0 +1,165 @@
+// Building the summaries of an older recording; see upgrade.h.
+#include "storage/upgrade.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "storage/rows.h"
+#include "storage/schema.h"
+#include "storage/sqlite.h"
+#include "storage/summaries.h"
+
+namespace stallscope {
+namespace {
+
+constexpr int64_t kRowsPerWrite = 200'000;  // buckets written (and forgotten) this often
+
+bool writable(const std::string& path) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  // The journal goes beside the file.
+  return ::access(path.c_str(), W_OK) == 0 && ::access(dir.empty() ? "." : dir.c_str(), W_OK | X_OK) == 0;
+}
+
+Result<std::string> meta_value(Db& db, const char* key) {
+  auto st = db.prepare("SELECT value FROM meta WHERE key = ?");
+  if (!st.ok()) return st.status();
+  (*st)->bind(1, std::string_view(key));
+  if ((*st)->step()) return (*st)->text(0);
+  if (!(*st)->status().ok()) return (*st)->status();
+  return std::string();
+}
+
+// Streams `sql`'s rows into `add`, writing the summaries every kRowsPerWrite rows.
+Status feed(Db& db, Summaries& sums, const char* sql, const std::function<void(Stmt&)>& add, int64_t& done,
+            int64_t total, const UpgradeProgress& progress) {
+  auto st = db.prepare(sql);
+  if (!st.ok()) return st.status();
+  while ((*st)->step()) {
+    add(**st);
+    if (++done % kRowsPerWrite == 0) {
+      if (Status s = sums.write(); !s.ok()) return s;
+      if (progress) progress(done, total);
+    }
+  }
+  return (*st)->status();
+}
+
+std::optional<int64_t> opt(Stmt& s, int col) {
+  if (s.is_null(col)) return std::nullopt;
+  return s.int64(col);
+}
+
+Status build(Db& db, int64_t& done, const UpgradeProgress& progress) {
+  if (Status s = create_summary_tables(db); !s.ok()) return s;
+  Summaries sums(db);
+  if (Status s = sums.prepare(); !s.ok()) return s;
+  {
+    auto st = db.prepare("SELECT id, value FROM strings");
+    if (!st.ok()) return st.status();
+    while ((*st)->step()) sums.on_string(static_cast<uint32_t>((*st)->int64(0)), (*st)->text(1));
+    if (!(*st)->status().ok()) return (*st)->status();
+  }
+  auto total = db.query_int(
+      "SELECT (SELECT count(*) FROM spans) + (SELECT count(*) FROM instants) + (SELECT count(*) FROM counters) + "
+      "(SELECT count(*) FROM gpu_activities)");
+  if (!total.ok()) return total.status();
+  // In id order: the order they were written in, close to time order, so buckets are forgotten
+  // as the rows move on and memory stays small.
+  Status s = feed(
+      db, sums, "SELECT thread_id, start_ns, dur_ns, name_id, arg0 FROM spans ORDER BY id",
+      [&sums](Stmt& r) {
+        SpanRow row;
+        row.thread_id = r.int64(0);
+        row.start_ns = r.int64(1);
+        row.dur_ns = opt(r, 2);
+        row.name_id = static_cast<uint32_t>(r.int64(3));
+        row.arg0 = opt(r, 4);
+        sums.add_span(row);
+      },
+      done, *total, progress);
+  if (!s.ok()) return s;
+  s = feed(
+      db, sums, "SELECT thread_id, ts_ns, name_id, arg0 FROM instants ORDER BY id",
+      [&sums](Stmt& r) {
+        InstantRow row;
+        row.thread_id = r.int64(0);
+        row.ts_ns = r.int64(1);
+        row.name_id = static_cast<uint32_t>(r.int64(2));
+        row.arg0 = opt(r, 3);
+        sums.add_instant(row);
+      },
+      done, *total, progress);
+  if (!s.ok()) return s;
+  s = feed(
+      db, sums, "SELECT track_id, ts_ns, value FROM counters ORDER BY rowid",
+      [&sums](Stmt& r) { sums.add_counter(CounterRow{r.int64(0), r.int64(1), r.real(2)}); }, done, *total, progress);
+  if (!s.ok()) return s;
+  s = feed(
+      db, sums, "SELECT process_id, device, kind, start_ns, dur_ns, coalesce(bytes, 0) FROM gpu_activities ORDER BY id",
+      [&sums](Stmt& r) {
+        GpuActivityRow row;
+        row.process_id = r.int64(0);
+        row.device = r.int64(1);
+        row.kind = r.text(2);
+        row.start_ns = r.int64(3);
+        row.dur_ns = r.int64(4);
+        row.bytes = r.int64(5);
+        sums.add_gpu(row);
+      },
+      done, *total, progress);
+  if (!s.ok()) return s;
+  if (Status w = sums.write(); !w.ok()) return w;
+  if (progress) progress(done, *total);
+  if (Status m = db.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('summaries_built_on_open', '1')");
+      !m.ok()) {
+    return m;
+  }
+  return db.exec("PRAGMA user_version = 2");
+}
+
+}  // namespace
+
+Result<UpgradeOutcome> upgrade_to_summaries(const std::string& path, const UpgradeProgress& progress) {
+  UpgradeOutcome out;
+  {
+    auto db = Db::open(path, Db::Mode::kReadOnly);
+    auto ver = db.ok() && check_schema(**db).ok() ? (*db)->query_int("PRAGMA user_version")
+                                                   : Result<int64_t>(Status::Error("unreadable"));
+    if (!ver.ok()) {
+      out.what = UpgradeOutcome::What::kUnreadable;
+      return out;
+    }
+    if (*ver >= 2) return out;
+    auto complete = meta_value(**db, "complete");
+    if (!complete.ok()) return complete.status();
+    if (*complete != "1") {
+      out.what = UpgradeOutcome::What::kNotFinished;
+      return out;
+    }
+  }
+  if (!writable(path)) {
+    out.what = UpgradeOutcome::What::kNotWritable;
+    return out;
+  }
+  auto db = Db::open(path, Db::Mode::kReadWrite);
+  if (!db.ok()) return db.status();
+  if (Status s = (*db)->exec("BEGIN IMMEDIATE"); !s.ok()) return Status::Error("cannot write " + path + ": " + s.message());
+  // Another reader may have upgraded it in between.
+  auto ver = (*db)->query_int("PRAGMA user_version");
+  if (ver.ok() && *ver >= 2) {
+    (void)(*db)->exec("ROLLBACK");
+    return out;
+  }
+  Status s = ver.ok() ? build(**db, out.rows, progress) : ver.status();
+  if (s.ok()) s = (*db)->exec("COMMIT");
+  if (!s.ok()) {
+    (void)(*db)->exec("ROLLBACK");  // the file stays as it was
+    return Status::Error("cannot build the summaries of " + path + ": " + s.message());
+  }
+  out.what = UpgradeOutcome::What::kUpgraded;
+  return out;
+}
+
+}  // namespace stallscope
