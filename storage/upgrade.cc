@@ -94,7 +94,10 @@ Status build(Db& db, int64_t& done, const UpgradeProgress& progress) {
   if (!s.ok()) return s;
   s = feed(
       db, sums, "SELECT track_id, ts_ns, value FROM counters ORDER BY rowid",
-      [&sums](Stmt& r) { sums.add_counter(CounterRow{r.int64(0), r.int64(1), r.real(2)}); }, done, *total, progress);
+      [&sums](Stmt& r) {
+        sums.add_counter(CounterRow{r.int64(0), r.int64(1), r.real(2)});
+      },
+      done, *total, progress);
   if (!s.ok()) return s;
   s = feed(
       db, sums, "SELECT process_id, device, kind, start_ns, dur_ns, coalesce(bytes, 0) FROM gpu_activities ORDER BY id",
@@ -112,8 +115,7 @@ Status build(Db& db, int64_t& done, const UpgradeProgress& progress) {
   if (!s.ok()) return s;
   if (Status w = sums.write(); !w.ok()) return w;
   if (progress) progress(done, *total);
-  if (Status m = db.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('summaries_built_on_open', '1')");
-      !m.ok()) {
+  if (Status m = db.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('summaries_built_on_open', '1')"); !m.ok()) {
     return m;
   }
   return db.exec("PRAGMA user_version = 2");
@@ -126,7 +128,7 @@ Result<UpgradeOutcome> upgrade_to_summaries(const std::string& path, const Upgra
   {
     auto db = Db::open(path, Db::Mode::kReadOnly);
     auto ver = db.ok() && check_schema(**db).ok() ? (*db)->query_int("PRAGMA user_version")
-                                                   : Result<int64_t>(Status::Error("unreadable"));
+                                                  : Result<int64_t>(Status::Error("unreadable"));
     if (!ver.ok()) {
       out.what = UpgradeOutcome::What::kUnreadable;
       return out;
@@ -145,7 +147,8 @@ Result<UpgradeOutcome> upgrade_to_summaries(const std::string& path, const Upgra
   }
   auto db = Db::open(path, Db::Mode::kReadWrite);
   if (!db.ok()) return db.status();
-  if (Status s = (*db)->exec("BEGIN IMMEDIATE"); !s.ok()) return Status::Error("cannot write " + path + ": " + s.message());
+  if (Status s = (*db)->exec("BEGIN IMMEDIATE"); !s.ok())
+    return Status::Error("cannot write " + path + ": " + s.message());
   // Another reader may have upgraded it in between.
   auto ver = (*db)->query_int("PRAGMA user_version");
   if (ver.ok() && *ver >= 2) {

@@ -1,6 +1,7 @@
 // libFuzzer target: every reader of a recording that `report` and `export` use (storage's Reader,
 // the analysis behind `report`, its text and JSON, `export`'s Perfetto trace and CSV files) on a
-// database whose SQLite structure is sound but whose rows are not (recording_edits.h).
+// database whose SQLite structure is sound but whose rows are not (recording_edits.h); then the
+// same rows as an older recording whose summaries `report` builds (storage/upgrade.h).
 #include <unistd.h>
 
 #include <cstdint>
@@ -13,6 +14,8 @@
 #include "export/csv.h"
 #include "export/perfetto_json.h"
 #include "storage/reader.h"
+#include "storage/sqlite.h"
+#include "storage/upgrade.h"
 #include "tests/fuzz/recording_edits.h"
 
 using namespace stallscope;
@@ -39,5 +42,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto sink = exporting::csv_sink(csv_dir);
     (void)exporting::export_recording(**reader, *sink);
   }
+  if (auto db = Db::open(path, Db::Mode::kReadWrite); db.ok()) {
+    (void)(*db)->exec(
+        "DROP TABLE span_summaries; DROP TABLE instant_summaries; DROP TABLE counter_summaries; "
+        "DROP TABLE gpu_summaries; PRAGMA user_version = 1; "
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('complete', '1')");
+  }
+  (void)upgrade_to_summaries(path);
   return 0;
 }
