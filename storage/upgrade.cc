@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "storage/row_decode.h"
 #include "storage/rows.h"
 #include "storage/schema.h"
 #include "storage/sqlite.h"
@@ -32,7 +33,7 @@ Result<std::string> meta_value(Db& db, const char* key) {
 }
 
 // Streams `sql`'s rows into `add`, writing the summaries every kRowsPerWrite rows.
-Status feed(Db& db, Summaries& sums, const char* sql, const std::function<void(Stmt&)>& add, int64_t& done,
+Status feed(Db& db, Summaries& sums, std::string_view sql, const std::function<void(Stmt&)>& add, int64_t& done,
             int64_t total, const UpgradeProgress& progress) {
   auto st = db.prepare(sql);
   if (!st.ok()) return st.status();
@@ -44,11 +45,6 @@ Status feed(Db& db, Summaries& sums, const char* sql, const std::function<void(S
     }
   }
   return (*st)->status();
-}
-
-std::optional<int64_t> opt(Stmt& s, int col) {
-  if (s.is_null(col)) return std::nullopt;
-  return s.int64(col);
 }
 
 Status build(Db& db, int64_t& done, const UpgradeProgress& progress) {
@@ -67,30 +63,14 @@ Status build(Db& db, int64_t& done, const UpgradeProgress& progress) {
   if (!total.ok()) return total.status();
   // In id order: the order they were written in, close to time order, so buckets are forgotten
   // as the rows move on and memory stays small.
+  const std::string spans = std::string("SELECT ") + kSpanColumns + " FROM spans ORDER BY id";
+  const std::string instants = std::string("SELECT ") + kInstantColumns + " FROM instants ORDER BY id";
+  const std::string gpu = std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities ORDER BY id";
   Status s = feed(
-      db, sums, "SELECT thread_id, start_ns, dur_ns, name_id, arg0 FROM spans ORDER BY id",
-      [&sums](Stmt& r) {
-        SpanRow row;
-        row.thread_id = r.int64(0);
-        row.start_ns = r.int64(1);
-        row.dur_ns = opt(r, 2);
-        row.name_id = static_cast<uint32_t>(r.int64(3));
-        row.arg0 = opt(r, 4);
-        sums.add_span(row);
-      },
-      done, *total, progress);
+      db, sums, spans, [&sums](Stmt& r) { sums.add_span(decode_span(r)); }, done, *total, progress);
   if (!s.ok()) return s;
   s = feed(
-      db, sums, "SELECT thread_id, ts_ns, name_id, arg0 FROM instants ORDER BY id",
-      [&sums](Stmt& r) {
-        InstantRow row;
-        row.thread_id = r.int64(0);
-        row.ts_ns = r.int64(1);
-        row.name_id = static_cast<uint32_t>(r.int64(2));
-        row.arg0 = opt(r, 3);
-        sums.add_instant(row);
-      },
-      done, *total, progress);
+      db, sums, instants, [&sums](Stmt& r) { sums.add_instant(decode_instant(r)); }, done, *total, progress);
   if (!s.ok()) return s;
   s = feed(
       db, sums, "SELECT track_id, ts_ns, value FROM counters ORDER BY rowid",
@@ -100,18 +80,7 @@ Status build(Db& db, int64_t& done, const UpgradeProgress& progress) {
       done, *total, progress);
   if (!s.ok()) return s;
   s = feed(
-      db, sums, "SELECT process_id, device, kind, start_ns, dur_ns, coalesce(bytes, 0) FROM gpu_activities ORDER BY id",
-      [&sums](Stmt& r) {
-        GpuActivityRow row;
-        row.process_id = r.int64(0);
-        row.device = r.int64(1);
-        row.kind = r.text(2);
-        row.start_ns = r.int64(3);
-        row.dur_ns = r.int64(4);
-        row.bytes = r.int64(5);
-        sums.add_gpu(row);
-      },
-      done, *total, progress);
+      db, sums, gpu, [&sums](Stmt& r) { sums.add_gpu(decode_gpu_activity(r)); }, done, *total, progress);
   if (!s.ok()) return s;
   if (Status w = sums.write(); !w.ok()) return w;
   if (progress) progress(done, *total);
