@@ -12,6 +12,7 @@
 
 #include "analysis/dataloader.h"
 #include "analysis/gpu.h"
+#include "analysis/over_time.h"
 #include "analysis/ranks.h"
 #include "analysis/session.h"
 #include "analysis/whatif.h"
@@ -175,6 +176,9 @@ struct Report {
   WhatIf whatif;                            // the what-if model of the training loader (whatif.h)
   std::optional<EvidenceAt> longest_stall;  // the longest stall interval, to show
   RankSummary ranks;                        // a multi-rank job's ranks (ranks.h); empty for one process
+  // The training loader per period of the window, from the recording's summaries (over_time.h):
+  // filled by the caller that has the recording open (`stallscope report`), not by analyze().
+  OverTime over_time;
 
   // Share of the window the training loop waited in next() while it mattered: in CPU mode the
   // whole stall; in GPU mode the data_wait part of the GPU's idle time.

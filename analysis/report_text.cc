@@ -10,6 +10,8 @@ namespace stallscope::analysis {
 namespace {
 
 constexpr size_t kMaxWorkerRows = 16;
+// The text shows the run over time from a window this long on (seconds).
+constexpr double kOverTimeMinWindowS = 60;
 
 std::string yes_no(const std::optional<bool>& b) { return b ? (*b ? "true" : "false") : "?"; }
 std::string num(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "?"; }
@@ -160,6 +162,25 @@ std::string rank_lines(const Report& r) {
   return o;
 }
 
+// The training loader per period of the window (over_time.h): in the text from a window of a
+// minute on, where whole-run means start to hide when things changed; the JSON has it always.
+std::string over_time_lines(const Report& r) {
+  const OverTime& ot = r.over_time;
+  if (!ot.available || ot.periods.empty() || r.wall_s < kOverTimeMinWindowS) return "";
+  std::string o = "\nOver time (training loader " + std::to_string(ot.loader) + ", per " +
+                  duration_ms(static_cast<double>(ot.period_ns) / 1e6) + ", from the recording's summaries)\n";
+  o += "  " + pad("period", 24) + pad("next() calls", 13, true) + pad("waiting", 9, true) + pad("steps", 10, true) +
+       pad("fetch p50", 11, true) + pad("fetch p99", 11, true) + "\n";
+  for (const OverTimePeriod& p : ot.periods) {
+    o += "  " + pad(clock_time(p.t0_ns, 0) + " - " + clock_time(p.t1_ns, 0), 24) +
+         pad(grouped(p.next_calls), 13, true) + pad(percent(p.wait_fraction()), 9, true) +
+         pad(grouped(p.steps), 10, true) + pad(or_dash(p.fetch_p50_ms, duration_ms), 11, true) +
+         pad(or_dash(p.fetch_p99_ms, duration_ms), 11, true) + "\n";
+  }
+  o += "  (a next() call counts in the period it started in; fetch times of the worker processes, within 1 %)\n";
+  return o;
+}
+
 }  // namespace
 
 std::string render_text(const Report& r) {
@@ -265,6 +286,8 @@ std::string render_text(const Report& r) {
   } else {
     o += "  " + (r.queue.note.empty() ? std::string("unknown") : r.queue.note) + "\n";
   }
+
+  o += over_time_lines(r);
 
   if (!r.workers.empty()) {
     o += "\nWorkers\n";

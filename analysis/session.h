@@ -22,9 +22,12 @@ namespace stallscope::analysis {
 struct LoadOptions {
   // Spans and instants: those named in the vocabulary (common/vocabulary.h), or every one.
   bool all_names = false;
-  // Counter tracks whose samples are loaded (empty: all tracks).
+  // Counter tracks whose samples are loaded (empty: all tracks): those analyze() reads (worker and
+  // training-process CPU and run-queue delay, workers' private dirty memory). A recording's every
+  // track at 10-20 Hz is a large part of its rows: on a long run the tracks left out here are
+  // memory the report does not need.
   std::vector<vocab::Counter> counters = {vocab::Counter::kCpu, vocab::Counter::kRunqWait,
-                                          vocab::Counter::kPrivateDirty, vocab::Counter::kRss, vocab::Counter::kPss};
+                                          vocab::Counter::kPrivateDirty};
 };
 
 struct Session {

@@ -5,8 +5,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
+#include "analysis/over_time.h"
 #include "analysis/session.h"
+#include "storage/reader.h"
 #include "storage/upgrade.h"
 
 namespace stallscope::cli {
@@ -62,13 +65,38 @@ int read_error(std::string msg) {
 
 std::optional<analysis::Report> analyze_recording(const std::string& path) {
   const std::string warning = upgrade_if_older(path);
-  auto session = analysis::load_session(path);
+  auto reader = Reader::open(path);
+  if (!reader.ok()) {
+    (void)read_error(reader.status().message());
+    return std::nullopt;
+  }
+  auto session = analysis::load_session(**reader);
   if (!session.ok()) {
     (void)read_error(session.status().message());  // the one line: it says what the warning would
     return std::nullopt;
   }
   if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
-  return analysis::analyze(*session);
+  analysis::Report report = analysis::analyze(*session);
+  // The run over time, from the summaries: a part of the report, never a reason it fails. A
+  // recording that could not be upgraded (read-only, not closed cleanly) gets them for this read.
+  auto has = (*reader)->has_summaries();
+  if (has.ok() && !*has) {
+    const bool tty = ::isatty(STDERR_FILENO) == 1;
+    Status built = (*reader)->build_temporary_summaries([&](int64_t done, int64_t total) {
+      if (tty)
+        std::fprintf(stderr, "\rstallscope: summarising %s for this report: %3.0f %%", path.c_str(),
+                     100.0 * static_cast<double>(done) / static_cast<double>(total > 0 ? total : 1));
+    });
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (!built.ok()) report.notes.push_back("the run over time is not shown: " + built.message());
+  }
+  auto over_time = analysis::over_time(**reader, report);
+  if (over_time.ok()) {
+    report.over_time = std::move(*over_time);
+  } else {
+    report.notes.push_back("the run over time is not shown: " + over_time.status().message());
+  }
+  return report;
 }
 
 }  // namespace stallscope::cli

@@ -9,6 +9,7 @@
 #include "storage/row_decode.h"
 #include "storage/schema.h"
 #include "storage/sqlite.h"
+#include "storage/upgrade.h"
 
 namespace stallscope {
 namespace {
@@ -229,6 +230,62 @@ Result<std::vector<SpanRow>> Reader::spans_named(const std::vector<uint32_t>& na
              {}, [&](const Stmt& st) { out.push_back(decode_span(st)); });
   if (!s.ok()) return s;
   return out;
+}
+
+Result<bool> Reader::has_summaries() {
+  auto n = collect<int64_t>(*db_,
+                            "SELECT count(*) FROM (SELECT name FROM sqlite_master WHERE type = 'table' UNION ALL "
+                            "SELECT name FROM sqlite_temp_master WHERE type = 'table') "
+                            "WHERE name IN ('span_summaries', 'instant_summaries')",
+                            [](const Stmt& s) { return s.int64(0); });
+  if (!n.ok()) return n.status();
+  return !n->empty() && n->front() == 2;
+}
+
+Status Reader::build_temporary_summaries(const std::function<void(int64_t done, int64_t total)>& progress) {
+  return stallscope::build_temporary_summaries(*db_, progress);
+}
+
+Result<std::vector<SpanSummaryRow>> Reader::span_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids) {
+  if (name_ids.empty()) return std::vector<SpanSummaryRow>{};
+  return collect<SpanSummaryRow>(
+      *db_,
+      "SELECT level_ns, bucket, thread_id, name_id, grp, count, total_ns, min_ns, max_ns, sketch FROM span_summaries "
+      "WHERE level_ns = " +
+          std::to_string(level_ns) + " AND name_id IN (" + id_list(name_ids) + ") ORDER BY bucket",
+      [](const Stmt& s) {
+        SpanSummaryRow r;
+        r.level_ns = s.int64(0);
+        r.bucket = s.int64(1);
+        r.thread_id = s.int64(2);
+        r.name_id = static_cast<uint32_t>(s.int64(3));
+        r.grp = s.int64(4);
+        r.count = s.int64(5);
+        r.total_ns = s.int64(6);
+        r.min_ns = s.int64(7);
+        r.max_ns = s.int64(8);
+        r.sketch = s.blob(9);
+        return r;
+      });
+}
+
+Result<std::vector<InstantSummaryRow>> Reader::instant_summaries(int64_t level_ns,
+                                                                 const std::vector<uint32_t>& name_ids) {
+  if (name_ids.empty()) return std::vector<InstantSummaryRow>{};
+  return collect<InstantSummaryRow>(
+      *db_,
+      "SELECT level_ns, bucket, thread_id, name_id, grp, count FROM instant_summaries WHERE level_ns = " +
+          std::to_string(level_ns) + " AND name_id IN (" + id_list(name_ids) + ") ORDER BY bucket",
+      [](const Stmt& s) {
+        InstantSummaryRow r;
+        r.level_ns = s.int64(0);
+        r.bucket = s.int64(1);
+        r.thread_id = s.int64(2);
+        r.name_id = static_cast<uint32_t>(s.int64(3));
+        r.grp = s.int64(4);
+        r.count = s.int64(5);
+        return r;
+      });
 }
 
 Result<std::vector<SpanRow>> Reader::first_spans_per_thread(const std::vector<uint32_t>& name_ids) {

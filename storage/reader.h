@@ -89,6 +89,16 @@ class Reader {
   Result<std::vector<SpanRow>> spans_named_in(const std::vector<uint32_t>& name_ids, int64_t t0, int64_t t1);
   Result<std::vector<InstantRow>> instants_named_in(const std::vector<uint32_t>& name_ids, int64_t t0, int64_t t1);
   Result<std::vector<CounterRow>> counters_of(const std::vector<int64_t>& track_ids);
+  // The summary tables (docs/schema.md, "Summaries"): whether the recording has them (one made
+  // before them and not yet upgraded has not), and the rows of one level for the names `name_ids`,
+  // ordered by bucket. A day's rows at the 100 s level are a few thousand.
+  Result<bool> has_summaries();
+  // For a recording without them that cannot be upgraded (read-only, or not closed cleanly):
+  // builds them from its rows into temporary tables of this Reader's connection, which the calls
+  // above then read; the file is not touched (storage/upgrade.h). `progress` as the upgrade's.
+  Status build_temporary_summaries(const std::function<void(int64_t done, int64_t total)>& progress = {});
+  Result<std::vector<SpanSummaryRow>> span_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids);
+  Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids);
   // The latest time any row reaches (a span that never ended counts at its start).
   Result<int64_t> end_ns();
 

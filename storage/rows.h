@@ -73,4 +73,22 @@ struct FlushRow {
   std::optional<int64_t> first_span_id, last_span_id, min_start_ns, max_end_ns;
 };
 
+// Rows of the summary tables (docs/schema.md, "Summaries"): one interval of `level_ns` starting at
+// bucket * level_ns, per thread, name and loader (grp = arg0 for the names summarised per loader,
+// else -1).
+struct SpanSummaryRow {
+  int64_t level_ns = 0, bucket = 0, thread_id = 0;
+  uint32_t name_id = 0;
+  int64_t grp = -1;
+  int64_t count = 0, total_ns = 0, min_ns = 0, max_ns = 0;
+  std::string sketch;  // DurationSketch::encode() of the durations (common/sketch.h)
+};
+
+struct InstantSummaryRow {
+  int64_t level_ns = 0, bucket = 0, thread_id = 0;
+  uint32_t name_id = 0;
+  int64_t grp = -1;
+  int64_t count = 0;
+};
+
 }  // namespace stallscope

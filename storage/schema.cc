@@ -90,6 +90,9 @@ CREATE TABLE gpu_summaries (
   level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, process_id INTEGER NOT NULL, device INTEGER NOT NULL,
   kind TEXT NOT NULL, count INTEGER NOT NULL, total_ns INTEGER NOT NULL, bytes INTEGER NOT NULL,
   PRIMARY KEY (level_ns, bucket, process_id, device, kind)) WITHOUT ROWID;
+)sql";
+
+constexpr const char* kSummaryUnitsSql = R"sql(
 INSERT INTO units VALUES
   ('span_summaries', 'level_ns', 'ns', 'length of the interval: 1 s, 10 s or 100 s'),
   ('span_summaries', 'bucket', 'level_ns', 'the interval [bucket * level_ns, (bucket + 1) * level_ns) of session time'),
@@ -114,7 +117,7 @@ Status create_schema(Db& db) {
   if (Status s = db.exec(sql); !s.ok()) return s;
   if (Status s = db.exec("BEGIN"); !s.ok()) return s;
   if (Status s = db.exec(kSchemaSql); !s.ok()) return s;
-  if (Status s = db.exec(kSummarySql); !s.ok()) return s;
+  if (Status s = create_summary_tables(db); !s.ok()) return s;
   auto ins = db.prepare("INSERT INTO event_kinds (id, name) VALUES (?, ?)");
   if (!ins.ok()) return ins.status();
   for (int k = 0; k < static_cast<int>(EventKind::kCount); ++k) {
@@ -123,7 +126,17 @@ Status create_schema(Db& db) {
   return db.exec("COMMIT");
 }
 
-Status create_summary_tables(Db& db) { return db.exec(kSummarySql); }
+Status create_summary_tables(Db& db, bool temporary) {
+  if (!temporary) {
+    if (Status s = db.exec(kSummarySql); !s.ok()) return s;
+    return db.exec(kSummaryUnitsSql);
+  }
+  std::string sql = kSummarySql;
+  for (size_t at = sql.find("CREATE TABLE "); at != std::string::npos; at = sql.find("CREATE TABLE ", at)) {
+    sql.replace(at, 13, "CREATE TEMP TABLE ");
+  }
+  return db.exec(sql);
+}
 
 Status check_schema(Db& db) {
   const std::string& path = db.path();

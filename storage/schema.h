@@ -15,8 +15,10 @@ inline constexpr int kSchemaVersion = 2;
 
 // Creates every table of a new recording.
 Status create_schema(Db& db);
-// Creates the tables version 2 added (the summaries), inside the caller's transaction.
-Status create_summary_tables(Db& db);
+// Creates the tables version 2 added (the summaries), inside the caller's transaction. With
+// `temporary`, as TEMP tables of this connection only (no rows in `units`): a read-only connection
+// can make them, and its queries then find them under the same names.
+Status create_summary_tables(Db& db, bool temporary = false);
 // Checks that `db` is a stallscope recording this build can read; the error is one line that says
 // what the file is and what to do.
 Status check_schema(Db& db);

@@ -47,8 +47,10 @@ Status feed(Db& db, Summaries& sums, std::string_view sql, const std::function<v
   return (*st)->status();
 }
 
-Status build(Db& db, int64_t& done, const UpgradeProgress& progress) {
-  if (Status s = create_summary_tables(db); !s.ok()) return s;
+// Builds the summary tables (TEMP ones with `temporary`) from the detail rows, inside the caller's
+// transaction.
+Status build(Db& db, bool temporary, int64_t& done, const UpgradeProgress& progress) {
+  if (Status s = create_summary_tables(db, temporary); !s.ok()) return s;
   Summaries sums(db);
   if (Status s = sums.prepare(); !s.ok()) return s;
   {
@@ -84,6 +86,7 @@ Status build(Db& db, int64_t& done, const UpgradeProgress& progress) {
   if (!s.ok()) return s;
   if (Status w = sums.write(); !w.ok()) return w;
   if (progress) progress(done, *total);
+  if (temporary) return Status::Ok();
   if (Status m = db.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('summaries_built_on_open', '1')"); !m.ok()) {
     return m;
   }
@@ -124,7 +127,7 @@ Result<UpgradeOutcome> upgrade_to_summaries(const std::string& path, const Upgra
     (void)(*db)->exec("ROLLBACK");
     return out;
   }
-  Status s = ver.ok() ? build(**db, out.rows, progress) : ver.status();
+  Status s = ver.ok() ? build(**db, false, out.rows, progress) : ver.status();
   if (s.ok()) s = (*db)->exec("COMMIT");
   if (!s.ok()) {
     (void)(*db)->exec("ROLLBACK");  // the file stays as it was
@@ -132,6 +135,18 @@ Result<UpgradeOutcome> upgrade_to_summaries(const std::string& path, const Upgra
   }
   out.what = UpgradeOutcome::What::kUpgraded;
   return out;
+}
+
+Status build_temporary_summaries(Db& db, const UpgradeProgress& progress) {
+  if (Status s = db.exec("BEGIN"); !s.ok()) return s;
+  int64_t done = 0;
+  Status s = build(db, true, done, progress);
+  if (s.ok()) s = db.exec("COMMIT");
+  if (!s.ok()) {
+    (void)db.exec("ROLLBACK");
+    return Status::Error("cannot build the summaries of " + db.path() + " for reading: " + s.message());
+  }
+  return s;
 }
 
 }  // namespace stallscope

@@ -11,6 +11,8 @@
 
 namespace stallscope {
 
+class Db;
+
 struct UpgradeOutcome {
   enum class What {
     kCurrent,      // version 2 already: nothing done
@@ -30,5 +32,11 @@ using UpgradeProgress = std::function<void(int64_t done, int64_t total)>;
 // leaves the file as it was) and makes it version 2. Errors while building (a damaged file, a full
 // disk) leave the file as it was.
 Result<UpgradeOutcome> upgrade_to_summaries(const std::string& path, const UpgradeProgress& progress = {});
+
+// For a version 1 recording that cannot be upgraded (read-only, or not closed cleanly): builds its
+// summaries into TEMP tables of the connection `db` (read-only is enough), which its queries then
+// read under the summary tables' names until it closes. The file is not touched. Call it outside
+// any transaction of `db`.
+Status build_temporary_summaries(Db& db, const UpgradeProgress& progress = {});
 
 }  // namespace stallscope

@@ -4,6 +4,8 @@ the report reads the same; one that cannot be written is left as it is and repor
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import shutil
 import sqlite3
@@ -61,6 +63,45 @@ def recording(tmp_path_factory):
     rep = report(db, "--json")
     assert rep.returncode == 0 and rep.stderr == "", rep.stderr
     return db, rows, rep.stdout
+
+
+def test_the_report_over_time_agrees_with_the_rows(recording):
+    """report --json's `over_time` (docs/report.md), read from the summaries, against the same counts
+    from the detail rows: every next() call and step of the training loader in one period, the
+    waits summed, the fetches of its workers counted."""
+    db, _, json_report = recording
+    rep = json.loads(json_report)
+    ot = rep["over_time"]
+    loader, pid = rep["training_loader"]["loader"], rep["training_pid"]
+    assert ot is not None and ot["loader"] == loader
+    periods = ot["periods"]
+    assert periods and periods[0]["start_ns"] == rep["window"]["start_ns"]
+    assert periods[-1]["end_ns"] == rep["window"]["end_ns"]
+    assert all(a["end_ns"] == b["start_ns"] for a, b in itertools.pairwise(periods))
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        train_threads = ("thread_id IN (SELECT t.id FROM threads t JOIN processes p ON p.id = t.process_id "
+                         f"WHERE p.pid = {pid})")
+        calls, wait_ns = con.execute(
+            "SELECT count(*), sum(dur_ns) FROM spans WHERE name_id = (SELECT id FROM strings WHERE value = 'dl.next') "
+            f"AND arg0 = {loader} AND dur_ns IS NOT NULL AND {train_threads}").fetchone()
+        steps = con.execute(
+            "SELECT count(*) FROM instants WHERE name_id = (SELECT id FROM strings WHERE value = 'dl.step') "
+            f"AND arg0 = {loader} AND {train_threads}").fetchone()[0]
+        worker_pids = [w["pid"] for w in rep["workers"] if w["loader"] == loader and not w["thread"]]
+        fetches = con.execute(
+            "SELECT count(*) FROM spans WHERE name_id = (SELECT id FROM strings WHERE value = 'dl.fetch') "
+            "AND dur_ns IS NOT NULL AND thread_id IN (SELECT t.id FROM threads t JOIN processes p "
+            f"ON p.id = t.process_id WHERE p.pid IN ({','.join(map(str, worker_pids))}))").fetchone()[0]
+    finally:
+        con.close()
+    # 2 workers in each of the 2 epochs; no optimizer here: steps are 0 both ways
+    assert calls > 0 and fetches > 0 and len(worker_pids) == 4
+    assert sum(p["next_calls"] for p in periods) == calls
+    assert sum(p["wait_s"] for p in periods) == pytest.approx(wait_ns / 1e9, abs=1e-6)
+    assert sum(p["steps"] for p in periods) == steps == rep["optimizer_steps"]
+    assert sum(p["fetches"] for p in periods) == fetches
+    assert all(p["fetch_p50_ms"] is None or 0 < p["fetch_p50_ms"] <= p["fetch_p99_ms"] for p in periods)
 
 
 def test_an_older_recording_gets_the_same_summaries_on_its_first_report(recording, tmp_path):

@@ -1,0 +1,152 @@
+// The run over time from the summary tables; see over_time.h.
+#include "analysis/over_time.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <unordered_set>
+
+#include "analysis/report.h"
+#include "common/sketch.h"
+#include "storage/summaries.h"
+
+namespace stallscope::analysis {
+namespace {
+
+constexpr int64_t kS = 1'000'000'000;
+
+// Accumulated per period: the sketches of the fetch durations merge across buckets and threads.
+struct Acc {
+  OverTimePeriod p;
+  DurationSketch fetch;
+};
+
+}  // namespace
+
+PeriodChoice choose_period(int64_t window_ns, int max_periods) {
+  static constexpr std::array<int64_t, 18> kNice = {1,   2,   5,    10,   20,   30,    60,    120,   300,
+                                                    600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400};
+  const int64_t n = std::max(1, max_periods);
+  int64_t period = 0;
+  for (int64_t s : kNice) {
+    if (s * kS * n >= window_ns) {
+      period = s * kS;
+      break;
+    }
+  }
+  if (period == 0) {  // longer than max_periods days: whole days
+    const int64_t day = kNice.back() * kS;
+    const int64_t days = (window_ns / n + day - 1) / day;
+    period = std::max<int64_t>(1, days) * day;
+  }
+  int64_t level = kSummaryLevelsNs.front();
+  for (int64_t l : kSummaryLevelsNs) {
+    if (period % l == 0) level = std::max(level, l);
+  }
+  return {period, level};
+}
+
+Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
+  OverTime out;
+  if (!r.main_loader) {
+    out.note = "no training loader";
+    return out;
+  }
+  if (r.window_end_ns <= r.window_start_ns) {
+    out.note = "no training window";
+    return out;
+  }
+  Reader::Snapshot snapshot(reader);
+  auto has = reader.has_summaries();
+  if (!has.ok()) return has.status();
+  if (!*has) {
+    out.note = "the recording has no summaries (made before they were kept, and read-only)";
+    return out;
+  }
+
+  auto strings = reader.strings();
+  if (!strings.ok()) return strings.status();
+  std::optional<uint32_t> next_id, step_id, fetch_id;
+  for (const auto& [id, value] : *strings) {
+    if (value == "dl.next") next_id = id;
+    if (value == "dl.step") step_id = id;
+    if (value == "dl.fetch") fetch_id = id;
+  }
+
+  // The training process's threads, and its loader's worker processes' threads.
+  auto processes = reader.processes();
+  if (!processes.ok()) return processes.status();
+  auto threads = reader.threads();
+  if (!threads.ok()) return threads.status();
+  std::unordered_set<int64_t> worker_pids;
+  for (const WorkerStats& w : r.workers) {
+    if (w.loader == *r.main_loader && !w.thread) worker_pids.insert(w.pid);
+  }
+  std::unordered_set<int64_t> train_processes, worker_processes;
+  for (const ProcessRow& p : *processes) {
+    if (p.pid == r.train_pid) train_processes.insert(p.id);
+    if (worker_pids.count(p.pid) != 0) worker_processes.insert(p.id);
+  }
+  std::unordered_set<int64_t> train_threads, worker_threads;
+  for (const ThreadRow& t : *threads) {
+    if (train_processes.count(t.process_id) != 0) train_threads.insert(t.id);
+    if (worker_processes.count(t.process_id) != 0) worker_threads.insert(t.id);
+  }
+
+  const PeriodChoice choice = choose_period(r.window_end_ns - r.window_start_ns, max_periods);
+  out.loader = *r.main_loader;
+  out.period_ns = choice.period_ns;
+  out.level_ns = choice.level_ns;
+  const int64_t first = summary_bucket(r.window_start_ns, choice.period_ns);
+  const int64_t last = summary_bucket(r.window_end_ns - 1, choice.period_ns);
+  std::map<int64_t, Acc> acc;  // by period index
+  for (int64_t k = first; k <= last; ++k) {
+    OverTimePeriod& p = acc[k].p;
+    p.t0_ns = std::max(k * choice.period_ns, r.window_start_ns);
+    p.t1_ns = std::min((k + 1) * choice.period_ns, r.window_end_ns);
+  }
+  auto period_of = [&](int64_t bucket) -> Acc* {
+    auto it = acc.find(summary_bucket(bucket * choice.level_ns, choice.period_ns));
+    return it == acc.end() ? nullptr : &it->second;
+  };
+
+  std::vector<uint32_t> span_names;
+  if (next_id) span_names.push_back(*next_id);
+  if (fetch_id && !worker_threads.empty()) span_names.push_back(*fetch_id);
+  auto spans = reader.span_summaries(choice.level_ns, span_names);
+  if (!spans.ok()) return spans.status();
+  for (const SpanSummaryRow& row : *spans) {
+    Acc* a = period_of(row.bucket);
+    if (a == nullptr) continue;
+    if (next_id && row.name_id == *next_id) {
+      if (row.grp != out.loader || train_threads.count(row.thread_id) == 0) continue;
+      a->p.next_calls += row.count;
+      a->p.wait_s += static_cast<double>(row.total_ns) / 1e9;
+    } else if (worker_threads.count(row.thread_id) != 0) {
+      auto sketch = DurationSketch::decode(row.sketch);
+      if (!sketch.ok()) return Status::Error(reader.path() + ": span_summaries: " + sketch.status().message());
+      a->p.fetches += row.count;
+      a->fetch.merge(*sketch);
+    }
+  }
+  if (step_id) {
+    auto instants = reader.instant_summaries(choice.level_ns, {*step_id});
+    if (!instants.ok()) return instants.status();
+    for (const InstantSummaryRow& row : *instants) {
+      Acc* a = period_of(row.bucket);
+      if (a == nullptr || row.grp != out.loader || train_threads.count(row.thread_id) == 0) continue;
+      a->p.steps += row.count;
+    }
+  }
+  for (auto& [k, a] : acc) {
+    if (!a.fetch.empty()) {
+      a.p.fetch_p50_ms = static_cast<double>(a.fetch.quantile(0.5)) / 1e6;
+      a.p.fetch_p99_ms = static_cast<double>(a.fetch.quantile(0.99)) / 1e6;
+    }
+    out.periods.push_back(a.p);
+  }
+  out.available = true;
+  return out;
+}
+
+}  // namespace stallscope::analysis

@@ -1,0 +1,59 @@
+// The run over time: the training loader's figures per period of the whole run (docs/report.md,
+// "Over time"), read from the summary tables the writer keeps (storage/summaries.h) rather than
+// from every row, so what it reads stays a few thousand rows however long the run. It answers
+// what whole-run means hide on a long job: when the loop started waiting, and whether the dataset
+// got slower.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/reader.h"
+
+namespace stallscope::analysis {
+
+struct Report;
+
+struct OverTimePeriod {
+  int64_t t0_ns = 0, t1_ns = 0;  // [t0, t1) of session time, clipped to the training window
+  int64_t next_calls = 0;        // the training loader's next() calls that started in it
+  double wait_s = 0;             // their summed time (a call counts in the period it started in)
+  int64_t steps = 0;             // optimizer steps (dl.step) that trained on its batches
+  // Its worker processes' fetches that started in the period, and their time's quantiles from the
+  // merged sketches (within DurationSketch::kRelativeError of the exact ones); none when its
+  // batches are not fetched in worker processes (num_workers=0, the reference loader's threads).
+  int64_t fetches = 0;
+  std::optional<double> fetch_p50_ms, fetch_p99_ms;
+
+  double length_s() const { return static_cast<double>(t1_ns - t0_ns) / 1e9; }
+  // Share of the period spent waiting in next(); may pass 1 where a call that started in the
+  // period went on past its end.
+  double wait_fraction() const { return t1_ns > t0_ns ? wait_s / length_s() : 0.0; }
+};
+
+struct OverTime {
+  bool available = false;
+  std::string note;       // why not, when not available
+  int64_t loader = 0;     // the training loader
+  int64_t period_ns = 0;  // the periods' length (the first and last are clipped to the window)
+  int64_t level_ns = 0;   // the summary level they were read from
+  std::vector<OverTimePeriod> periods;
+};
+
+// The period length for a window of `window_ns` cut into at most `max_periods` periods: the
+// shortest of 1, 2, 5, 10, 20, 30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 3, 6, 12, 24 h (then whole
+// days) that does, with the longest summary level that divides it.
+struct PeriodChoice {
+  int64_t period_ns = 0, level_ns = 0;
+};
+PeriodChoice choose_period(int64_t window_ns, int max_periods);
+
+// Reads the summaries of `reader`'s recording for the training loader of `r` (analyze()'s report
+// of the same recording) over its training window. Not available (with a note) for a recording
+// without a training loader or without summaries.
+Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods = 12);
+
+}  // namespace stallscope::analysis
