@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/sketch.h"
+#include "storage/reader.h"
 #include "storage/sqlite.h"
 #include "storage/upgrade.h"
 #include "storage/writer.h"
@@ -312,13 +313,10 @@ TEST_F(SummariesTest, SketchesOfAllIntervalsGiveTheRunsQuantiles) {
 }
 
 // Every row of the summary tables, sketches included, as text.
-std::vector<std::string> summary_rows(const std::string& path) {
-  auto db = Db::open(path, Db::Mode::kReadOnly);
-  EXPECT_TRUE(db.ok());
+std::vector<std::string> summary_rows(Db& db) {
   std::vector<std::string> out;
-  if (!db.ok()) return out;
   for (const char* table : {"span_summaries", "instant_summaries", "counter_summaries", "gpu_summaries"}) {
-    auto st = (*db)->prepare(std::string("SELECT * FROM ") + table + " ORDER BY 1, 2, 3, 4, 5");
+    auto st = db.prepare(std::string("SELECT * FROM ") + table + " ORDER BY 1, 2, 3, 4, 5");
     EXPECT_TRUE(st.ok());
     while ((*st)->step()) {
       std::string row = table;
@@ -327,6 +325,12 @@ std::vector<std::string> summary_rows(const std::string& path) {
     }
   }
   return out;
+}
+
+std::vector<std::string> summary_rows(const std::string& path) {
+  auto db = Db::open(path, Db::Mode::kReadOnly);
+  EXPECT_TRUE(db.ok());
+  return db.ok() ? summary_rows(**db) : std::vector<std::string>{};
 }
 
 TEST_F(SummariesTest, AnOlderRecordingGetsTheSameSummariesOnFirstOpen) {
@@ -392,6 +396,29 @@ TEST_F(SummariesTest, AnOlderRecordingGetsTheSameSummariesOnFirstOpen) {
   {
     auto db = Db::open(path_, Db::Mode::kReadOnly);
     EXPECT_EQ(*(*db)->query_int("PRAGMA user_version"), 1);
+  }
+  // What reads it gets the same summaries for the read, in temporary tables of a read-only
+  // connection, the file untouched.
+  {
+    auto reader = Reader::open(path_);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    EXPECT_FALSE(*(*reader)->has_summaries());
+    int64_t last_done = 0, last_total = -1;
+    ASSERT_TRUE((*reader)
+                    ->build_temporary_summaries([&](int64_t done, int64_t total) {
+                      last_done = done;
+                      last_total = total;
+                    })
+                    .ok());
+    EXPECT_TRUE(*(*reader)->has_summaries());
+    EXPECT_EQ(last_done, last_total);
+    EXPECT_EQ(summary_rows((*reader)->db()), written);
+    auto spans = (*reader)->span_summaries(kSummaryLevelsNs[2], {1});
+    ASSERT_TRUE(spans.ok());
+    EXPECT_FALSE(spans->empty());
+    auto db = Db::open(path_, Db::Mode::kReadOnly);
+    EXPECT_EQ(*(*db)->query_int("PRAGMA user_version"), 1);
+    EXPECT_EQ(*(*db)->query_int("SELECT count(*) FROM sqlite_master WHERE name LIKE '%_summaries'"), 0);
   }
   auto db = Db::open(path_, Db::Mode::kReadWrite);
   ASSERT_TRUE((*db)->exec("UPDATE meta SET value = '1' WHERE key = 'complete'").ok());
