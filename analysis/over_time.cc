@@ -93,16 +93,24 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
     if (worker_processes.count(t.process_id) != 0) worker_threads.insert(t.id);
   }
 
-  const PeriodChoice choice = choose_period(r.window_end_ns - r.window_start_ns, max_periods);
+  // Recorded with --keep-detail: the report's window is what has every event; the summaries go
+  // back to the training loader's first next() call.
+  int64_t start = r.window_start_ns;
+  if (r.detail_from_ns && next_id) {
+    auto first = reader.first_span_bucket(kSummaryLevelsNs.front(), *next_id, *r.main_loader);
+    if (!first.ok()) return first.status();
+    if (*first) start = std::min(start, **first * kSummaryLevelsNs.front());
+  }
+  const PeriodChoice choice = choose_period(r.window_end_ns - start, max_periods);
   out.loader = *r.main_loader;
   out.period_ns = choice.period_ns;
   out.level_ns = choice.level_ns;
-  const int64_t first = summary_bucket(r.window_start_ns, choice.period_ns);
+  const int64_t first = summary_bucket(start, choice.period_ns);
   const int64_t last = summary_bucket(r.window_end_ns - 1, choice.period_ns);
   std::map<int64_t, Acc> acc;  // by period index
   for (int64_t k = first; k <= last; ++k) {
     OverTimePeriod& p = acc[k].p;
-    p.t0_ns = std::max(k * choice.period_ns, r.window_start_ns);
+    p.t0_ns = std::max(k * choice.period_ns, start);
     p.t1_ns = std::min((k + 1) * choice.period_ns, r.window_end_ns);
   }
   auto period_of = [&](int64_t bucket) -> Acc* {

@@ -18,10 +18,12 @@ namespace stallscope::analysis {
 struct Report;
 
 struct OverTimePeriod {
-  int64_t t0_ns = 0, t1_ns = 0;  // [t0, t1) of session time, clipped to the training window
-  int64_t next_calls = 0;        // the training loader's next() calls that started in it
-  double wait_s = 0;             // their summed time (a call counts in the period it started in)
-  int64_t steps = 0;             // optimizer steps (dl.step) that trained on its batches
+  // [t0, t1) of session time, clipped to the training window (recorded with --keep-detail: from the
+  // training loader's first next() call the summaries hold, before the window's start)
+  int64_t t0_ns = 0, t1_ns = 0;
+  int64_t next_calls = 0;  // the training loader's next() calls that started in it
+  double wait_s = 0;       // their summed time (a call counts in the period it started in)
+  int64_t steps = 0;       // optimizer steps (dl.step) that trained on its batches
   // Its worker processes' fetches that started in the period, and their time's quantiles from the
   // merged sketches (within DurationSketch::kRelativeError of the exact ones); none when its
   // batches are not fetched in worker processes (num_workers=0, the reference loader's threads).

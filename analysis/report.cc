@@ -205,6 +205,16 @@ void describe_recording(const Session& s, const DataLoaderModel& m, Report* r) {
         "attach is counted from there, and what was in progress then (a next() call, batches "
         "already sent or put) has no events (docs/attach.md)");
   }
+  if (auto it = s.meta.find("detail_from_ns"); it != s.meta.end()) {
+    char* end = nullptr;
+    const long long from = std::strtoll(it->second.c_str(), &end, 10);
+    if (end != it->second.c_str() && from > 0) {
+      r->detail_from_ns = from;
+      r->notes.push_back("recorded with --keep-detail: every event was kept from " + clock_time(from, 0) +
+                         " on, summaries for the whole run; the figures above cover what has every event, the "
+                         "\"Over time\" table the whole run");
+    }
+  }
   if (!s.complete) {
     r->notes.push_back(
         "the recording is not finished (still being written, or the recorder was stopped): "

@@ -176,6 +176,9 @@ struct Report {
   WhatIf whatif;                            // the what-if model of the training loader (whatif.h)
   std::optional<EvidenceAt> longest_stall;  // the longest stall interval, to show
   RankSummary ranks;                        // a multi-rank job's ranks (ranks.h); empty for one process
+  // Recorded with --keep-detail and older detail deleted: the session time from which every event
+  // is kept (meta detail_from_ns); the figures cover that part, over_time the whole run.
+  std::optional<int64_t> detail_from_ns;
   // The training loader per period of the window, from the recording's summaries (over_time.h):
   // filled by the caller that has the recording open (`stallscope report`), not by analyze().
   OverTime over_time;

@@ -342,6 +342,7 @@ Json to_json(const Report& r) {
   } else {
     d["slowest_rank"] = nullptr;
   }
+  d["detail_from_ns"] = r.detail_from_ns;
   d["over_time"] = over_time_json(r.over_time);
   d["notes"] = r.notes;
   return d;

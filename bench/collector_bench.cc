@@ -250,6 +250,73 @@ double summaries_core_share(uint32_t rate, int seconds) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 2c. --keep-detail (Writer::set_keep_detail): the writer's CPU (rows, summaries, commit and the
+// deletes) per second of a run of 2 x `half_s` seconds at a training job's rate (3,000 spans,
+// 3,000 instants and 80 counter values a second, drained every 100 ms), and the file's size
+// (with its WAL) at the middle and at the end: with a window, the second half should not grow it.
+struct KeepDetailResult {
+  double cpu_share = 0;
+  int64_t bytes_half = 0, bytes_end = 0;
+};
+
+int64_t file_bytes(const std::string& db) {
+  int64_t total = 0;
+  for (const char* suffix : {"", "-wal"}) {
+    struct stat st;
+    if (::stat((db + suffix).c_str(), &st) == 0) total += static_cast<int64_t>(st.st_size);
+  }
+  return total;
+}
+
+KeepDetailResult keep_detail_run(int64_t keep_ns, int half_s) {
+  const std::string db = tmp_path("ss-bench-keep") + ".db";
+  (void)Writer::remove(db);
+  auto w = Writer::create(db);
+  if (!w.ok()) {
+    std::fprintf(stderr, "collector_bench: %s\n", w.status().message().c_str());
+    std::exit(1);
+  }
+  Writer& wr = **w;
+  if (keep_ns > 0) must(wr.set_keep_detail(keep_ns));
+  must(wr.begin());
+  wr.add_string(1, "dl.next");
+  wr.add_string(2, "dl.sent");
+  const int64_t proc = wr.add_process(ProcessRow{0, 7, {}, "p", 0, {}, {}, {}});
+  const int64_t th = wr.add_thread(ThreadRow{0, proc, 7, "t"});
+  const int64_t track = wr.add_counter_track(CounterTrackRow{0, "proc.cpu", "cores", 7});
+  must(wr.commit());
+  KeepDetailResult r;
+  double cpu = 0;
+  constexpr int64_t kDrainNs = 100'000'000;
+  SpanRow s;
+  s.thread_id = th;
+  s.name_id = 1;
+  for (int d = 1; d <= 2 * half_s * 10; ++d) {
+    const double c0 = cpu_seconds(RUSAGE_THREAD);
+    must(wr.begin());
+    const int64_t t0 = (d - 1) * kDrainNs;
+    for (int k = 0; k < 300; ++k) {
+      s.start_ns = t0 + k * (kDrainNs / 300);
+      s.dur_ns = 200'000 + (k * 7919) % 300'000;
+      s.arg0 = 0;
+      s.arg1 = d * 300 + k;
+      wr.add_span(s);
+      wr.add_instant(InstantRow{0, th, s.start_ns + 1000, 2, 0, d * 300 + k, k % 8});
+    }
+    for (int k = 0; k < 8; ++k) wr.add_counter(CounterRow{track, t0 + k * (kDrainNs / 8), 0.5 + k});
+    wr.add_flush(FlushRow{d * kDrainNs, 608, 0, {}, {}, {}, {}});
+    must(wr.commit());
+    cpu += cpu_seconds(RUSAGE_THREAD) - c0;
+    if (d == half_s * 10) r.bytes_half = file_bytes(db);
+  }
+  r.bytes_end = file_bytes(db);
+  r.cpu_share = cpu / (2.0 * half_s);
+  w->reset();
+  (void)Writer::remove(db);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
 // 3. Transport for forked workers
 struct TransportResult {
   double worker_cpu_ns_per_span;  // CPU inside the worker processes, per span
@@ -426,6 +493,35 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("\n");
+
+  {
+    // Interleaved: without, with, without, with; the medians of CPU (two runs each: the mean).
+    const int half_s = quick ? 150 : 600;
+    const int64_t keep_ns = 60'000'000'000;
+    KeepDetailResult off[2], on[2];
+    for (int i = 0; i < 2; ++i) {
+      off[i] = keep_detail_run(0, half_s);
+      on[i] = keep_detail_run(keep_ns, half_s);
+    }
+    const double cpu_off = (off[0].cpu_share + off[1].cpu_share) / 2, cpu_on = (on[0].cpu_share + on[1].cpu_share) / 2;
+    const double grow_off = static_cast<double>(off[1].bytes_end) / static_cast<double>(off[1].bytes_half);
+    const double grow_on = static_cast<double>(on[1].bytes_end) / static_cast<double>(on[1].bytes_half);
+    std::printf("2c. --keep-detail 60s: a run of 2 x %d s at 6,080 rows/s (drains every 100 ms), interleaved\n",
+                half_s);
+    std::printf(
+        "| | writer CPU, share of one core | file at the middle | file at the end | end / middle | goal |\n"
+        "|---|---|---|---|---|---|\n");
+    std::printf("| all detail | %.2f %% | %.1f MB | %.1f MB | %.2f | |\n", 100 * cpu_off, off[1].bytes_half / 1e6,
+                off[1].bytes_end / 1e6, grow_off);
+    std::printf("| --keep-detail 60s | %.2f %% (x%.2f) | %.1f MB | %.1f MB | %.2f | <= 1.1 %s |\n", 100 * cpu_on,
+                cpu_on / cpu_off, on[1].bytes_half / 1e6, on[1].bytes_end / 1e6, grow_on,
+                grow_on <= 1.1 ? "(met)" : "(MISSED)");
+    bench::bench_row("--keep-detail: file growth in the second half", bench::fmt("x%.2f", grow_on), "<= x1.1",
+                     bench::fmt("all detail x%.2f", grow_off), grow_on <= 1.1);
+    bench::bench_row("--keep-detail: writer CPU", bench::fmt("%.2f %% of a core", 100 * cpu_on), "",
+                     bench::fmt("all detail %.2f %%", 100 * cpu_off));
+    std::printf("\n");
+  }
 
   const int workers = 4, spans = quick ? 100000 : 400000;
   std::printf("3. Forked workers: %d processes x %d spans; CPU inside the workers per span\n", workers, spans);

@@ -27,7 +27,8 @@ struct AttachArgs {
 
 Body define(CLI::App& app) {
   auto a = std::make_shared<AttachArgs>();
-  add_recording_options(app, {a->opt.output, a->opt.overwrite, a->opt.ring_events, a->opt.rings, a->opt.quiet});
+  add_recording_options(
+      app, {a->opt.output, a->opt.overwrite, a->opt.ring_events, a->opt.rings, a->opt.quiet, a->opt.keep_detail_ns});
   add_metrics_options(app, a->metrics);
   parse_with(app.add_option("-d,--duration")
                  ->type_name("SEC")

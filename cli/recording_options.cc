@@ -30,7 +30,38 @@ void add_recording_options(CLI::App& app, RecordingSettings s) {
              });
   parse_with(app.add_option("--rings", "threads that can record at once (default 64)")->type_name("N"),
              [&out = s.rings](const std::string& v) { return parse_count(v, &out) ? "" : "needs a positive number"; });
+  parse_with(app.add_option("--keep-detail",
+                            "keep every event of the latest DURATION only (30m, 6h, 2d; at least 10s), and the\n"
+                            "summaries of the whole run: bounded disk for a run of days (docs/schema.md)")
+                 ->type_name("DURATION"),
+             [&out = s.keep_detail_ns](const std::string& v) -> std::string {
+               const std::optional<int64_t> ns = parse_duration_ns(v);
+               if (!ns) return "needs a duration such as 30m, 6h or 2d";
+               if (*ns < kMinKeepDetailNs) return "must be at least 10s: less leaves the report too little to read";
+               out = *ns;
+               return "";
+             });
   app.add_flag("-q,--quiet", s.quiet, "print nothing but errors");
+}
+
+std::optional<int64_t> parse_duration_ns(const std::string& v) {
+  if (v.empty() || v.size() > 24) return std::nullopt;
+  size_t used = 0;
+  double n = 0;
+  try {
+    n = std::stod(v, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  const std::string unit = v.substr(used);
+  double scale = 0;
+  if (unit == "s" || unit.empty()) scale = 1;
+  if (unit == "m" || unit == "min") scale = 60;
+  if (unit == "h") scale = 3600;
+  if (unit == "d") scale = 86400;
+  const double ns = n * scale * 1e9;
+  if (scale == 0 || !(n > 0) || !(ns < 9.2e18)) return std::nullopt;
+  return static_cast<int64_t>(ns);
 }
 
 int check_output(const CLI::App& app, const std::string& output, bool force) {

@@ -25,7 +25,8 @@ Body define(CLI::App& app) {
   auto opt = std::make_shared<RunOptions>();
   auto gpu = std::make_shared<std::string>();
   auto metrics = std::make_shared<MetricsSettings>();
-  add_recording_options(app, {opt->output, opt->overwrite, opt->ring_events, opt->rings, opt->quiet});
+  add_recording_options(app,
+                        {opt->output, opt->overwrite, opt->ring_events, opt->rings, opt->quiet, opt->keep_detail_ns});
   add_metrics_options(app, *metrics);
   parse_with(app.add_option("--gpu")
                  ->type_name("SPEC")

@@ -98,8 +98,10 @@ bool start_recording(const AttachOptions& opt, Attachment* a) {
     std::fprintf(stderr, "stallscope: cannot make the session's shared memory (%s)\n", why.c_str());
     return false;
   }
-  auto rec = Recorder::start(
-      a->arena, a->output, {{"mode", "attach"}, {"command", a->target_cmd}, {"attached_pid", std::to_string(a->pid)}});
+  std::map<std::string, std::string> meta = {
+      {"mode", "attach"}, {"command", a->target_cmd}, {"attached_pid", std::to_string(a->pid)}};
+  if (opt.keep_detail_ns > 0) meta["keep_detail_ns"] = std::to_string(opt.keep_detail_ns);
+  auto rec = Recorder::start(a->arena, a->output, meta);
   if (!rec.ok()) {
     Arena::unlink(a->payload.shm);
     std::fprintf(stderr, "stallscope: cannot record to %s (%s)\n", a->output.c_str(), rec.status().message().c_str());

@@ -25,6 +25,7 @@ struct AttachOptions {
   bool quiet = false;
   unsigned ring_events = 16384;
   unsigned rings = 64;
+  int64_t keep_detail_ns = 0;  // --keep-detail: full detail for the latest this much only (0: all)
   // Called with the recording's path once it is saved (not with quiet): the end-of-run summary.
   std::function<void(const std::string& db_path)> summary;
 };

@@ -255,6 +255,7 @@ int run_command(const RunOptions& opt) {
       std::map<std::string, std::string> meta = {
           {"mode", "launcher"}, {"command", shell_join(opt.command)}, {"loader", opt.loader}};
       if (!opt.loader_tuned.empty()) meta["loader_tuned"] = opt.loader_tuned;
+      if (opt.keep_detail_ns > 0) meta["keep_detail_ns"] = std::to_string(opt.keep_detail_ns);
       // One `stallscope run` per rank (torchrun ... stallscope run -- python train.py): who it is.
       const std::pair<const char*, const char*> kRankEnv[] = {
           {"rank", "RANK"}, {"local_rank", "LOCAL_RANK"}, {"world_size", "WORLD_SIZE"}, {"job", "TORCHELASTIC_RUN_ID"}};

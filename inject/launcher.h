@@ -17,6 +17,7 @@ struct RunOptions {
   unsigned ring_events = 16384;      // events per thread ring (power of two)
   unsigned rings = 64;               // threads that can record at once
   bool quiet = false;                // no messages on stderr but errors
+  int64_t keep_detail_ns = 0;        // --keep-detail: full detail for the latest this much only (0: all)
   // `--loader`: which DataLoader the program's Python processes run: "torch" (as the script made
   // it), "tuned" or "reference". Passed to them in STALLSCOPE_LOADER, with `loader_tuned` (the
   // tuned settings as JSON, analysis/loader_tuning.h) in STALLSCOPE_LOADER_TUNED; both are kept in

@@ -269,6 +269,16 @@ Result<std::vector<SpanSummaryRow>> Reader::span_summaries(int64_t level_ns, con
       });
 }
 
+Result<std::optional<int64_t>> Reader::first_span_bucket(int64_t level_ns, uint32_t name_id, int64_t grp) {
+  std::optional<int64_t> out;
+  Status s = stream(*db_, "SELECT min(bucket) FROM span_summaries WHERE level_ns = ?1 AND name_id = ?2 AND grp = ?3",
+                    {level_ns, static_cast<int64_t>(name_id), grp}, [&](const Stmt& st) {
+                      if (!st.is_null(0)) out = st.int64(0);
+                    });
+  if (!s.ok()) return s;
+  return out;
+}
+
 Result<std::vector<InstantSummaryRow>> Reader::instant_summaries(int64_t level_ns,
                                                                  const std::vector<uint32_t>& name_ids) {
   if (name_ids.empty()) return std::vector<InstantSummaryRow>{};

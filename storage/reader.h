@@ -99,6 +99,8 @@ class Reader {
   Status build_temporary_summaries(const std::function<void(int64_t done, int64_t total)>& progress = {});
   Result<std::vector<SpanSummaryRow>> span_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids);
   Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids);
+  // The first bucket of `level_ns` with a span named `name_id` of group `grp` (nullopt: none).
+  Result<std::optional<int64_t>> first_span_bucket(int64_t level_ns, uint32_t name_id, int64_t grp);
   // The latest time any row reaches (a span that never ended counts at its start).
   Result<int64_t> end_ns();
 

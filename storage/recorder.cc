@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 namespace stallscope {
@@ -27,6 +28,15 @@ Result<std::unique_ptr<Recorder>> Recorder::start(Arena* arena, const std::strin
   r->interval_ms_ = interval_ms;
   r->writer_ = std::move(*writer);
   r->ingest_ = std::make_unique<Ingest>(arena, r->writer_.get());
+  // --keep-detail: the launcher passes the window in meta keep_detail_ns.
+  if (auto keep = meta.find("keep_detail_ns"); keep != meta.end()) {
+    char* end = nullptr;
+    const long long ns = std::strtoll(keep->second.c_str(), &end, 10);
+    if (end != keep->second.c_str() && *end == '\0' && ns > 0) {
+      if (Status s = r->writer_->set_keep_detail(ns); !s.ok())
+        return Status::Error("cannot write " + path + ": " + s.message());
+    }
+  }
   if (Status s = r->ingest_->write_meta(meta); !s.ok())
     return Status::Error("cannot write " + path + ": " + s.message());
   if (::pipe2(r->wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::Error("cannot create a pipe");

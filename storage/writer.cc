@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "storage/schema.h"
 
@@ -98,6 +100,8 @@ Status Writer::begin() {
 
 Status Writer::commit() {
   keep(summaries_->write());
+  if (keep_ns_ > 0 && flush_ns_) keep(purge());
+  flush_ns_.reset();
   Status c = db_->exec("COMMIT");
   if (!c.ok()) {
     (void)db_->exec("ROLLBACK");  // the COMMIT's error is the one that matters
@@ -110,6 +114,9 @@ Status Writer::commit() {
 
 void Writer::add_string(uint32_t id, std::string_view value) {
   summaries_->on_string(id, value);
+  for (const char* kept : kKeptInstants) {
+    if (value == kept) kept_names_.insert(id);
+  }
   keep(string_->bind(1, static_cast<int64_t>(id)).bind(2, value).run());
 }
 
@@ -179,6 +186,7 @@ void Writer::add_counter(const CounterRow& r) {
 }
 
 void Writer::add_flush(const FlushRow& r) {
+  flush_ns_ = r.ts_ns;
   Stmt& s = *flush_;
   s.bind(1, r.ts_ns).bind(2, r.events).bind(3, r.dropped_total);
   bind_opt(s, 4, r.first_span_id);
@@ -216,6 +224,58 @@ Status Writer::finish() {
   // mode, which reads the same.
   (void)db_->exec("PRAGMA journal_mode = DELETE");
   return Status::Ok();
+}
+
+Status Writer::set_keep_detail(int64_t keep_ns) {
+  keep_ns_ = std::max<int64_t>(0, keep_ns);
+  return set_meta("keep_detail_ns", std::to_string(keep_ns_));
+}
+
+// Rows drained at a flush happened before it: once a flush is more than keep_ns_ before the latest,
+// the rows of its commit (the id ranges up to it) are deleted, by rowid ranges (no time index).
+// The time filters only guard against rows whose times cannot be (a damaged clock): those stay.
+Status Writer::purge() {
+  Drained now;
+  now.flush_ns = *flush_ns_;
+  for (auto [table, id] : {std::pair<const char*, int64_t*>{"spans", &now.span},
+                           {"instants", &now.instant},
+                           {"counters", &now.counter},
+                           {"gpu_activities", &now.gpu}}) {
+    auto max = db_->query_int(std::string("SELECT coalesce(max(rowid), 0) FROM ") + table);
+    if (!max.ok()) return max.status();
+    *id = *max;
+  }
+  // One entry a second at most: a later drain's ids and time cover the earlier ones' rows.
+  if (!drained_.empty() && now.flush_ns - drained_.back().first_ns < 1'000'000'000) {
+    now.first_ns = drained_.back().first_ns;
+    drained_.back() = now;
+  } else {
+    now.first_ns = now.flush_ns;
+    drained_.push_back(now);
+  }
+  const int64_t cutoff = now.flush_ns - keep_ns_;
+  // In steps: a delete every kPurgeStepNs of session time, not every drain.
+  if (drained_.front().flush_ns >= cutoff - std::min(kPurgeStepNs, keep_ns_ / 4)) return Status::Ok();
+  Drained upto;
+  while (!drained_.empty() && drained_.front().flush_ns < cutoff) {
+    upto = drained_.front();
+    drained_.pop_front();
+  }
+  std::string kept;
+  for (uint32_t id : kept_names_) kept += (kept.empty() ? "" : ",") + std::to_string(id);
+  const std::string c = std::to_string(cutoff);
+  auto range = [](int64_t after, int64_t last) {
+    return "rowid > " + std::to_string(after) + " AND rowid <= " + std::to_string(last);
+  };
+  const std::string sql =
+      "DELETE FROM spans WHERE " + range(purged_.span, upto.span) + " AND dur_ns IS NOT NULL AND start_ns + dur_ns < " +
+      c + "; DELETE FROM instants WHERE " + range(purged_.instant, upto.instant) + " AND ts_ns < " + c +
+      (kept.empty() ? "" : " AND name_id NOT IN (" + kept + ")") + "; DELETE FROM counters WHERE " +
+      range(purged_.counter, upto.counter) + " AND ts_ns < " + c + "; DELETE FROM gpu_activities WHERE " +
+      range(purged_.gpu, upto.gpu) + " AND start_ns + dur_ns < " + c + ";";
+  if (Status s = db_->exec(sql); !s.ok()) return s;
+  purged_ = upto;
+  return set_meta("detail_from_ns", std::to_string(upto.flush_ns));
 }
 
 }  // namespace stallscope

@@ -2,9 +2,12 @@
 // Used only by the drainer (storage/ingest.h); single-threaded.
 #pragma once
 
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 #include "common/status.h"
 #include "storage/rows.h"
@@ -43,6 +46,19 @@ class Writer {
   void add_flush(const FlushRow& row);
   void add_gpu_activity(const GpuActivityRow& row);
 
+  // Full detail for the latest `keep_ns` of session time only (`--keep-detail`; 0: all of it).
+  // Detail rows (spans, instants, counter values, GPU activities) drained more than keep_ns before
+  // the latest flush are deleted, in steps of kPurgeStepNs (a quarter of keep_ns when that is
+  // shorter), inside commit(); the summaries, the
+  // processes, threads, strings and tracks stay for the whole run, and so do the instants that
+  // describe a loader or a process rather than a batch (kKeptInstants). Rows still open (a span
+  // without an end) stay. Records meta keep_detail_ns, and detail_from_ns once rows are deleted:
+  // the session time before which detail is gone.
+  static constexpr int64_t kPurgeStepNs = 10'000'000'000;
+  static constexpr const char* kKeptInstants[] = {"dl.config",       "dl.worker_start",  "dl.worker_stop",
+                                                  "dl.worker_ready", "stallscope.hooks", "dist.rank"};
+  Status set_keep_detail(int64_t keep_ns);
+
   // Checkpoints the WAL into the main file; call once at the end of a session.
   Status finish();
   Db& db() { return *db_; }
@@ -58,6 +74,19 @@ class Writer {
       track_, counter_, flush_, gpu_;
   Status batch_status_;
   std::unique_ptr<Summaries> summaries_;
+
+  // --keep-detail: what each commit drained (its flush time and the largest id of each table
+  // then), oldest first, and what was deleted so far.
+  Status purge();
+  struct Drained {
+    int64_t first_ns = 0, flush_ns = 0;                   // the first and the latest drain it covers
+    int64_t span = 0, instant = 0, counter = 0, gpu = 0;  // ids (rowid for counters)
+  };
+  int64_t keep_ns_ = 0;
+  std::optional<int64_t> flush_ns_;  // the latest add_flush() of the open batch
+  std::deque<Drained> drained_;
+  Drained purged_;  // everything up to these ids is deleted (or was kept)
+  std::unordered_set<uint32_t> kept_names_;
 };
 
 }  // namespace stallscope

@@ -10,12 +10,13 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import LAUNCHER, LOADER_PROG, NEEDS_OTHER_USER, Recording, as_other, run_recorded
+from conftest import LAUNCHER, LOADER_PROG, NEEDS_OTHER_USER, Recording, as_other, base_env, run_recorded
 
 pytestmark = pytest.mark.torch
 TABLES = ("span_summaries", "instant_summaries", "counter_summaries", "gpu_summaries")
@@ -155,3 +156,53 @@ def test_an_older_recording_that_cannot_be_written_is_reported_as_it_is(recordin
         assert db.read_bytes() == before and version(db) == 1
     finally:
         shutil.rmtree(folder)
+
+
+def test_keep_detail_keeps_the_latest_events_and_the_summaries_of_the_whole_run(tmp_path):
+    """`run --keep-detail 10s` on a loop of about 18 s: the events older than the window are deleted
+    while it runs (the loader's description stays), the summaries count every batch, and the report
+    says which part its figures cover while its over-time table covers the whole run."""
+    db = tmp_path / "run.db"
+    prog = [sys.executable, str(LOADER_PROG), "--workers", "2", "--samples", "600", "--batch-size", "4",
+            "--sleep-ms", "60"]
+    p = subprocess.run([str(LAUNCHER), "run", "--keep-detail", "10s", "-o", str(db), "--", *prog],
+                       capture_output=True, text=True, env=base_env(), timeout=180)
+    assert p.returncode == 0, p.stderr
+    result = json.loads(next(line for line in p.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    batches = result["epochs"][0]["batches"]
+    assert batches == 150
+    rec = Recording(db)
+    meta = {r["key"]: r["value"] for r in rec.q("SELECT key, value FROM meta")}
+    assert meta["keep_detail_ns"] == str(10 * 10**9)
+    detail_from = int(meta["detail_from_ns"])
+    nexts = rec.spans("dl.next")
+    assert nexts and min(s["start_ns"] for s in nexts) >= detail_from - 10**9, (detail_from, nexts[0])
+    assert len(nexts) < batches  # some were deleted
+    assert rec.instants("dl.config")  # what describes the loader stays
+    summarised = rec.q("SELECT sum(count) AS n FROM span_summaries WHERE level_ns = ? AND grp = 0 AND name_id = "
+                       "(SELECT id FROM strings WHERE value = 'dl.next')", 10**11)[0]["n"]
+    assert summarised == batches + 1  # and the StopIteration call
+
+    rep = report(db, "--json")
+    assert rep.returncode == 0 and rep.stderr == "", rep.stderr
+    doc = json.loads(rep.stdout)
+    assert doc["detail_from_ns"] == detail_from
+    assert 0 < doc["steps"] < batches
+    assert doc["loader"]["num_workers"] == 2
+    assert any("--keep-detail" in n for n in doc["notes"])
+    periods = doc["over_time"]["periods"]
+    assert sum(q["next_calls"] for q in periods) == batches + 1
+    # The window starts at the first next() call left (one that ended after the cut may start before it).
+    assert periods[0]["start_ns"] < detail_from - 10**9 < doc["window"]["start_ns"]
+    text = report(db)
+    assert text.returncode == 0 and "recorded with --keep-detail" in text.stdout
+
+
+def test_keep_detail_rejects_what_is_not_a_duration(tmp_path):
+    for bad, why in (("soon", "needs a duration"), ("5s", "at least 10s"), ("-1h", "needs a duration")):
+        p = subprocess.run([str(LAUNCHER), "run", "--keep-detail", bad, "-o", str(tmp_path / "x.db"), "--", "true"],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2, p.stderr
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) >= 1 and why in lines[0], p.stderr
+        assert not (tmp_path / "x.db").exists()

@@ -460,3 +460,106 @@ TEST_F(SummariesTest, WhatIsNotARecordingIsLeftToTheReader) {
 
 }  // namespace
 }  // namespace stallscope
+
+namespace stallscope {
+namespace {
+
+// --keep-detail (Writer::set_keep_detail): 200 s of drains every 100 ms, detail kept for 30 s.
+// Detail older than the window is gone (but the instants that describe loaders and processes, and
+// a span still open); detail inside it is all there; the summaries are those of the same rows
+// written without the limit, byte for byte.
+void write_drains(const std::string& path, int64_t keep_ns) {
+  auto w = Writer::create(path);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  Writer& wr = **w;
+  if (keep_ns > 0) {
+    ASSERT_TRUE(wr.set_keep_detail(keep_ns).ok());
+  }
+  ASSERT_TRUE(wr.begin().ok());
+  wr.add_string(1, "dl.next");
+  wr.add_string(2, "dl.config");
+  wr.add_string(3, "dl.sent");
+  const int64_t proc = wr.add_process(ProcessRow{0, 7, {}, "p", 0, {}, {}, {}});
+  const int64_t th = wr.add_thread(ThreadRow{0, proc, 7, "t"});
+  const int64_t track = wr.add_counter_track(CounterTrackRow{0, "proc.cpu", "cores", 7});
+  wr.add_instant(InstantRow{0, th, 1'000'000, 2, 0, 1, {}});  // dl.config at 1 ms
+  SpanRow open;                                               // an epoch-long span still open: never deleted
+  open.thread_id = th;
+  open.name_id = 1;
+  open.start_ns = 2'000'000;
+  wr.add_span(open);
+  constexpr int64_t kMs = 1'000'000;
+  for (int64_t flush = 100 * kMs; flush <= 200'000 * kMs; flush += 100 * kMs) {
+    if (flush > 100 * kMs) {
+      ASSERT_TRUE(wr.begin().ok());
+    }
+    for (int64_t t = flush - 100 * kMs; t < flush; t += 10 * kMs) {  // 10 rows of each a drain
+      SpanRow s;
+      s.thread_id = th;
+      s.name_id = 1;
+      s.start_ns = t;
+      s.dur_ns = 9 * kMs;
+      s.arg0 = 0;
+      wr.add_span(s);
+      wr.add_instant(InstantRow{0, th, t + 5 * kMs, 3, 0, t / kMs, 0});
+      wr.add_counter(CounterRow{track, t + 1, static_cast<double>(t % 7)});
+      GpuActivityRow g;
+      g.process_id = proc;
+      g.kind = "kernel";
+      g.start_ns = t;
+      g.dur_ns = 2 * kMs;
+      wr.add_gpu_activity(g);
+    }
+    wr.add_flush(FlushRow{flush, 40, 0, {}, {}, {}, {}});
+    ASSERT_TRUE(wr.commit().ok());
+  }
+  ASSERT_TRUE(wr.set_meta("complete", "1").ok());
+  ASSERT_TRUE(wr.finish().ok());
+}
+
+int64_t count(Db& db, const std::string& sql) {
+  auto n = db.query_int(sql);
+  EXPECT_TRUE(n.ok()) << sql << ": " << n.status().message();
+  return n.ok() ? *n : -1;
+}
+
+TEST(KeepDetailTest, OldDetailIsDeletedAndTheSummariesKeepAllOfIt) {
+  testing::TempDir dir;
+  const std::string kept = dir.file("kept.db"), all = dir.file("all.db");
+  constexpr int64_t kS = 1'000'000'000;
+  write_drains(kept, 30 * kS);
+  write_drains(all, 0);
+  EXPECT_EQ(summary_rows(kept), summary_rows(all));
+  ASSERT_GT(summary_rows(all).size(), 800u);  // 200 s: each second's span, instant, counter and GPU rows
+
+  auto db = Db::open(kept, Db::Mode::kReadOnly);
+  ASSERT_TRUE(db.ok());
+  Db& d = **db;
+  EXPECT_EQ(count(d, "SELECT value FROM meta WHERE key = 'keep_detail_ns'"), 30 * kS);
+  const int64_t from = count(d, "SELECT value FROM meta WHERE key = 'detail_from_ns'");
+  // Deleted in steps of 7.5 s (a quarter of 30 s): the detail reaches back 30 to 38.5 s.
+  EXPECT_LE(from, 170 * kS);
+  EXPECT_GE(from, 200 * kS - 30 * kS - 8'500'000'000);
+  const std::string f = std::to_string(from);
+  // Before `from`: nothing but the dl.config instant and the open span.
+  EXPECT_EQ(count(d, "SELECT count(*) FROM spans WHERE start_ns < " + f + " AND dur_ns IS NOT NULL"), 0);
+  EXPECT_EQ(count(d, "SELECT count(*) FROM spans WHERE dur_ns IS NULL"), 1);
+  EXPECT_EQ(count(d, "SELECT count(*) FROM instants WHERE ts_ns < " + f), 1);
+  EXPECT_EQ(count(d, "SELECT count(*) FROM instants WHERE name_id = 2"), 1);
+  EXPECT_EQ(count(d, "SELECT count(*) FROM counters WHERE ts_ns < " + f), 0);
+  EXPECT_EQ(count(d, "SELECT count(*) FROM gpu_activities WHERE start_ns < " + f), 0);
+  // From `from` on: every row, as in the recording that kept everything.
+  auto full = Db::open(all, Db::Mode::kReadOnly);
+  ASSERT_TRUE(full.ok());
+  for (const std::string& q :
+       {"SELECT count(*) FROM spans WHERE start_ns >= " + f, "SELECT count(*) FROM instants WHERE ts_ns >= " + f,
+        "SELECT count(*) FROM counters WHERE ts_ns >= " + f,
+        "SELECT count(*) FROM gpu_activities WHERE start_ns >= " + f}) {
+    EXPECT_EQ(count(d, q), count(**full, q)) << q;
+    EXPECT_GT(count(d, q), 2000) << q;
+  }
+  EXPECT_LT(count(d, "SELECT count(*) FROM spans"), count(**full, "SELECT count(*) FROM spans") / 4);
+}
+
+}  // namespace
+}  // namespace stallscope
