@@ -99,7 +99,10 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
   if (r.detail_from_ns && next_id) {
     auto first = reader.first_span_bucket(kSummaryLevelsNs.front(), *next_id, *r.main_loader);
     if (!first.ok()) return first.status();
-    if (*first) start = std::min(start, **first * kSummaryLevelsNs.front());
+    constexpr int64_t kMaxBucket = (int64_t{1} << 60) / kS;  // times past +-2^60 ns cannot be
+    if (*first && **first > -kMaxBucket && **first < kMaxBucket) {
+      start = std::min(start, **first * kSummaryLevelsNs.front());
+    }
   }
   const PeriodChoice choice = choose_period(r.window_end_ns - start, max_periods);
   out.loader = *r.main_loader;
@@ -113,8 +116,11 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
     p.t0_ns = std::max(k * choice.period_ns, start);
     p.t1_ns = std::min((k + 1) * choice.period_ns, r.window_end_ns);
   }
+  // A period is a whole number of buckets: no time is computed from a bucket (a damaged file's
+  // could overflow).
+  const int64_t buckets_per_period = choice.period_ns / choice.level_ns;
   auto period_of = [&](int64_t bucket) -> Acc* {
-    auto it = acc.find(summary_bucket(bucket * choice.level_ns, choice.period_ns));
+    auto it = acc.find(summary_bucket(bucket, buckets_per_period));
     return it == acc.end() ? nullptr : &it->second;
   };
 

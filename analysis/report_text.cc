@@ -162,17 +162,40 @@ std::string rank_lines(const Report& r) {
   return o;
 }
 
+// A period's bound: m:ss, or h:mm:ss when the table reaches an hour.
+std::string period_clock(int64_t ns, bool hours) {
+  const int64_t s = std::max<int64_t>(0, ns) / 1'000'000'000;
+  char buf[48];
+  if (hours) {
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+  }
+  return buf;
+}
+
+// "10 s", "5 min", "2 h", "1 d": a period's length (one of choose_period()'s).
+std::string period_length(int64_t ns) {
+  const int64_t s = ns / 1'000'000'000;
+  if (s % 86400 == 0) return std::to_string(s / 86400) + " d";
+  if (s % 3600 == 0) return std::to_string(s / 3600) + " h";
+  if (s % 60 == 0) return std::to_string(s / 60) + " min";
+  return std::to_string(s) + " s";
+}
+
 // The training loader per period of the window (over_time.h): in the text from a window of a
 // minute on, where whole-run means start to hide when things changed; the JSON has it always.
 std::string over_time_lines(const Report& r) {
   const OverTime& ot = r.over_time;
   if (!ot.available || ot.periods.empty() || r.wall_s < kOverTimeMinWindowS) return "";
-  std::string o = "\nOver time (training loader " + std::to_string(ot.loader) + ", per " +
-                  duration_ms(static_cast<double>(ot.period_ns) / 1e6) + ", from the recording's summaries)\n";
+  std::string o = "\nOver time (training loader " + std::to_string(ot.loader) + ", per " + period_length(ot.period_ns) +
+                  ", from the recording's summaries)\n";
+  const bool hours = ot.periods.back().t1_ns >= int64_t{3600} * 1'000'000'000;
   o += "  " + pad("period", 24) + pad("next() calls", 13, true) + pad("waiting", 9, true) + pad("steps", 10, true) +
        pad("fetch p50", 11, true) + pad("fetch p99", 11, true) + "\n";
   for (const OverTimePeriod& p : ot.periods) {
-    o += "  " + pad(clock_time(p.t0_ns, 0) + " - " + clock_time(p.t1_ns, 0), 24) +
+    o += "  " + pad(period_clock(p.t0_ns, hours) + " - " + period_clock(p.t1_ns, hours), 24) +
          pad(grouped(p.next_calls), 13, true) + pad(percent(p.wait_fraction()), 9, true) +
          pad(grouped(p.steps), 10, true) + pad(or_dash(p.fetch_p50_ms, duration_ms), 11, true) +
          pad(or_dash(p.fetch_p99_ms, duration_ms), 11, true) + "\n";

@@ -48,12 +48,11 @@ class Writer {
 
   // Full detail for the latest `keep_ns` of session time only (`--keep-detail`; 0: all of it).
   // Detail rows (spans, instants, counter values, GPU activities) drained more than keep_ns before
-  // the latest flush are deleted, in steps of kPurgeStepNs (a quarter of keep_ns when that is
-  // shorter), inside commit(); the summaries, the
-  // processes, threads, strings and tracks stay for the whole run, and so do the instants that
-  // describe a loader or a process rather than a batch (kKeptInstants). Rows still open (a span
-  // without an end) stay. Records meta keep_detail_ns, and detail_from_ns once rows are deleted:
-  // the session time before which detail is gone.
+  // the latest flush are deleted inside commit(), in steps of kPurgeStepNs (a quarter of keep_ns
+  // when that is shorter). The summaries, processes, threads, strings and tracks stay for the whole
+  // run, and so do spans still open and the instants that describe a loader or a process rather
+  // than a batch (kKeptInstants). Records meta keep_detail_ns, and detail_from_ns once rows are
+  // deleted: the session time from which every event is there.
   static constexpr int64_t kPurgeStepNs = 10'000'000'000;
   static constexpr const char* kKeptInstants[] = {"dl.config",       "dl.worker_start",  "dl.worker_stop",
                                                   "dl.worker_ready", "stallscope.hooks", "dist.rank"};
