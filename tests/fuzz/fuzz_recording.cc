@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 
+#include "analysis/over_time.h"
 #include "analysis/report.h"
 #include "analysis/session.h"
 #include "export/csv.h"
@@ -24,7 +26,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = fuzz::mutated_recording(data, size, "recording");
   auto session = analysis::load_session(path);
   if (session.ok()) {
-    const analysis::Report r = analysis::analyze(*session);
+    analysis::Report r = analysis::analyze(*session);
+    if (auto reader = Reader::open(path); reader.ok()) {  // the report's over-time table
+      auto over_time = analysis::over_time(**reader, r);
+      if (over_time.ok()) r.over_time = std::move(*over_time);
+    }
     (void)analysis::render_text(r);
     (void)analysis::to_json(r).dump();
   }
@@ -47,6 +53,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         "DROP TABLE span_summaries; DROP TABLE instant_summaries; DROP TABLE counter_summaries; "
         "DROP TABLE gpu_summaries; PRAGMA user_version = 1; "
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('complete', '1')");
+  }
+  if (auto reader = Reader::open(path); reader.ok()) {  // read-only: summaries for the read
+    (void)(*reader)->build_temporary_summaries();
   }
   (void)upgrade_to_summaries(path);
   return 0;

@@ -17,8 +17,8 @@
 namespace stallscope::fuzz {
 namespace {
 
-constexpr const char* kTables[] = {"meta",  "strings",  "processes",      "threads",
-                                   "spans", "instants", "counter_tracks", "counters"};
+constexpr const char* kTables[] = {"meta",     "strings",        "processes", "threads",        "spans",
+                                   "instants", "counter_tracks", "counters",  "span_summaries", "instant_summaries"};
 
 std::string read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -76,7 +76,10 @@ void apply_edits(sqlite3* db, Cursor in) {
     }
     sqlite3_finalize(st);
     if (columns.empty()) continue;
-    const std::string key = table == "meta" ? "key" : "rowid";
+    // The summary tables have no rowid (WITHOUT ROWID): an edit there hits every row of a bucket.
+    const std::string key = table == "meta"                                 ? "key"
+                            : table.find("_summaries") != std::string::npos ? "bucket"
+                                                                            : "rowid";
     const int row = head[1] | (head[2] << 8);
     const std::string pick =
         "(SELECT " + key + " FROM " + table + " LIMIT 1 OFFSET (?1 % max(1, (SELECT count(*) FROM " + table + "))))";
