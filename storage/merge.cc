@@ -201,8 +201,17 @@ Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>
     complete = complete && in.meta.count("complete") && in.meta.at("complete") == "1";
   }
   for (const auto& [key, value] : inputs[0].meta) {
-    if (key != "end_ns" && key != "complete") (void)out.set_meta(key, value);
+    if (key != "end_ns" && key != "complete" && key != "detail_from_ns") (void)out.set_meta(key, value);
   }
+  // Inputs recorded with --keep-detail: every event is there from the latest of their cuts, on the
+  // merged clock (docs/schema.md).
+  std::optional<int64_t> detail_from;
+  for (const Input& in : inputs) {
+    if (in.meta.count("detail_from_ns") != 0) {
+      detail_from = std::max(detail_from.value_or(INT64_MIN), meta_int(in.meta, "detail_from_ns") + in.out.offset_ns);
+    }
+  }
+  if (detail_from) (void)out.set_meta("detail_from_ns", std::to_string(*detail_from));
 
   // Strings, processes, threads, counter tracks.
   std::map<std::string, uint32_t> interned;

@@ -11,6 +11,7 @@
 
 #include "analysis/report.h"
 #include "storage/reader.h"
+#include "storage/sqlite.h"
 #include "tests/analysis/fixture.h"
 #include "tests/unit/test_util.h"
 
@@ -129,6 +130,27 @@ TEST(MergeTest, RanksOfOneHostShareTheMonotonicClockExactly) {
   // The merged file's instants follow time as closely as each input's do (readers bisect on it).
   EXPECT_LE(worst_step_back(job),
             std::max(worst_step_back(dir.file("rank0.db")), worst_step_back(dir.file("rank1.db"))));
+}
+
+// Inputs recorded with --keep-detail: the merged file has every event from the later of their cuts,
+// on its own clock.
+TEST(MergeTest, KeepsTheLatestCutOfInputsThatKeptDetailForAWindow) {
+  stallscope::testing::TempDir dir;
+  write_job(dir, "node-a", 0);
+  for (auto [file, from] : {std::pair<const char*, int64_t>{"rank0.db", 2500 * kMs}, {"rank1.db", 1000 * kMs}}) {
+    auto db = Db::open(dir.file(file), Db::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(
+        (*db)->exec("INSERT INTO meta (key, value) VALUES ('detail_from_ns', '" + std::to_string(from) + "')").ok());
+  }
+  const std::string job = dir.file("job.db");
+  ASSERT_TRUE(merge_recordings({dir.file("rank0.db"), dir.file("rank1.db")}, job).ok());
+  auto reader = Reader::open(job);
+  ASSERT_TRUE(reader.ok());
+  auto meta = (*reader)->meta();
+  ASSERT_TRUE(meta.ok());
+  // rank 1's cut at 1 s of its clock is 3 s of rank 0's, later than rank 0's 2.5 s.
+  EXPECT_EQ(meta->at("detail_from_ns"), std::to_string(1000 * kMs + kStartGap));
 }
 
 TEST(MergeTest, AcrossHostsTheCollectivesCorrectTheRealtimeClocks) {
