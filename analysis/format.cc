@@ -39,7 +39,9 @@ std::string clock_time(int64_t ns, int decimals) {
 }
 
 std::string grouped(int64_t v) {
-  std::string digits = std::to_string(v < 0 ? -v : v);
+  // In unsigned: -INT64_MIN does not fit an int64_t.
+  const uint64_t magnitude = v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  std::string digits = std::to_string(magnitude);
   std::string out;
   int n = 0;
   for (auto it = digits.rbegin(); it != digits.rend(); ++it) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <map>
 #include <unordered_set>
 
@@ -14,6 +15,13 @@ namespace stallscope::analysis {
 namespace {
 
 constexpr int64_t kS = 1'000'000'000;
+
+// a + b, held at the int64 limits: the counts of a damaged file can be anything.
+int64_t add_held(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum;
+  return b > 0 ? INT64_MAX : INT64_MIN;
+}
 
 // Accumulated per period: the sketches of the fetch durations merge across buckets and threads.
 struct Acc {
@@ -134,12 +142,12 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
     if (a == nullptr) continue;
     if (next_id && row.name_id == *next_id) {
       if (row.grp != out.loader || train_threads.count(row.thread_id) == 0) continue;
-      a->p.next_calls += row.count;
+      a->p.next_calls = add_held(a->p.next_calls, row.count);
       a->p.wait_s += static_cast<double>(row.total_ns) / 1e9;
     } else if (worker_threads.count(row.thread_id) != 0) {
       auto sketch = DurationSketch::decode(row.sketch);
       if (!sketch.ok()) return Status::Error(reader.path() + ": span_summaries: " + sketch.status().message());
-      a->p.fetches += row.count;
+      a->p.fetches = add_held(a->p.fetches, row.count);
       a->fetch.merge(*sketch);
     }
   }
@@ -149,7 +157,7 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
     for (const InstantSummaryRow& row : *instants) {
       Acc* a = period_of(row.bucket);
       if (a == nullptr || row.grp != out.loader || train_threads.count(row.thread_id) == 0) continue;
-      a->p.steps += row.count;
+      a->p.steps = add_held(a->p.steps, row.count);
     }
   }
   for (auto& [k, a] : acc) {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "analysis/dataloader.h"
+#include "analysis/format.h"
 #include "analysis/report.h"
 #include "analysis/session.h"
 #include "analysis/stats.h"
@@ -59,6 +60,14 @@ TEST(StatsTest, PercentileInterpolatesLikeNumpy) {
   EXPECT_DOUBLE_EQ(*percentile(v, 90), 3.7);
   EXPECT_DOUBLE_EQ(*percentile(v, 0), 1);
   EXPECT_DOUBLE_EQ(*percentile(v, 100), 4);
+}
+
+TEST(FormatTest, GroupedDigitsAtTheLimits) {
+  EXPECT_EQ(grouped(0), "0");
+  EXPECT_EQ(grouped(1234567), "1,234,567");
+  EXPECT_EQ(grouped(-1234), "-1,234");
+  EXPECT_EQ(grouped(INT64_MAX), "9,223,372,036,854,775,807");
+  EXPECT_EQ(grouped(INT64_MIN), "-9,223,372,036,854,775,808");
 }
 
 TEST(StatsTest, IntervalsAndStepSummary) {
