@@ -19,7 +19,7 @@ PY=${PYTHON:-python3}
 
 echo "== lint (ruff)"
 "$PY" -m ruff --version >/dev/null 2>&1 || "$PY" -m pip install -q ruff
-"$PY" -m ruff check python tests bench
+"$PY" -m ruff check python tests bench examples
 
 echo "== format (clang-format)"
 scripts/check_format.sh
