@@ -160,13 +160,26 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
       a->p.steps = add_held(a->p.steps, row.count);
     }
   }
-  for (auto& [k, a] : acc) {
+  Acc total;
+  auto finish = [](Acc& a) {
     if (!a.fetch.empty()) {
       a.p.fetch_p50_ms = static_cast<double>(a.fetch.quantile(0.5)) / 1e6;
       a.p.fetch_p99_ms = static_cast<double>(a.fetch.quantile(0.99)) / 1e6;
     }
+  };
+  for (auto& [k, a] : acc) {
+    if (total.p.t1_ns == total.p.t0_ns) total.p.t0_ns = a.p.t0_ns;
+    total.p.t1_ns = a.p.t1_ns;
+    total.p.next_calls = add_held(total.p.next_calls, a.p.next_calls);
+    total.p.wait_s += a.p.wait_s;
+    total.p.steps = add_held(total.p.steps, a.p.steps);
+    total.p.fetches = add_held(total.p.fetches, a.p.fetches);
+    total.fetch.merge(a.fetch);
+    finish(a);
     out.periods.push_back(a.p);
   }
+  finish(total);
+  out.total = total.p;
   out.available = true;
   return out;
 }

@@ -43,6 +43,9 @@ struct OverTime {
   int64_t period_ns = 0;  // the periods' length (the first and last are clipped to the window)
   int64_t level_ns = 0;   // the summary level they were read from
   std::vector<OverTimePeriod> periods;
+  // All the periods as one: the whole run's counts and sums (exact) and fetch quantiles (from the
+  // sketches merged over the run), where the report's figures cover only the latest part.
+  OverTimePeriod total;
 };
 
 // The period length for a window of `window_ns` cut into at most `max_periods` periods: the

@@ -37,19 +37,31 @@ struct TrainingLoader {
   std::optional<int64_t> id;
   std::string by;
 };
-TrainingLoader pick_training_loader(const DataLoaderModel& m) {
-  auto better = [](const LoaderInfo& a, const LoaderInfo* b, auto key) {
-    return b == nullptr || key(a) > key(*b) || (key(a) == key(*b) && a.handed > b->handed);
+// A session read from a later point (Session::run_next_calls) ranks the loaders by their
+// whole-run counts from the summaries, on the training process's threads.
+TrainingLoader pick_training_loader(const Session& s, const DataLoaderModel& m) {
+  const bool whole_run = s.loaded_from_ns.has_value() && !s.run_next_calls.empty();
+  auto run_count = [&](const std::map<std::pair<int64_t, int64_t>, int64_t>& counts, int64_t loader) {
+    int64_t n = 0;
+    for (const auto& [key, count] : counts) {
+      const ThreadRow* t = s.thread(key.first);
+      if (key.second == loader && t != nullptr && t->process_id == m.train_process_id) n += count;
+    }
+    return n;
+  };
+  auto handed = [&](const LoaderInfo& l) { return whole_run ? run_count(s.run_next_calls, l.id) : l.handed; };
+  auto steps = [&](const LoaderInfo& l) { return whole_run ? run_count(s.run_steps, l.id) : l.steps; };
+  auto better = [&](const LoaderInfo& a, const LoaderInfo* b, auto key) {
+    return b == nullptr || key(a) > key(*b) || (key(a) == key(*b) && handed(a) > handed(*b));
   };
   const LoaderInfo* by_steps = nullptr;
   const LoaderInfo* by_hint = nullptr;
   const LoaderInfo* by_batches = nullptr;
   for (const LoaderInfo& l : m.loaders) {  // by id
-    if (l.handed == 0) continue;
-    if (l.steps > 0 && better(l, by_steps, [](const LoaderInfo& x) { return x.steps; })) by_steps = &l;
-    if (l.config.role_hint == std::string("train") && better(l, by_hint, [](const LoaderInfo& x) { return x.handed; }))
-      by_hint = &l;
-    if (better(l, by_batches, [](const LoaderInfo& x) { return x.handed; })) by_batches = &l;
+    if (l.handed == 0) continue;           // none in what was read: no figures to give
+    if (steps(l) > 0 && better(l, by_steps, steps)) by_steps = &l;
+    if (l.config.role_hint == std::string("train") && better(l, by_hint, handed)) by_hint = &l;
+    if (better(l, by_batches, handed)) by_batches = &l;
   }
   if (by_steps) return {by_steps->id, "optimizer_steps"};
   if (by_hint) return {by_hint->id, "framework"};
@@ -214,6 +226,13 @@ void describe_recording(const Session& s, const DataLoaderModel& m, Report* r) {
                          " on, summaries for the whole run; the figures above cover what has every event, the "
                          "\"Over time\" table the whole run");
     }
+  }
+  if (s.loaded_from_ns && (!r->detail_from_ns || *s.loaded_from_ns > *r->detail_from_ns)) {
+    r->detail_from_ns = *s.loaded_from_ns;
+    r->notes.push_back("a long recording: the figures above cover its latest part, from " +
+                       clock_time(*s.loaded_from_ns, 0) +
+                       " on, to keep the report's memory bounded, and the \"Over time\" table the whole run; "
+                       "`stallscope report --detail all` reads every event (--detail 2h: the latest 2 hours)");
   }
   if (!s.complete) {
     r->notes.push_back(
@@ -618,7 +637,7 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
     return r;
   }
 
-  const TrainingLoader train = pick_training_loader(m);
+  const TrainingLoader train = pick_training_loader(s, m);
   const Interval window = training_window(m, train.id);
   r.window_start_ns = window.begin;
   r.window_end_ns = window.end;

@@ -155,27 +155,30 @@ Json whatif_json(const WhatIf& w) {
   return x;
 }
 
+Json over_time_period_json(const OverTimePeriod& p) {
+  Json j = Json::object();
+  j["start_ns"] = p.t0_ns;
+  j["end_ns"] = p.t1_ns;
+  j["next_calls"] = p.next_calls;
+  j["wait_s"] = p.wait_s;
+  j["wait_fraction"] = p.wait_fraction();
+  j["steps"] = p.steps;
+  j["fetches"] = p.fetches;
+  j["fetch_p50_ms"] = p.fetch_p50_ms;
+  j["fetch_p99_ms"] = p.fetch_p99_ms;
+  return j;
+}
+
 Json over_time_json(const OverTime& o) {
   if (!o.available) return Json();
   Json periods = Json::array();
-  for (const OverTimePeriod& p : o.periods) {
-    Json j = Json::object();
-    j["start_ns"] = p.t0_ns;
-    j["end_ns"] = p.t1_ns;
-    j["next_calls"] = p.next_calls;
-    j["wait_s"] = p.wait_s;
-    j["wait_fraction"] = p.wait_fraction();
-    j["steps"] = p.steps;
-    j["fetches"] = p.fetches;
-    j["fetch_p50_ms"] = p.fetch_p50_ms;
-    j["fetch_p99_ms"] = p.fetch_p99_ms;
-    periods.push_back(std::move(j));
-  }
+  for (const OverTimePeriod& p : o.periods) periods.push_back(over_time_period_json(p));
   Json j = Json::object();
   j["loader"] = o.loader;
   j["period_s"] = static_cast<double>(o.period_ns) / 1e9;
   j["level_s"] = static_cast<double>(o.level_ns) / 1e9;
   j["periods"] = std::move(periods);
+  j["total"] = over_time_period_json(o.total);
   return j;
 }
 

@@ -194,12 +194,14 @@ std::string over_time_lines(const Report& r) {
   const bool hours = ot.periods.back().t1_ns >= int64_t{3600} * 1'000'000'000;
   o += "  " + pad("period", 24) + pad("next() calls", 13, true) + pad("waiting", 9, true) + pad("steps", 10, true) +
        pad("fetch p50", 11, true) + pad("fetch p99", 11, true) + "\n";
-  for (const OverTimePeriod& p : ot.periods) {
-    o += "  " + pad(period_clock(p.t0_ns, hours) + " - " + period_clock(p.t1_ns, hours), 24) +
-         pad(grouped(p.next_calls), 13, true) + pad(percent(p.wait_fraction()), 9, true) +
+  auto row = [&](const std::string& what, const OverTimePeriod& p) {
+    o += "  " + pad(what, 24) + pad(grouped(p.next_calls), 13, true) + pad(percent(p.wait_fraction()), 9, true) +
          pad(grouped(p.steps), 10, true) + pad(or_dash(p.fetch_p50_ms, duration_ms), 11, true) +
          pad(or_dash(p.fetch_p99_ms, duration_ms), 11, true) + "\n";
-  }
+  };
+  for (const OverTimePeriod& p : ot.periods)
+    row(period_clock(p.t0_ns, hours) + " - " + period_clock(p.t1_ns, hours), p);
+  if (ot.periods.size() > 1) row("whole run", ot.total);
   o += "  (a next() call counts in the period it started in; fetch times of the worker processes, within 1 %)\n";
   return o;
 }

@@ -3,8 +3,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <utility>
+
+#include "storage/summaries.h"
+#include "storage/writer.h"
 
 namespace stallscope::analysis {
+
+int64_t Session::detail_from_ns() const {
+  int64_t from = loaded_from_ns.value_or(INT64_MIN);
+  if (auto it = meta.find("detail_from_ns"); it != meta.end()) {
+    char* e = nullptr;
+    const long long kept = std::strtoll(it->second.c_str(), &e, 10);
+    if (e != it->second.c_str() && kept > 0) from = std::max<int64_t>(from, kept);
+  }
+  return from;
+}
 
 const ProcessRow* Session::process(int64_t process_id) const {
   auto it = process_index_.find(process_id);
@@ -104,6 +121,133 @@ void Session::drop_impossible_rows() {
   if (!sane_time(end_ns)) end_ns = 0, ++impossible_rows;
 }
 
+namespace {
+
+// The spans and instants of LoadOptions::detail_from_ns: from `from` on, and before it the
+// instants that describe loaders and processes. Where those are, the instant summaries say (at the
+// 100 s level); a recording without summaries is searched whole for them.
+Status load_detail_from(Reader& reader, int64_t from, bool all_names, const std::vector<uint32_t>& name_ids,
+                        Session& s) {
+  std::vector<uint32_t> names = name_ids;
+  if (all_names) {
+    names.clear();
+    for (const auto& [id, value] : s.strings) names.push_back(id);
+  }
+  auto spans = reader.spans_named_in(names, from, INT64_MAX);
+  if (!spans.ok()) return spans.status();
+  s.spans = std::move(*spans);
+  auto instants = reader.instants_named_in(names, from, INT64_MAX);
+  if (!instants.ok()) return instants.status();
+  s.instants = std::move(*instants);
+  s.loaded_from_ns = from;
+
+  std::vector<uint32_t> kept;
+  for (const auto& [id, value] : s.strings) {
+    for (const char* k : Writer::kKeptInstants) {
+      if (value == k) kept.push_back(id);
+    }
+  }
+  if (kept.empty() || from <= INT64_MIN + 1) return Status::Ok();
+  auto append = [&](const std::vector<InstantRow>& rows) {
+    for (const InstantRow& i : rows) {
+      if (i.ts_ns < from) s.instants.push_back(i);
+    }
+  };
+  auto has = reader.has_summaries();
+  if (!has.ok()) return has.status();
+  if (!*has) {
+    auto rows = reader.instants_named(kept);
+    if (!rows.ok()) return rows.status();
+    append(*rows);
+    return Status::Ok();
+  }
+  const int64_t level = kSummaryLevelsNs.back();
+  std::optional<uint32_t> next_id, step_id;
+  for (const auto& [id, value] : s.strings) {
+    if (value == "dl.next") next_id = id;
+    if (value == "dl.step") step_id = id;
+  }
+  if (next_id) {
+    auto rows = reader.span_summaries(level, {*next_id});
+    if (!rows.ok()) return rows.status();
+    for (const SpanSummaryRow& r : *rows) {
+      int64_t& n = s.run_next_calls[{r.thread_id, r.grp}];
+      if (__builtin_add_overflow(n, r.count, &n)) n = INT64_MAX;
+    }
+  }
+  if (step_id) {
+    auto rows = reader.instant_summaries(level, {*step_id});
+    if (!rows.ok()) return rows.status();
+    for (const InstantSummaryRow& r : *rows) {
+      int64_t& n = s.run_steps[{r.thread_id, r.grp}];
+      if (__builtin_add_overflow(n, r.count, &n)) n = INT64_MAX;
+    }
+  }
+  auto buckets = reader.instant_summaries(level, kept);
+  if (!buckets.ok()) return buckets.status();
+  // Per name, runs of adjacent buckets before the cut. Of each run the first bucket is read (a
+  // loader's configuration and its persistent workers' starts are at the start of a run), and the
+  // last bucket before the cut (the workers of the epoch under way there); of a name with more
+  // than kMaxRuns runs, the first and last kMaxRuns / 2. A name that comes every epoch (workers
+  // started anew, or ready again) is one long run, and is not read all the way: that would be a
+  // scan of the whole run.
+  constexpr size_t kMaxRuns = 64;
+  std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> runs;            // name -> (first, last bucket)
+  constexpr int64_t kMaxBucket = (int64_t{1} << 60) / kSummaryLevelsNs.back();  // times past +-2^60 cannot be
+  for (const InstantSummaryRow& b : *buckets) {
+    if (b.bucket <= -kMaxBucket || b.bucket >= kMaxBucket || b.bucket * level >= from) continue;
+    auto& r = runs[b.name_id];
+    if (!r.empty() && b.bucket <= r.back().second + 1) {
+      r.back().second = std::max(r.back().second, b.bucket);
+    } else {
+      r.emplace_back(b.bucket, b.bucket);
+    }
+  }
+  for (const auto& [name, r] : runs) {
+    std::vector<int64_t> read;
+    for (size_t k = 0; k < r.size(); ++k) {
+      if (r.size() <= kMaxRuns || k < kMaxRuns / 2 || k >= r.size() - kMaxRuns / 2) read.push_back(r[k].first);
+    }
+    if (r.back().second != r.back().first) read.push_back(r.back().second);
+    for (int64_t b : read) {
+      auto rows = reader.instants_named_in({name}, b * level, std::min(b * level + level - 1, from - 1));
+      if (!rows.ok()) return rows.status();
+      append(*rows);
+    }
+  }
+  return Status::Ok();
+}
+
+// The loader that trained, by the summaries of the whole run: the most optimizer steps, else the
+// most next() calls (report.cc's choice, without a framework's hint). nullopt: none.
+Result<std::optional<int64_t>> busiest_loader(Reader& reader, uint32_t next_id, std::optional<uint32_t> step_id) {
+  const int64_t level = kSummaryLevelsNs.back();
+  std::map<int64_t, std::pair<int64_t, int64_t>> per;  // loader -> (steps, next calls)
+  if (step_id) {
+    auto rows = reader.instant_summaries(level, {*step_id});
+    if (!rows.ok()) return rows.status();
+    for (const InstantSummaryRow& r : *rows) {
+      if (r.grp >= 0 && __builtin_add_overflow(per[r.grp].first, r.count, &per[r.grp].first)) {
+        per[r.grp].first = INT64_MAX;
+      }
+    }
+  }
+  auto rows = reader.span_summaries(level, {next_id});
+  if (!rows.ok()) return rows.status();
+  for (const SpanSummaryRow& r : *rows) {
+    if (r.grp >= 0 && __builtin_add_overflow(per[r.grp].second, r.count, &per[r.grp].second)) {
+      per[r.grp].second = INT64_MAX;
+    }
+  }
+  std::optional<int64_t> best;
+  for (const auto& [loader, counts] : per) {
+    if (counts.second > 0 && (!best || counts > per[*best])) best = loader;
+  }
+  return best;
+}
+
+}  // namespace
+
 Result<Session> load_session(Reader& reader, const LoadOptions& options) {
   Reader::Snapshot snapshot(reader);
   Session s;
@@ -130,12 +274,17 @@ Result<Session> load_session(Reader& reader, const LoadOptions& options) {
   if (!threads.ok()) return in_file(s.path, threads.status());
   s.threads = std::move(*threads);
 
-  auto spans = options.all_names ? reader.all_spans() : reader.spans_named(name_ids);
-  if (!spans.ok()) return in_file(s.path, spans.status());
-  s.spans = std::move(*spans);
-  auto instants = options.all_names ? reader.instants() : reader.instants_named(name_ids);
-  if (!instants.ok()) return in_file(s.path, instants.status());
-  s.instants = std::move(*instants);
+  if (options.detail_from_ns) {
+    Status loaded = load_detail_from(reader, *options.detail_from_ns, options.all_names, name_ids, s);
+    if (!loaded.ok()) return in_file(s.path, loaded);
+  } else {
+    auto spans = options.all_names ? reader.all_spans() : reader.spans_named(name_ids);
+    if (!spans.ok()) return in_file(s.path, spans.status());
+    s.spans = std::move(*spans);
+    auto instants = options.all_names ? reader.instants() : reader.instants_named(name_ids);
+    if (!instants.ok()) return in_file(s.path, instants.status());
+    s.instants = std::move(*instants);
+  }
   s.sort_rows();
 
   auto tracks = reader.counter_tracks();
@@ -148,23 +297,103 @@ Result<Session> load_session(Reader& reader, const LoadOptions& options) {
       track_ids.push_back(t.id);
     }
   }
-  auto counters = reader.counters_of(track_ids);
+  auto counters = options.detail_from_ns ? reader.counters_of_from(track_ids, *options.detail_from_ns)
+                                         : reader.counters_of(track_ids);
   if (!counters.ok()) return in_file(s.path, counters.status());
   s.counters = std::move(*counters);
   std::stable_sort(s.counters.begin(), s.counters.end(), [](const CounterRow& a, const CounterRow& b) {
     return a.track_id != b.track_id ? a.track_id < b.track_id : a.ts_ns < b.ts_ns;
   });
 
-  auto gpu = reader.gpu_activities();
+  auto gpu = options.detail_from_ns ? reader.gpu_activities_from(*options.detail_from_ns) : reader.gpu_activities();
   if (!gpu.ok()) return in_file(s.path, gpu.status());
   s.gpu = std::move(*gpu);
 
-  auto end = reader.end_ns();
-  if (!end.ok()) return in_file(s.path, end.status());
-  s.end_ns = *end;
+  if (options.detail_from_ns) {
+    // Every row that reaches past the cut was read: the end is theirs (and the drains' and
+    // processes'), without the scan of every table that Reader::end_ns() is.
+    auto end = reader.end_ns_of_flushes_and_processes();
+    if (!end.ok()) return in_file(s.path, end.status());
+    s.end_ns = *end;
+    for (const SpanRow& r : s.spans) {
+      s.end_ns =
+          std::max(s.end_ns, r.dur_ns && *r.dur_ns <= INT64_MAX - r.start_ns ? r.start_ns + *r.dur_ns : r.start_ns);
+    }
+    for (const InstantRow& r : s.instants) s.end_ns = std::max(s.end_ns, r.ts_ns);
+    for (const CounterRow& r : s.counters) s.end_ns = std::max(s.end_ns, r.ts_ns);
+    for (const GpuActivityRow& r : s.gpu) {
+      s.end_ns = std::max(s.end_ns, r.dur_ns <= INT64_MAX - r.start_ns ? r.start_ns + r.dur_ns : r.start_ns);
+    }
+  } else {
+    auto end = reader.end_ns();
+    if (!end.ok()) return in_file(s.path, end.status());
+    s.end_ns = *end;
+  }
   s.drop_impossible_rows();
   s.index();
   return s;
+}
+
+Result<std::optional<int64_t>> choose_detail_from(Reader& reader, const DetailBudget& budget) {
+  using Cut = std::optional<int64_t>;
+  if (budget.all) return Cut();
+  Reader::Snapshot snapshot(reader);
+  auto last = reader.last_flush();
+  if (!last.ok()) return last.status();
+  if (!*last) return Cut();  // no drain yet: nothing to cut
+  const int64_t end = (*last)->ts_ns;
+  Cut cut;
+  if (budget.last_ns) {
+    if (*budget.last_ns < end) cut = end - *budget.last_ns;
+  } else {
+    auto at = reader.time_of_last_rows(budget.max_rows);
+    if (!at.ok()) return at.status();
+    cut = *at;
+  }
+  if (!cut || *cut <= 0) return Cut();
+  auto meta = reader.meta();
+  if (!meta.ok()) return meta.status();
+  if (auto it = meta->find("detail_from_ns"); it != meta->end()) {
+    char* e = nullptr;
+    const long long kept = std::strtoll(it->second.c_str(), &e, 10);
+    if (e != it->second.c_str() && kept >= *cut) return Cut();  // --keep-detail already left less
+  }
+
+  // The first dl.epoch_begin of the training loader at or after the cut, if it comes soon enough.
+  auto strings = reader.strings();
+  if (!strings.ok()) return strings.status();
+  std::optional<uint32_t> begin_id, next_id, step_id;
+  for (const auto& [id, value] : *strings) {
+    if (value == "dl.epoch_begin") begin_id = id;
+    if (value == "dl.next") next_id = id;
+    if (value == "dl.step") step_id = id;
+  }
+  auto has = reader.has_summaries();
+  if (!has.ok()) return has.status();
+  if (!begin_id || !next_id || !*has) return cut;
+  auto loader = busiest_loader(reader, *next_id, step_id);
+  if (!loader.ok()) return loader.status();
+  if (!*loader) return cut;
+  const int64_t limit = *cut + (end - *cut) / 2;
+  const int64_t level = kSummaryLevelsNs.front();
+  auto buckets =
+      reader.instant_summaries(level, {*begin_id}, summary_bucket(*cut, level), summary_bucket(limit, level));
+  if (!buckets.ok()) return buckets.status();
+  constexpr int64_t kMaxBucket = (int64_t{1} << 60) / kSummaryLevelsNs.front();
+  for (const InstantSummaryRow& b : *buckets) {
+    if (b.grp != **loader || b.bucket <= -kMaxBucket || b.bucket >= kMaxBucket) continue;
+    const int64_t t0 = b.bucket * level, t1 = t0 + level - 1;
+    if (t1 < *cut) continue;
+    if (t0 > limit) break;
+    auto rows = reader.instants_named_in({*begin_id}, std::max(t0, *cut), std::min(t1, limit));
+    if (!rows.ok()) return rows.status();
+    Cut first;
+    for (const InstantRow& i : *rows) {
+      if (i.arg0 == **loader && (!first || i.ts_ns < *first)) first = i.ts_ns;
+    }
+    if (first) return first;
+  }
+  return cut;
 }
 
 Result<Session> load_session(const std::string& path, const LoadOptions& options) {

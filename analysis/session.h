@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -28,6 +29,11 @@ struct LoadOptions {
   // memory the report does not need.
   std::vector<vocab::Counter> counters = {vocab::Counter::kCpu, vocab::Counter::kRunqWait,
                                           vocab::Counter::kPrivateDirty};
+  // Only the detail from this session time on (a long recording's latest part, in bounded memory):
+  // spans that overlap it, instants, counter samples and GPU activities from it, and, from before
+  // it, the instants that describe loaders and processes (Writer::kKeptInstants), found through the
+  // summaries. Unset: all of it.
+  std::optional<int64_t> detail_from_ns;
 };
 
 struct Session {
@@ -43,6 +49,14 @@ struct Session {
   std::vector<GpuActivityRow> gpu;   // ordered by start_ns
   int64_t end_ns = 0;                // the latest time anything in the recording reaches
   bool complete = false;             // meta.complete == "1": the recorder finished
+  // LoadOptions::detail_from_ns when the detail before it was left out: the rows start there.
+  std::optional<int64_t> loaded_from_ns;
+  // Read with detail_from_ns: each loader's next() calls and optimizer steps over the whole run,
+  // from the summaries, by (thread id, loader): which loader trained is a whole-run question.
+  std::map<std::pair<int64_t, int64_t>, int64_t> run_next_calls, run_steps;
+  // Where every event is there from: the later of loaded_from_ns and a --keep-detail recording's
+  // meta detail_from_ns (INT64_MIN: from the start). Figures over a life or a window begin there.
+  int64_t detail_from_ns() const;
   // Rows load_session() left out because their times cannot be (negative durations, times or
   // arguments past +-2^60, counters that are not numbers): only a damaged or edited file has them.
   int64_t impossible_rows = 0;
@@ -75,6 +89,19 @@ struct Session {
 };
 
 Result<Session> load_session(Reader& reader, const LoadOptions& options = {});
+
+// How much of a recording's detail a report reads: the latest `last_ns` of it, else the latest
+// `max_rows` events (the default keeps the report of a day-long run in a few hundred MB), or all.
+struct DetailBudget {
+  static constexpr int64_t kDefaultRows = 2'000'000;
+  bool all = false;
+  std::optional<int64_t> last_ns;
+  int64_t max_rows = kDefaultRows;
+};
+// LoadOptions::detail_from_ns for `budget`: nullopt when all the detail fits. A cut in the budget
+// moves on to the next dl.epoch_begin when one comes in the first half of what is left, so the
+// analysis starts at an epoch's start.
+Result<std::optional<int64_t>> choose_detail_from(Reader& reader, const DetailBudget& budget);
 // Opens `path` with Reader::open (its one-line errors) and loads it.
 Result<Session> load_session(const std::string& path, const LoadOptions& options = {});
 

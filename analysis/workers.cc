@@ -54,7 +54,10 @@ std::vector<WorkerStats> worker_stats(const Session& s, const DataLoaderModel& m
                               : w.life_begin_ns;
     ws.ready_seen = w.ready_ns.has_value();
     ws.startup_s = static_cast<double>(ready - w.life_begin_ns) / 1e9;
-    ws.life_s = static_cast<double>(w.life_end_ns - ready) / 1e9;
+    // Of a recording read from a later point (a long one's latest part, --keep-detail), the life
+    // from there: its fetches and samples before it are not read.
+    const int64_t seen_from = std::clamp(s.detail_from_ns(), ready, std::max(ready, w.life_end_ns));
+    ws.life_s = static_cast<double>(w.life_end_ns - seen_from) / 1e9;
     ws.thread = w.thread_id != 0;
     // /proc figures are per process: a loader thread's would be the whole training process's.
     // A rate sample covers the sampling interval before it: after a long start-up (spawn), the

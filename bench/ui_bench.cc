@@ -10,7 +10,9 @@
 // Prints a table with the goals beside (open < 2 s, frame < 8 ms).
 //
 //   ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] [--regen]
-//            [--compare B.db]
+//            [--compare B.db] [--generate-only]
+// --generate-only writes the recording (if it is not there yet) and stops: a long one for
+// `stallscope report` and the dashboard by hand (60 M events are about 6 hours of training).
 // --part-rows N reads the recording in parts of N rows at open (0: one read; default: the UI's).
 // --open-only N opens the recording N times (timeline alone, no analysis) and prints each time.
 // --compare B.db measures the compare view instead: the recording as A and B.db (say a copy of it)
@@ -249,7 +251,7 @@ int main(int argc, char** argv) {
   int frames = 200;
   int open_only = 0;  // --open-only N: only the open (timeline alone), N times
   int64_t part_rows = stallscope::ui::SourceOptions{}.load_part_rows;
-  bool regen = false;
+  bool regen = false, generate_only = false;
   std::string db, compare_db;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -265,12 +267,14 @@ int main(int argc, char** argv) {
       part_rows = std::atoll(argv[++i]);
     } else if (a == "--regen") {
       regen = true;
+    } else if (a == "--generate-only") {
+      generate_only = true;
     } else if (a == "--compare" && i + 1 < argc) {
       compare_db = argv[++i];
     } else {
       std::fprintf(stderr,
                    "usage: ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] [--regen] "
-                   "[--compare B.db]\n");
+                   "[--compare B.db] [--generate-only]\n");
       return 2;
     }
   }
@@ -294,6 +298,8 @@ int main(int argc, char** argv) {
     std::printf("  %lld events, %.0f s of recording, written in %.1f s\n", static_cast<long long>(truth.events),
                 static_cast<double>(truth.end_ns) / 1e9, ms_since(t0) / 1e3);
   }
+
+  if (generate_only) return 0;
 
   // --- open ---------------------------------------------------------------------------------
   if (open_only > 0) {

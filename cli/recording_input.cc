@@ -63,14 +63,21 @@ int read_error(std::string msg) {
   return 1;
 }
 
-std::optional<analysis::Report> analyze_recording(const std::string& path) {
+std::optional<analysis::Report> analyze_recording(const std::string& path, const analysis::DetailBudget& budget) {
   const std::string warning = upgrade_if_older(path);
   auto reader = Reader::open(path);
   if (!reader.ok()) {
     (void)read_error(reader.status().message());
     return std::nullopt;
   }
-  auto session = analysis::load_session(**reader);
+  auto from = analysis::choose_detail_from(**reader, budget);
+  if (!from.ok()) {
+    (void)read_error(from.status().message());
+    return std::nullopt;
+  }
+  analysis::LoadOptions load;
+  load.detail_from_ns = *from;
+  auto session = analysis::load_session(**reader, load);
   if (!session.ok()) {
     (void)read_error(session.status().message());  // the one line: it says what the warning would
     return std::nullopt;

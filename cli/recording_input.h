@@ -7,12 +7,14 @@
 #include <string>
 
 #include "analysis/report.h"
+#include "analysis/session.h"
 
 namespace stallscope::cli {
 
-// The Report of the recording at `path` (finished, or still being written); nullopt after printing
-// the one-line read error (read_error()).
-std::optional<analysis::Report> analyze_recording(const std::string& path);
+// The Report of the recording at `path` (finished, or still being written), from as much of its
+// detail as `budget` allows (a long recording's latest part; the "Over time" table covers all of
+// it); nullopt after printing the one-line read error (read_error()).
+std::optional<analysis::Report> analyze_recording(const std::string& path, const analysis::DetailBudget& budget = {});
 
 // A finished recording made before summaries were kept (schema version 1) gets them, built from its
 // rows and written back when the file can be written (storage/upgrade.h), with a progress line on

@@ -11,6 +11,7 @@
 #include "analysis/report.h"
 #include "cli/command.h"
 #include "cli/recording_input.h"
+#include "cli/recording_options.h"
 #include "common/json.h"
 
 namespace stallscope::cli {
@@ -18,11 +19,12 @@ namespace {
 
 struct ReportArgs {
   bool as_json = false;
+  analysis::DetailBudget budget;
   std::vector<std::string> files;  // more than one is a usage error, said in the command's words
 };
 
-int report(const std::string& path, bool as_json) {
-  const std::optional<analysis::Report> report = analyze_recording(path);
+int report(const std::string& path, bool as_json, const analysis::DetailBudget& budget) {
+  const std::optional<analysis::Report> report = analyze_recording(path, budget);
   if (!report) return 1;
   const std::string out = as_json ? json::write(analysis::to_json(*report)) : analysis::render_text(*report);
   std::fwrite(out.data(), 1, out.size(), stdout);
@@ -32,6 +34,23 @@ int report(const std::string& path, bool as_json) {
 Body define(CLI::App& app) {
   auto a = std::make_shared<ReportArgs>();
   app.add_flag("--json", a->as_json, "print a JSON document (schema \"stallscope.report/1\") instead of text");
+  parse_with(app.add_option("--detail",
+                            "how much of a long recording's every-event detail to analyse: auto (default: its\n"
+                            "latest 2 M events, a few hundred MB), all, or its latest DURATION (30m, 6h); the\n"
+                            "\"Over time\" table always covers the whole run, from the summaries")
+                 ->type_name("auto|all|DURATION"),
+             [&b = a->budget](const std::string& v) -> std::string {
+               b = analysis::DetailBudget{};
+               if (v == "auto") return "";
+               if (v == "all") {
+                 b.all = true;
+                 return "";
+               }
+               const std::optional<int64_t> ns = parse_duration_ns(v);
+               if (!ns) return "needs auto, all or a duration such as 30m or 6h";
+               b.last_ns = *ns;
+               return "";
+             });
   app.add_option("FILE.db", a->files, "the recording")->type_name("");
   return [&app, a] {
     if (a->files.empty())
@@ -39,7 +58,7 @@ Body define(CLI::App& app) {
     if (a->files.size() > 1) {
       return usage_error(app, "report: one recording at a time; got '" + a->files[0] + "' and '" + a->files[1] + "'");
     }
-    return report(a->files[0], a->as_json);
+    return report(a->files[0], a->as_json, a->budget);
   };
 }
 
@@ -48,17 +67,22 @@ Body define(CLI::App& app) {
 const Command kReportCommand = {
     "report",
     "summarise a recording: stalls, throughput, DataLoader workers, recommendations",
-    "stallscope report [--json] FILE.db",
+    "stallscope report [--json] [--detail auto|all|DURATION] FILE.db",
     "Analyses a recording made by 'stallscope run' (finished, or still being written) and prints\n"
     "why the training loop waited for its input pipeline: the training window, steps, samples/s,\n"
     "the share of time stalled waiting for data, the DataLoader's settings and queue depth, each\n"
     "worker's CPU, run-queue delay, memory growth and fetch times, and recommendations with the\n"
-    "evidence behind them. Every field and threshold is described in docs/report.md.",
+    "evidence behind them. Every field and threshold is described in docs/report.md.\n"
+    "\n"
+    "A long recording is analysed from its latest part (--detail), so the report's memory and time\n"
+    "stay bounded whatever the length of the run; the \"Over time\" table and its whole-run line\n"
+    "cover all of it, from the summaries the recorder keeps.",
     "Exit status: 0 on success, 1 when FILE.db cannot be read as a recording, 2 on usage errors.\n"
     "\n"
     "Examples:\n"
     "  stallscope report run.db\n"
-    "  stallscope report --json run.db | jq .recommendations",
+    "  stallscope report --json run.db | jq .recommendations\n"
+    "  stallscope report --detail 1h day-long-run.db",
     define,
 };
 

@@ -281,11 +281,18 @@ Result<std::optional<int64_t>> Reader::first_span_bucket(int64_t level_ns, uint3
 
 Result<std::vector<InstantSummaryRow>> Reader::instant_summaries(int64_t level_ns,
                                                                  const std::vector<uint32_t>& name_ids) {
+  return instant_summaries(level_ns, name_ids, INT64_MIN, INT64_MAX);
+}
+
+Result<std::vector<InstantSummaryRow>> Reader::instant_summaries(int64_t level_ns,
+                                                                 const std::vector<uint32_t>& name_ids,
+                                                                 int64_t first_bucket, int64_t last_bucket) {
   if (name_ids.empty()) return std::vector<InstantSummaryRow>{};
   return collect<InstantSummaryRow>(
       *db_,
       "SELECT level_ns, bucket, thread_id, name_id, grp, count FROM instant_summaries WHERE level_ns = " +
-          std::to_string(level_ns) + " AND name_id IN (" + id_list(name_ids) + ") ORDER BY bucket",
+          std::to_string(level_ns) + " AND bucket BETWEEN " + std::to_string(first_bucket) + " AND " +
+          std::to_string(last_bucket) + " AND name_id IN (" + id_list(name_ids) + ") ORDER BY bucket",
       [](const Stmt& s) {
         InstantSummaryRow r;
         r.level_ns = s.int64(0);
@@ -328,16 +335,18 @@ Result<std::vector<SpanRow>> Reader::spans_named_in(const std::vector<uint32_t>&
   return out;
 }
 
-// The first instant id at or after which every row's time is >= ts, give or take kInstantSkewNs:
-// a bisection on id (rows are written in drain order, so time follows id to within the skew).
-Result<int64_t> Reader::instant_id_from(int64_t ts) {
-  auto last = db_->query_int("SELECT coalesce(max(id), 0) FROM instants");
+// The first id of `table` at or after which every row's time `ts_col` is >= ts, give or take
+// kInstantSkewNs: a bisection on id (rows are written in drain order, so time follows id to within
+// the skew). `id_col` is the table's id (rowid for counters).
+Result<int64_t> Reader::id_from(const char* table, const char* id_col, const char* ts_col, int64_t ts) {
+  auto last = db_->query_int(std::string("SELECT coalesce(max(") + id_col + "), 0) FROM " + table);
   if (!last.ok()) return in_file(db_->path(), last.status());
   int64_t lo = 1, hi = *last + 1;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
-    auto t = db_->query_int("SELECT coalesce((SELECT ts_ns FROM instants WHERE id >= " + std::to_string(mid) +
-                            " ORDER BY id LIMIT 1), " + std::to_string(INT64_MAX) + ")");
+    auto t = db_->query_int(std::string("SELECT coalesce((SELECT ") + ts_col + " FROM " + table + " WHERE " + id_col +
+                            " >= " + std::to_string(mid) + " ORDER BY " + id_col + " LIMIT 1), " +
+                            std::to_string(INT64_MAX) + ")");
     if (!t.ok()) return in_file(db_->path(), t.status());
     if (*t < ts) {
       lo = mid + 1;
@@ -348,13 +357,16 @@ Result<int64_t> Reader::instant_id_from(int64_t ts) {
   return lo;
 }
 
+Result<int64_t> Reader::instant_id_from(int64_t ts) { return id_from("instants", "id", "ts_ns", ts); }
+
 Result<std::vector<InstantRow>> Reader::instants_named_in(const std::vector<uint32_t>& name_ids, int64_t t0,
                                                           int64_t t1) {
   std::vector<InstantRow> out;
   if (name_ids.empty()) return out;
-  auto from = instant_id_from(t0 - kInstantSkewNs);
+  // Held at the int64 limits: t0 and t1 may be the ends of time.
+  auto from = instant_id_from(t0 < INT64_MIN + kInstantSkewNs ? INT64_MIN : t0 - kInstantSkewNs);
   if (!from.ok()) return from.status();
-  auto to = instant_id_from(t1 + kInstantSkewNs + 1);
+  auto to = instant_id_from(t1 > INT64_MAX - kInstantSkewNs - 1 ? INT64_MAX : t1 + kInstantSkewNs + 1);
   if (!to.ok()) return to.status();
   Status s = stream(*db_,
                     std::string("SELECT ") + kInstantColumns +
@@ -386,13 +398,76 @@ Result<std::vector<CounterRow>> Reader::counters_of(const std::vector<int64_t>& 
   return out;
 }
 
+Result<std::vector<CounterRow>> Reader::counters_of_from(const std::vector<int64_t>& track_ids, int64_t t0) {
+  std::vector<CounterRow> out;
+  if (track_ids.empty()) return out;
+  auto from = id_from("counters", "rowid", "ts_ns", t0 < INT64_MIN + kInstantSkewNs ? INT64_MIN : t0 - kInstantSkewNs);
+  if (!from.ok()) return from.status();
+  Status s = stream(*db_,
+                    "SELECT track_id, ts_ns, value FROM counters WHERE rowid >= ?1 AND ts_ns >= ?2 AND track_id IN (" +
+                        id_list(track_ids) + ")",
+                    {*from, t0}, [&](const Stmt& st) {
+                      out.push_back(CounterRow{st.int64(0), st.int64(1), st.real(2)});
+                    });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::vector<GpuActivityRow>> Reader::gpu_activities_from(int64_t t0) {
+  auto from =
+      id_from("gpu_activities", "id", "start_ns", t0 < INT64_MIN + kInstantSkewNs ? INT64_MIN : t0 - kInstantSkewNs);
+  if (!from.ok()) return from.status();
+  std::vector<GpuActivityRow> out;
+  Status s = stream(
+      *db_,
+      std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities WHERE id >= ?1 AND start_ns + dur_ns >= ?2",
+      {*from, t0}, [&](const Stmt& st) { out.push_back(decode_gpu_activity(st)); });
+  if (!s.ok()) return s;
+  std::stable_sort(out.begin(), out.end(),
+                   [](const GpuActivityRow& a, const GpuActivityRow& b) { return a.start_ns < b.start_ns; });
+  return out;
+}
+
+Result<std::optional<int64_t>> Reader::time_of_last_rows(int64_t rows) {
+  // Newest first, a page of drains at a time: the drain whose events no longer fit marks the time
+  // from which the later drains' events happened (each drain writes what happened since the one
+  // before).
+  std::optional<int64_t> at;
+  int64_t sum = 0, before = INT64_MAX;
+  while (!at) {
+    int64_t read = 0;
+    Status s = stream(*db_, "SELECT id, ts_ns, events FROM flushes WHERE id < ?1 ORDER BY id DESC LIMIT 4096", {before},
+                      [&](const Stmt& st) {
+                        ++read;
+                        before = st.int64(0);
+                        if (at) return;
+                        const int64_t events = std::max<int64_t>(0, st.int64(2));
+                        if (__builtin_add_overflow(sum, events, &sum) || sum > rows) at = st.int64(1);
+                      });
+    if (!s.ok()) return in_file(db_->path(), s);
+    if (read == 0) break;
+  }
+  return at;
+}
+
 Result<int64_t> Reader::end_ns() {
-  int64_t end = 0;
+  auto end = end_ns_of_flushes_and_processes();
+  if (!end.ok()) return end;
   for (const char* sql :
        {"SELECT coalesce(max(start_ns + coalesce(dur_ns, 0)), 0) FROM spans",
         "SELECT coalesce(max(ts_ns), 0) FROM instants", "SELECT coalesce(max(ts_ns), 0) FROM counters",
-        "SELECT coalesce(max(ts_ns), 0) FROM flushes", "SELECT coalesce(max(start_ns + dur_ns), 0) FROM gpu_activities",
-        "SELECT coalesce(max(max(coalesce(start_ns, 0), coalesce(end_ns, 0))), 0) FROM processes"}) {
+        "SELECT coalesce(max(start_ns + dur_ns), 0) FROM gpu_activities"}) {
+    auto v = db_->query_int(sql);
+    if (!v.ok()) return in_file(db_->path(), v.status());
+    *end = std::max(*end, *v);
+  }
+  return end;
+}
+
+Result<int64_t> Reader::end_ns_of_flushes_and_processes() {
+  int64_t end = 0;
+  for (const char* sql : {"SELECT coalesce(max(ts_ns), 0) FROM flushes",
+                          "SELECT coalesce(max(max(coalesce(start_ns, 0), coalesce(end_ns, 0))), 0) FROM processes"}) {
     auto v = db_->query_int(sql);
     if (!v.ok()) return in_file(db_->path(), v.status());
     end = std::max(end, *v);

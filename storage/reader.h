@@ -89,6 +89,14 @@ class Reader {
   Result<std::vector<SpanRow>> spans_named_in(const std::vector<uint32_t>& name_ids, int64_t t0, int64_t t1);
   Result<std::vector<InstantRow>> instants_named_in(const std::vector<uint32_t>& name_ids, int64_t t0, int64_t t1);
   Result<std::vector<CounterRow>> counters_of(const std::vector<int64_t>& track_ids);
+  // From t0 on: the samples of `track_ids` with ts >= t0 and the GPU activities that end at or after
+  // t0 (by start), each found by a bisection on id as instants_named_in's.
+  Result<std::vector<CounterRow>> counters_of_from(const std::vector<int64_t>& track_ids, int64_t t0);
+  Result<std::vector<GpuActivityRow>> gpu_activities_from(int64_t t0);
+  // Where the latest `rows` events begin: the time of the newest drain (flushes row) such that
+  // the drains after it wrote at most `rows` events; nullopt when the whole recording fits (or it
+  // has no flushes).
+  Result<std::optional<int64_t>> time_of_last_rows(int64_t rows);
   // The summary tables (docs/schema.md, "Summaries"): whether the recording has them (one made
   // before them and not yet upgraded has not), and the rows of one level for the names `name_ids`,
   // ordered by bucket. A day's rows at the 100 s level are a few thousand.
@@ -99,10 +107,15 @@ class Reader {
   Status build_temporary_summaries(const std::function<void(int64_t done, int64_t total)>& progress = {});
   Result<std::vector<SpanSummaryRow>> span_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids);
   Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids);
+  // The same, of the buckets first_bucket..last_bucket only (the key's order: no scan of the level).
+  Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids,
+                                                           int64_t first_bucket, int64_t last_bucket);
   // The first bucket of `level_ns` with a span named `name_id` of group `grp` (nullopt: none).
   Result<std::optional<int64_t>> first_span_bucket(int64_t level_ns, uint32_t name_id, int64_t grp);
-  // The latest time any row reaches (a span that never ended counts at its start).
+  // The latest time any row reaches (a span that never ended counts at its start): a scan of
+  // every table. The part of it from the drains and processes alone, which is cheap.
   Result<int64_t> end_ns();
+  Result<int64_t> end_ns_of_flushes_and_processes();
 
   // Incremental reads: rows with after < id <= upto, in id order, to `row`.
   Result<TableHeads> heads();
@@ -122,6 +135,7 @@ class Reader {
  private:
   explicit Reader(std::unique_ptr<Db> db);
   Result<int64_t> instant_id_from(int64_t ts);
+  Result<int64_t> id_from(const char* table, const char* id_col, const char* ts_col, int64_t ts);
   Result<std::vector<SpanRow>> span_query(const std::string& where, int64_t a, int64_t b);
   std::unique_ptr<Db> db_;
 };

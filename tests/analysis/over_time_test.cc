@@ -57,7 +57,7 @@ class OverTimeFromRecording : public ::testing::Test {
   // A training loader with 2 workers over 3 epochs of about 25 s, its fetches 4x slower from the
   // second epoch on (the loop starts to wait), an optimizer step after every batch, and an
   // evaluation loader in the same process between the epochs that must not count.
-  void record() {
+  void record(bool with_drains = false) {
     RecordingBuilder b(path_);
     SimConfig c;
     c.epochs = 3;
@@ -74,8 +74,21 @@ class OverTimeFromRecording : public ::testing::Test {
     for (int i = 0; i < 40; ++i) {
       b.span(truth_.main_thread, "dl.next", truth_.window_start_ns + 5 * kS + i * 100 * kMs, 30 * kMs, int64_t{1}, i);
     }
+    if (with_drains) {
+      // One drain row at the end that covers every span, as the collector's drains together do: a
+      // report's cut is measured back from the latest drain.
+      b.commit();
+      auto db = Db::open(path_, Db::Mode::kReadOnly);
+      ASSERT_TRUE(db.ok());
+      auto last = (*db)->query_int("SELECT max(id) FROM spans");
+      auto end = (*db)->query_int("SELECT max(start_ns + dur_ns) FROM spans");
+      ASSERT_TRUE(last.ok() && end.ok());
+      end_ns_ = *end;
+      b.writer().add_flush(FlushRow{*end, 1000, 0, int64_t{1}, *last, int64_t{0}, *end});
+    }
     b.finish();
   }
+  int64_t end_ns_ = 0;
 
   Report analyzed(Reader& reader) {
     auto s = load_session(reader);
@@ -199,6 +212,151 @@ TEST_F(OverTimeFromRecording, ADamagedSketchIsAnErrorNotACrash) {
   auto ot = over_time(**reader, r);
   ASSERT_FALSE(ot.ok());
   EXPECT_NE(ot.status().message().find("span_summaries"), std::string::npos) << ot.status().message();
+}
+
+// A long recording's report reads the detail of its latest part only (choose_detail_from,
+// LoadOptions::detail_from_ns): what it reads starts at an epoch's start, the loader's settings
+// and workers from before the cut are still known, and the whole run's figures come from the
+// summaries, equal to those of the report that read every row.
+TEST_F(OverTimeFromRecording, ALongRecordingIsReadFromItsLatestPartAndTheSummariesCoverTheRest) {
+  record(/*with_drains=*/true);
+  auto reader = Reader::open(path_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  const Report whole = analyzed(**reader);
+  auto whole_ot = over_time(**reader, whole);
+  ASSERT_TRUE(whole_ot.ok() && whole_ot->available);
+  auto all = load_session(**reader);
+  ASSERT_TRUE(all.ok());
+
+  // Every row fits the default budget; 'all' cuts nothing.
+  auto none = choose_detail_from(**reader, DetailBudget{});
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_FALSE(none->has_value());
+  DetailBudget everything;
+  everything.all = true;
+  everything.last_ns = 1;
+  ASSERT_FALSE(choose_detail_from(**reader, everything)->has_value());
+
+  // The latest 40 s: the cut moves on to the next epoch's start when one comes soon enough.
+  DetailBudget last;
+  last.last_ns = 40 * kS;
+  auto from = choose_detail_from(**reader, last);
+  ASSERT_TRUE(from.ok()) << from.status().message();
+  ASSERT_TRUE(from->has_value());
+  const int64_t cut = end_ns_ - 40 * kS;
+  std::vector<int64_t> begins;
+  for (const InstantRow& i : all->instants) {
+    if (all->string(i.name_id) == "dl.epoch_begin" && i.arg0 == 0) begins.push_back(i.ts_ns);
+  }
+  ASSERT_EQ(begins.size(), 3u);
+  const auto next_begin = std::lower_bound(begins.begin(), begins.end(), cut);
+  if (next_begin != begins.end() && *next_begin <= cut + 20 * kS) {
+    EXPECT_EQ(**from, *next_begin);
+  } else {
+    EXPECT_EQ(**from, cut);
+  }
+  ASSERT_GT(**from, begins.front());
+
+  LoadOptions options;
+  options.detail_from_ns = **from;
+  auto part = load_session(**reader, options);
+  ASSERT_TRUE(part.ok()) << part.status().message();
+  EXPECT_EQ(part->loaded_from_ns, **from);
+  EXPECT_EQ(part->end_ns, all->end_ns);
+  EXPECT_LT(part->spans.size(), all->spans.size());
+  for (const SpanRow& sp : part->spans) EXPECT_GE(part->span_end(sp), **from);
+  int64_t configs = 0, starts = 0;
+  for (const InstantRow& i : part->instants) {
+    const std::string& name = part->string(i.name_id);
+    configs += name == "dl.config";
+    starts += name == "dl.worker_start";
+    if (i.ts_ns < **from) {
+      EXPECT_TRUE(name == "dl.config" || name.rfind("dl.worker_", 0) == 0) << name;
+    }
+  }
+  EXPECT_EQ(configs, 1);
+  EXPECT_EQ(starts, 2);  // the persistent workers started before the cut
+  // Every row from the cut on is there: the same as the whole load's.
+  auto count_from = [&](const Session& s) {
+    int64_t n = 0;
+    for (const SpanRow& sp : s.spans) n += s.span_end(sp) >= **from;
+    for (const InstantRow& i : s.instants) n += i.ts_ns >= **from;
+    return n;
+  };
+  EXPECT_EQ(count_from(*part), count_from(*all));
+
+  Report r = analyze(*part);
+  ASSERT_TRUE(r.main_loader.has_value());
+  EXPECT_EQ(*r.main_loader, 0);
+  ASSERT_TRUE(r.detail_from_ns.has_value());
+  EXPECT_EQ(*r.detail_from_ns, **from);
+  EXPECT_GE(r.window_start_ns, **from);
+  EXPECT_EQ(r.window_end_ns, whole.window_end_ns);
+  ASSERT_NE(r.loader(), nullptr);
+  EXPECT_EQ(r.loader()->num_workers, whole.loader()->num_workers);
+  ASSERT_EQ(r.workers.size(), 2u);
+  for (const WorkerStats& w : r.workers) {
+    EXPECT_LE(w.life_s, static_cast<double>(r.window_end_ns - **from) / 1e9 + 1) << w.pid;
+    EXPECT_GT(w.busy_fraction, 0.5) << w.pid;  // busy over the life read, not the whole life
+  }
+  bool said = false;
+  for (const std::string& n : r.notes) said |= n.find("a long recording") != std::string::npos;
+  EXPECT_TRUE(said);
+
+  // The whole run from the summaries: what the report of every row gives, period for period.
+  auto ot = over_time(**reader, r);
+  ASSERT_TRUE(ot.ok()) << ot.status().message();
+  ASSERT_TRUE(ot->available) << ot->note;
+  EXPECT_EQ(ot->total.next_calls, 3 * 251);
+  EXPECT_EQ(ot->total.next_calls, whole_ot->total.next_calls);
+  EXPECT_DOUBLE_EQ(ot->total.wait_s, whole_ot->total.wait_s);
+  EXPECT_EQ(ot->total.steps, whole_ot->total.steps);
+  EXPECT_EQ(ot->total.fetches, whole_ot->total.fetches);
+  EXPECT_EQ(ot->total.fetch_p99_ms, whole_ot->total.fetch_p99_ms);
+  EXPECT_LE(ot->periods.front().t0_ns, whole.window_start_ns + kS);
+  double wait_ns = 0;
+  for (const SpanRow& sp : all->spans) {
+    if (all->string(sp.name_id) == "dl.next" && sp.arg0 == 0 && sp.dur_ns) wait_ns += static_cast<double>(*sp.dur_ns);
+  }
+  EXPECT_NEAR(ot->total.wait_s, wait_ns / 1e9, 1e-9);
+  const Json j = to_json([&] {
+    Report with = r;
+    with.over_time = *ot;
+    return with;
+  }());
+  EXPECT_EQ(j["over_time"]["total"]["next_calls"].get<int64_t>(), 3 * 251);
+  EXPECT_EQ(j["detail_from_ns"].get<int64_t>(), **from);
+}
+
+TEST_F(OverTimeFromRecording, TheLatestRowsAreCountedFromTheDrains) {
+  record(/*with_drains=*/true);
+  // Drains of 1,000 events every 10 s after the recording's own one: the newest 2,500 events are
+  // those of the last two; the cut is the time of the third from the end.
+  {
+    auto db = Db::open(path_, Db::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok());
+    for (int k = 1; k <= 5; ++k) {
+      ASSERT_TRUE((*db)
+                      ->exec("INSERT INTO flushes (ts_ns, events, dropped_total) VALUES (" +
+                             std::to_string(end_ns_ + k * 10 * kS) + ", 1000, 0)")
+                      .ok());
+    }
+  }
+  auto reader = Reader::open(path_);
+  ASSERT_TRUE(reader.ok());
+  auto at = (*reader)->time_of_last_rows(2500);
+  ASSERT_TRUE(at.ok()) << at.status().message();
+  ASSERT_TRUE(at->has_value());
+  EXPECT_EQ(**at, end_ns_ + 30 * kS);
+  auto fits = (*reader)->time_of_last_rows(6000);
+  ASSERT_TRUE(fits.ok());
+  EXPECT_FALSE(fits->has_value());
+  DetailBudget rows;
+  rows.max_rows = 2500;
+  auto from = choose_detail_from(**reader, rows);
+  ASSERT_TRUE(from.ok());
+  ASSERT_TRUE(from->has_value());  // no epoch begins after the recording's end: the cut itself
+  EXPECT_EQ(**from, end_ns_ + 30 * kS);
 }
 
 }  // namespace

@@ -105,6 +105,52 @@ def test_the_report_over_time_agrees_with_the_rows(recording):
     assert all(p["fetch_p50_ms"] is None or 0 < p["fetch_p50_ms"] <= p["fetch_p99_ms"] for p in periods)
 
 
+def test_report_detail_reads_the_latest_part_and_the_whole_run_from_the_summaries(recording):
+    """`report --detail DURATION` (the way a day-long recording is read by default, docs/report.md):
+    the figures cover the latest part, from an epoch's start, and the over-time totals, from the
+    summaries, are the whole run's, the same as the report of every event gives."""
+    db, _, json_report = recording
+    whole = json.loads(json_report)
+    assert whole["detail_from_ns"] is None
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        last_drain = con.execute("SELECT max(ts_ns) FROM flushes").fetchone()[0]
+    finally:
+        con.close()
+    # The latest part from two thirds into the training window: the detail is measured back from
+    # the latest drain.
+    start, end = whole["window"]["start_ns"], whole["window"]["end_ns"]
+    r = report(db, "--json", "--detail", f"{(last_drain - (start + 2 * (end - start) // 3)) / 1e9:.6f}s")
+    assert r.returncode == 0, r.stderr
+    part = json.loads(r.stdout)
+    cut = part["detail_from_ns"]
+    assert cut is not None and whole["window"]["start_ns"] < cut < whole["window"]["end_ns"], (cut, whole["window"])
+    assert part["window"]["start_ns"] >= cut and part["window"]["end_ns"] == whole["window"]["end_ns"]
+    assert any("a long recording" in n for n in part["notes"]), part["notes"]
+    assert 0 < part["steps"] < whole["steps"]
+    # The loaders' settings, recorded before the cut, are still known.
+    settings = ("config_recorded", "batch_size", "num_workers", "persistent_workers", "prefetch_factor", "name")
+    def chosen(rep):
+        return [{k: x[k] for k in settings} for x in rep["loaders"]]
+
+    assert chosen(part) == chosen(whole)
+    assert part["loaders"][0]["config_recorded"]
+    keys = ("next_calls", "wait_s", "steps", "fetches", "fetch_p50_ms", "fetch_p99_ms")
+    assert {k: part["over_time"]["total"][k] for k in keys} == {k: whole["over_time"]["total"][k] for k in keys}
+    assert whole["over_time"]["total"]["next_calls"] == sum(p["next_calls"] for p in whole["over_time"]["periods"])
+    # all: every event, the same document as the default for a recording this short
+    assert json.loads(report(db, "--json", "--detail", "all").stdout) == whole
+
+
+@pytest.mark.parametrize("value", ["soon", "-5m", "0", ""])
+def test_report_detail_rejects_what_is_not_auto_all_or_a_duration(recording, value):
+    db, _, _ = recording
+    r = report(db, "--detail", value)
+    assert r.returncode == 2 and r.stdout == "", r
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--detail" in lines[0] and "auto, all or a duration" in lines[0], r.stderr
+
+
 def test_an_older_recording_gets_the_same_summaries_on_its_first_report(recording, tmp_path):
     original, rows, json_report = recording
     db = tmp_path / "run.db"
