@@ -364,8 +364,10 @@ std::string short_summary(const Report& r) {
   if (!r.dataloader_seen || r.steps == 0) {
     o += "stallscope: no DataLoader training loop was seen in this recording\n";
   } else {
-    o += "stallscope: " + fixed(r.wall_s, 1) + " s of training, " + grouped(r.steps) + " steps, " +
-         or_dash(r.samples_per_s, [](double v) { return fixed(v, 1); }) + " samples/s\n";
+    o += "stallscope: " + fixed(r.wall_s, 1) + " s of training" +
+         (r.detail_from_ns ? " (the latest, from " + clock_time(*r.detail_from_ns, 0) + ")" : "") + ", " +
+         grouped(r.steps) + " steps, " + or_dash(r.samples_per_s, [](double v) { return fixed(v, 1); }) +
+         " samples/s\n";
     if (r.mode == vocab::kModeGpu) {
       o += "stallscope:   GPU busy " + percent(r.gpu.busy_fraction) + ", idle " + percent(r.stall.fraction) +
            " (waiting for data " + percent(r.data_wait_fraction()) + ", transfers " +

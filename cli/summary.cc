@@ -26,6 +26,7 @@
 
 #include "analysis/report.h"
 #include "analysis/session.h"
+#include "storage/reader.h"
 
 namespace {
 
@@ -96,7 +97,17 @@ uint64_t data_bytes() {
   }
   int code = 0;
   try {
-    auto session = stallscope::analysis::load_session(db_path);
+    // A long run's latest part, as `stallscope report` reads it: memory that does not grow with
+    // the length of the run.
+    auto session = [&]() -> stallscope::Result<stallscope::analysis::Session> {
+      auto reader = stallscope::Reader::open(db_path);
+      if (!reader.ok()) return reader.status();
+      auto from = stallscope::analysis::choose_detail_from(**reader, {});
+      if (!from.ok()) return from.status();
+      stallscope::analysis::LoadOptions options;
+      options.detail_from_ns = *from;
+      return stallscope::analysis::load_session(**reader, options);
+    }();
     if (session.ok()) {
       const std::string text = stallscope::analysis::short_summary(stallscope::analysis::analyze(*session));
       for (size_t done = 0; done < text.size();) {

@@ -341,7 +341,7 @@ Result<std::vector<SpanRow>> Reader::spans_named_in(const std::vector<uint32_t>&
 Result<int64_t> Reader::id_from(const char* table, const char* id_col, const char* ts_col, int64_t ts) {
   auto last = db_->query_int(std::string("SELECT coalesce(max(") + id_col + "), 0) FROM " + table);
   if (!last.ok()) return in_file(db_->path(), last.status());
-  int64_t lo = 1, hi = *last + 1;
+  int64_t lo = 1, hi = *last < INT64_MAX ? *last + 1 : INT64_MAX;  // a damaged file's ids can be anything
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
     auto t = db_->query_int(std::string("SELECT coalesce((SELECT ") + ts_col + " FROM " + table + " WHERE " + id_col +

@@ -96,6 +96,24 @@ def load_bench_run():
     return module
 
 
+def test_report_bench_runs(tmp_path):
+    """bench/report_bench.py generates a recording, times its report both ways and prints the table."""
+    if not (BUILD / "bin" / "ui_bench").exists():
+        pytest.skip("ui_bench is not built (no dashboard libraries)")
+    rows = tmp_path / "rows.jsonl"
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "report_bench.py"), "--build", str(BUILD), "--hours",
+                        "0.02", "--reps", "1", "--all-up-to", "1", "--dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300,
+                       env={**base_env(), "STALLSCOPE_BENCH_ROWS": str(rows)})
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert (tmp_path / "stallscope-report-bench-0.02h.db").exists()
+    lines = {ln.split("  ")[0]: ln for ln in r.stdout.splitlines() if ln.startswith("0.02 h")}
+    assert set(lines) == {"0.02 h, --detail auto", "0.02 h, --detail all"}, r.stdout
+    assert re.search(r"\d+\.\d\d s +\d+ MB +< 10 s, < 300 MB (met|NOT met)", lines["0.02 h, --detail auto"]), r.stdout
+    got = [json.loads(x) for x in rows.read_text().splitlines()]
+    assert len(got) == 1 and got[0]["row"].startswith("report of a 0.02-hour recording"), got
+
+
 def test_bench_run_quick(tmp_path):
     """bench/run runs benchmarks and gathers their rows into one table, goal beside figure."""
     out = tmp_path / "results.md"
