@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -96,10 +97,15 @@ void uninstall_signal_flush() {
   }
 }
 
-int start_session(const char* db_path, char* err, size_t err_len) {
+int start_session(const char* db_path, int64_t keep_detail_ns, char* err, size_t err_len) {
   std::lock_guard<std::mutex> g(g_mu);
   if (db_path == nullptr || *db_path == '\0') {
     write_error(err, err_len, "no database path given");
+    return -1;
+  }
+  constexpr int64_t kMinKeepDetailNs = 10'000'000'000;  // as `stallscope run --keep-detail`
+  if (keep_detail_ns != 0 && keep_detail_ns < kMinKeepDetailNs) {
+    write_error(err, err_len, "keep_detail must be at least 10 s (or 0 to keep every event)");
     return -1;
   }
   if (g_generation.load() != 0) {
@@ -113,7 +119,9 @@ int start_session(const char* db_path, char* err, size_t err_len) {
     write_error(err, err_len, error);
     return -1;
   }
-  auto rec = Recorder::start(arena, db_path, {{"mode", "in-process"}});
+  std::map<std::string, std::string> meta = {{"mode", "in-process"}};
+  if (keep_detail_ns > 0) meta["keep_detail_ns"] = std::to_string(keep_detail_ns);
+  auto rec = Recorder::start(arena, db_path, meta);
   if (!rec.ok()) {
     Arena::unlink(name);
     write_error(err, err_len, rec.status().message());
@@ -164,7 +172,7 @@ __attribute__((constructor)) void stallscope_preload_init() {
     const char* out = std::getenv("STALLSCOPE_OUTPUT");
     if (out != nullptr && *out != '\0') {
       char err[512];
-      if (start_session(out, err, sizeof err) != 0) {
+      if (start_session(out, 0, err, sizeof err) != 0) {
         std::fprintf(stderr, "stallscope: cannot record to %s (%s); the program runs unrecorded\n", out, err);
       } else {
         offer_nvtx_injection();
@@ -311,8 +319,12 @@ __attribute__((visibility("default"))) int ss_attach_end(const char* code, char*
 }
 
 int ss_session_start(const char* db_path, char* err, size_t err_len) {
+  return ss_session_start_keep(db_path, 0, err, err_len);
+}
+
+int ss_session_start_keep(const char* db_path, int64_t keep_detail_ns, char* err, size_t err_len) {
   try {
-    return start_session(db_path, err, err_len);
+    return start_session(db_path, keep_detail_ns, err, err_len);
   } catch (const std::exception& e) {
     write_error(err, err_len, e.what());
   } catch (...) {

@@ -56,6 +56,9 @@ STALLSCOPE_API int ss_gpu_capture_on(void);
 /* Starts an in-process session writing `db_path` (this process owns the drainer). Returns 0 on
  * success; on failure returns -1 and writes a one-line reason into err[err_len]. */
 STALLSCOPE_API int ss_session_start(const char* db_path, char* err, size_t err_len);
+/* The same, keeping every event of the latest `keep_detail_ns` only, and the summaries of the
+ * whole run (`stallscope run --keep-detail`): 0 keeps every event; otherwise at least 10 s. */
+STALLSCOPE_API int ss_session_start_keep(const char* db_path, int64_t keep_detail_ns, char* err, size_t err_len);
 /* Ends the session started by ss_session_start: final flush, database closed. Returns 0 on success. */
 STALLSCOPE_API int ss_session_stop(void);
 /* Name of the session's shared-memory arena (the value children need in STALLSCOPE_SHM to join),

@@ -8,6 +8,9 @@ Two ways to record a script:
     with stallscope.record("run.db"):                  # or stallscope.start(path) / stop()
         train()
 
+    with stallscope.record("run.db", keep_detail="6h"):  # a run of days: the latest 6 h in full
+        train()
+
 Either way the DataLoader hooks (stallscope.hooks) record every torch DataLoader the program
 iterates, in the training process and in its worker processes (forked or spawned), into one
 SQLite database; see docs/events.md for what is recorded.
@@ -18,6 +21,8 @@ The package also ships a prefetching loader with native threads, `stallscope.Ref
 Importing this package is cheap: it loads neither torch nor the native library; those load on
 first use (ReferenceLoader, LoaderError and ImageTransform are imported when first named).
 """
+
+from __future__ import annotations
 
 import os
 import sys
@@ -48,19 +53,58 @@ def _say(msg: str) -> None:
         pass
 
 
-def start(path) -> bool:
+_DURATION_UNITS = {"s": 1, "": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def _duration_ns(value) -> int | None:
+    """A duration as `stallscope run --keep-detail` takes it ("90s", "30m", "1.5h", "2d", or a
+    number of seconds) in ns; None for anything else, zero or less."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        v = value.strip()
+        unit = v.lstrip("0123456789.")
+        number = v[: len(v) - len(unit)]
+        if unit not in _DURATION_UNITS or not number:
+            return None
+        try:
+            seconds = float(number) * _DURATION_UNITS[unit]
+        except ValueError:
+            return None
+    else:
+        return None
+    if not (0 < seconds < 9e9):  # NaN and ~290 years are not durations either
+        return None
+    return int(seconds * 1e9)
+
+
+def start(path, keep_detail=None) -> bool:
     """Starts recording this process (and the DataLoader workers it starts) into `path`.
 
+    keep_detail: keep every event of the latest this much only, and the summaries of the whole
+    run (as `stallscope run --keep-detail`): "30m", "6h", "2d" or seconds, at least 10 s; None
+    keeps every event.
+
     Returns True if recording started. On failure (library missing, path not writable, already
-    recording) prints one `stallscope:` line and returns False: the program goes on unrecorded.
+    recording, a keep_detail that is not a duration) prints one `stallscope:` line and returns
+    False: the program goes on unrecorded.
     """
     global _started
     from . import _native as N
 
     path = os.fspath(path)
+    keep_ns = 0
+    if keep_detail is not None:
+        keep_ns = _duration_ns(keep_detail)
+        if keep_ns is None or keep_ns < 10_000_000_000:
+            _say(f"cannot record to {path} (keep_detail={keep_detail!r} is not a duration of at least 10 s, "
+                 "such as '30m', '6h' or 600); the program runs unrecorded")
+            return False
     if not N.available:
         return False  # _native already said why
-    ok, why = N.session_start(path)
+    ok, why = N.session_start(path, keep_ns)
     if not ok:
         _say(f"cannot record to {path} ({why}); the program runs unrecorded")
         return False
@@ -127,12 +171,13 @@ class record:
     manager so that no stallscope frame sits between the user's code and an exception it raises.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, keep_detail=None):
         self.path = path
+        self.keep_detail = keep_detail
         self.recording = False
 
     def __enter__(self):
-        self.recording = start(self.path)
+        self.recording = start(self.path, keep_detail=self.keep_detail)
         return self.recording
 
     def __exit__(self, *exc):

@@ -41,6 +41,7 @@ _SIGNATURES = {
     "ss_dropped_events": (_u64, [], True),
     "ss_version": (ctypes.c_char_p, [], True),
     "ss_session_start": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t], False),
+    "ss_session_start_keep": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p, ctypes.c_size_t], False),
     "ss_session_stop": (ctypes.c_int, [], False),
     "ss_session_shm": (ctypes.c_char_p, [], True),
     "ss_attach_end": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t], False),
@@ -120,7 +121,7 @@ if available:
     _ss_counter_track = _f["ss_counter_track"]
     _ss_thread_name = _f["ss_thread_name"]
     _ss_version = _f["ss_version"]
-    _ss_session_start = _f["ss_session_start"]
+    _ss_session_start = _f["ss_session_start_keep"]
     _ss_session_stop = _f["ss_session_stop"]
     _ss_session_shm = _f["ss_session_shm"]
     _ss_is_recording = _f["ss_is_recording"]
@@ -204,12 +205,13 @@ def session_shm() -> str | None:
     return v.decode() if v else None
 
 
-def session_start(db_path: str) -> tuple[bool, str]:
-    """Starts an in-process session writing db_path. Returns (ok, reason if not ok)."""
+def session_start(db_path: str, keep_detail_ns: int = 0) -> tuple[bool, str]:
+    """Starts an in-process session writing db_path, keeping every event of the latest
+    keep_detail_ns only (0: all). Returns (ok, reason if not ok)."""
     if _ss_session_start is None:
         return False, f"{_LIB_NAME} not loaded: {load_error}"
     err = ctypes.create_string_buffer(512)
-    rc = _ss_session_start(os.fsencode(db_path), err, len(err))
+    rc = _ss_session_start(os.fsencode(db_path), keep_detail_ns, err, len(err))
     if rc != 0:
         return False, err.value.decode("utf-8", "replace") or "unknown error"
     return True, ""

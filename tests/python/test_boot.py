@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -145,6 +146,42 @@ def test_record_start_stop_sets_and_restores_the_environment(tmp_path):
     assert r.rc == 0, r.stderr
     assert "DURING True True True True" in r.stdout and "AFTER None None False" in r.stdout
     assert (tmp_path / "x.db").exists()
+
+
+def test_record_keep_detail_reaches_the_recorder(tmp_path):
+    """stallscope.record(path, keep_detail=...) is `stallscope run --keep-detail` in-process: the
+    recorder's writer gets the window (meta keep_detail_ns, which it reads at start)."""
+    code = py(f"""
+        import stallscope
+        for name, keep in (("a", "10s"), ("b", "1.5h"), ("c", 90), ("d", None)):
+            with stallscope.record({str(tmp_path)!r} + "/" + name + ".db", keep_detail=keep) as recording:
+                print(name, recording)
+    """)
+    r = run_plain(code, env=base_env(PYTHONPATH=str(PYTHON_DIR), STALLSCOPE_LIBRARY=str(LIBRARY)))
+    assert r.rc == 0 and r.stderr == "", r.stderr
+    assert r.stdout.split() == ["a", "True", "b", "True", "c", "True", "d", "True"], r.stdout
+    for name, want in (("a", "10000000000"), ("b", "5400000000000"), ("c", "90000000000"), ("d", None)):
+        con = sqlite3.connect(tmp_path / f"{name}.db")
+        try:
+            got = con.execute("SELECT value FROM meta WHERE key = 'keep_detail_ns'").fetchone()
+        finally:
+            con.close()
+        assert (got[0] if got else None) == want, (name, got)
+
+
+@pytest.mark.parametrize("keep", ["'soon'", "'5s'", "0", "True", "'-1h'", "float('nan')"])
+def test_record_keep_detail_that_is_not_a_duration_runs_the_body_unrecorded(tmp_path, keep):
+    code = py(f"""
+        import stallscope
+        with stallscope.record({str(tmp_path / 'x.db')!r}, keep_detail={keep}) as recording:
+            print("BODY", recording, stallscope.is_recording())
+    """)
+    r = run_plain(code, env=base_env(PYTHONPATH=str(PYTHON_DIR), STALLSCOPE_LIBRARY=str(LIBRARY)))
+    assert r.rc == 0, r.stderr
+    assert "BODY False False" in r.stdout, r.stdout
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "keep_detail=" in lines[0] and "at least 10 s" in lines[0], r.stderr
+    assert not (tmp_path / "x.db").exists()
 
 
 # ----------------------------------------------------------------------------- traceback stripping
