@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "analysis/over_time.h"
 #include "analysis/session.h"
 #include "common/json.h"
 #include "ui/append_log.h"
@@ -190,7 +191,7 @@ Style cause_style(const std::string& cause) {
 
 }  // namespace
 
-std::shared_ptr<const AnalysisView> build_analysis_view(const analysis::Session& s) {
+std::shared_ptr<AnalysisView> build_analysis_view(const analysis::Session& s) {
   auto v = std::make_shared<AnalysisView>();
   v->model = analysis::build_dataloader_model(s);
   v->report = analysis::analyze(s, v->model);
@@ -285,10 +286,21 @@ std::shared_ptr<const AnalysisView> build_analysis_view(const analysis::Session&
 }
 
 Result<std::shared_ptr<const AnalysisView>> run_analysis(const std::string& path) {
+  auto reader = Reader::open(path);
+  if (!reader.ok()) return reader.status();
+  // A long recording's latest part, as `stallscope report` reads it: each pass (they rerun while
+  // following a live run) costs the same however long the run has gone on.
+  auto from = analysis::choose_detail_from(**reader, {});
+  if (!from.ok()) return from.status();
   analysis::LoadOptions opt;
-  auto s = analysis::load_session(path, opt);
+  opt.detail_from_ns = *from;
+  auto s = analysis::load_session(**reader, opt);
   if (!s.ok()) return s.status();
-  return build_analysis_view(*s);
+  auto view = build_analysis_view(*s);
+  // The training loader over the whole run, from the summaries; never a reason the pass fails.
+  auto over_time = analysis::over_time(**reader, view->report);
+  if (over_time.ok()) view->report.over_time = std::move(*over_time);
+  return std::shared_ptr<const AnalysisView>(std::move(view));
 }
 
 }  // namespace stallscope::ui

@@ -79,9 +79,11 @@ struct AnalysisView {
   const analysis::BatchInfo* batch_of(const Lane& lane, const Track& track, const Marker& m) const;
 };
 
-// Loads `path` (its own read-only connection), analyses it and derives the above.
+// Loads `path` (its own read-only connection), analyses it and derives the above: a long
+// recording from its latest part, as `stallscope report` (analysis::choose_detail_from), with
+// report.over_time read from the summaries for the whole run.
 Result<std::shared_ptr<const AnalysisView>> run_analysis(const std::string& path);
 // The same from a loaded Session (tests, and the path above).
-std::shared_ptr<const AnalysisView> build_analysis_view(const analysis::Session& s);
+std::shared_ptr<AnalysisView> build_analysis_view(const analysis::Session& s);
 
 }  // namespace stallscope::ui
