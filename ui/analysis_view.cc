@@ -285,12 +285,13 @@ std::shared_ptr<AnalysisView> build_analysis_view(const analysis::Session& s) {
   return v;
 }
 
-Result<std::shared_ptr<const AnalysisView>> run_analysis(const std::string& path) {
+Result<std::shared_ptr<const AnalysisView>> run_analysis(const std::string& path,
+                                                         const analysis::DetailBudget& budget) {
   auto reader = Reader::open(path);
   if (!reader.ok()) return reader.status();
   // A long recording's latest part, as `stallscope report` reads it: each pass (they rerun while
   // following a live run) costs the same however long the run has gone on.
-  auto from = analysis::choose_detail_from(**reader, {});
+  auto from = analysis::choose_detail_from(**reader, budget);
   if (!from.ok()) return from.status();
   analysis::LoadOptions opt;
   opt.detail_from_ns = *from;

@@ -14,6 +14,7 @@
 
 #include "analysis/dataloader.h"
 #include "analysis/report.h"
+#include "analysis/session.h"
 #include "common/status.h"
 #include "ui/snapshot.h"
 
@@ -82,7 +83,8 @@ struct AnalysisView {
 // Loads `path` (its own read-only connection), analyses it and derives the above: a long
 // recording from its latest part, as `stallscope report` (analysis::choose_detail_from), with
 // report.over_time read from the summaries for the whole run.
-Result<std::shared_ptr<const AnalysisView>> run_analysis(const std::string& path);
+Result<std::shared_ptr<const AnalysisView>> run_analysis(const std::string& path,
+                                                         const analysis::DetailBudget& budget = {});
 // The same from a loaded Session (tests, and the path above).
 std::shared_ptr<AnalysisView> build_analysis_view(const analysis::Session& s);
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "analysis/format.h"
 #include "ui/format.h"
 #include "ui/palette.h"
 #include "ui/views.h"
@@ -57,13 +58,15 @@ std::string with_unit(const std::string& v, const std::string& unit) {
 struct CardText {
   std::string big, scope, small;
 };
-CardText card_text(const Card& c, bool live) {
+// `run`: what the run's figures cover ("run", or "since 23:12:04" for a long recording analysed
+// from its latest part).
+CardText card_text(const Card& c, bool live, const std::string& run) {
   const std::string last = "last " + std::to_string(kNowNs / 1'000'000'000) + " s";
   const std::string detail = c.run_detail.empty() ? "" : ", " + c.run_detail;
   if (live) {
-    return {c.now, last, c.note.empty() ? "run: " + with_unit(c.run, c.unit) + detail : c.note};
+    return {c.now, last, c.note.empty() ? run + ": " + with_unit(c.run, c.unit) + detail : c.note};
   }
-  return {c.run, "run",
+  return {c.run, run,
           c.note.empty() ? (c.run_detail.empty() ? "" : c.run_detail + "; ") + last + ": " + with_unit(c.now, c.unit)
                          : c.note};
 }
@@ -218,11 +221,13 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
   // off, or a finished file still being read): the run's figures first.
   const SourceState state = f.snap ? f.snap->state : SourceState::kFinished;
   const bool live = state == SourceState::kLive || (state == SourceState::kLoading && f.tl && !f.tl->complete);
+  const std::string run_scope =
+      rep && rep->detail_from_ns ? "since " + analysis::clock_time(*rep->detail_from_ns, 0) : std::string("run");
   const float gap = 8;
   const float cw = (size.x - gap * 3) / 4;
   for (size_t i = 0; i < cards.size(); ++i) {
     const ImVec2 p0(pos.x + static_cast<float>(i) * (cw + gap), pos.y);
-    const CardText t = card_text(cards[i], live);
+    const CardText t = card_text(cards[i], live, run_scope);
     draw_card(dl, *f.fonts, cards[i], t, p0, ImVec2(p0.x + cw, pos.y + size.y));
     if (f.dump) {
       f.dump->headline.push_back(cards[i].label + ": " + t.big + " " + cards[i].unit);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "analysis/format.h"
 #include "storage/writer.h"
 #include "tests/ui/headless.h"
 #include "tests/ui/sim_recording.h"
@@ -163,6 +164,38 @@ TEST_F(ViewsTest, TheHeadlineShowsTheRunInAReplayAndTheLastSecondsLive) {
   // Live, the stall card's big figure is the last 2 s (whole percent), not the run's (one decimal).
   EXPECT_EQ(live.cards[1].big.find('.'), std::string::npos) << live.cards[1].big;
   EXPECT_NE(replay.cards[1].big.find('.'), std::string::npos) << replay.cards[1].big;
+}
+
+// A long recording's analysis covers its latest part (as `stallscope report`): the headline's
+// cards say since when, and the whole run's over-time totals are the same as the full analysis's.
+TEST_F(ViewsTest, ALongRecordingsHeadlineSaysSinceWhenItsFiguresCount) {
+  const std::string path = dir_.file("long.db");
+  testing::SimOptions o = opt_;
+  o.epochs = 6;
+  o.commit_rows = 400;  // many drains, so that the latest rows can be counted from them
+  testing::write_sim_recording(path, o);
+  auto whole = run_analysis(path);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  ASSERT_FALSE((*whole)->report.detail_from_ns.has_value());
+  analysis::DetailBudget budget;
+  budget.max_rows = 2000;
+  auto part = run_analysis(path, budget);
+  ASSERT_TRUE(part.ok()) << part.status().message();
+  const analysis::Report& rep = (*part)->report;
+  ASSERT_TRUE(rep.detail_from_ns.has_value());
+  EXPECT_GT(*rep.detail_from_ns, (*whole)->report.window_start_ns);
+  EXPECT_LT(rep.steps, (*whole)->report.steps);
+  ASSERT_TRUE(rep.over_time.available) << rep.over_time.note;
+  EXPECT_EQ(rep.over_time.total.next_calls, (*whole)->report.over_time.total.next_calls);
+  EXPECT_DOUBLE_EQ(rep.over_time.total.wait_s, (*whole)->report.over_time.total.wait_s);
+
+  auto snap = std::make_shared<Snapshot>(*testing::load_snapshot(path, /*analysis=*/false));
+  snap->analysis = *part;
+  testing::Headless h;
+  Dashboard dash;
+  const LayoutDump d = h.dashboard(dash, *snap);
+  ASSERT_EQ(d.cards.size(), 4u);
+  for (const auto& c : d.cards) EXPECT_EQ(c.scope, "since " + analysis::clock_time(*rep.detail_from_ns, 0)) << c.label;
 }
 
 TEST_F(ViewsTest, ThePanelTableLaysOutDrawsAndTimesEveryPanel) {
