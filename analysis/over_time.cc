@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <unordered_set>
 
 #include "analysis/report.h"
@@ -74,11 +75,12 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
 
   auto strings = reader.strings();
   if (!strings.ok()) return strings.status();
-  std::optional<uint32_t> next_id, step_id, fetch_id;
+  std::optional<uint32_t> next_id, step_id, fetch_id, start_id;
   for (const auto& [id, value] : *strings) {
     if (value == "dl.next") next_id = id;
     if (value == "dl.step") step_id = id;
     if (value == "dl.fetch") fetch_id = id;
+    if (value == "dl.worker_start") start_id = id;
   }
 
   // The training process's threads, and its loader's worker processes' threads.
@@ -95,9 +97,36 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
     if (p.pid == r.train_pid) train_processes.insert(p.id);
     if (worker_pids.count(p.pid) != 0) worker_processes.insert(p.id);
   }
-  std::unordered_set<int64_t> train_threads, worker_threads;
+  std::unordered_set<int64_t> train_threads;
   for (const ThreadRow& t : *threads) {
     if (train_processes.count(t.process_id) != 0) train_threads.insert(t.id);
+  }
+  // Read from a later point (detail_from_ns), the report knows the workers whose dl.worker_start it
+  // read: not those of every epoch before. A child of the training process that started in a 100-s
+  // interval where only the training loader started workers (the instant summaries) is one of them.
+  if (r.detail_from_ns && start_id) {
+    auto starts = reader.instant_summaries(kSummaryLevelsNs.back(), {*start_id});
+    if (!starts.ok()) return starts.status();
+    std::map<int64_t, std::set<int64_t>> starters;  // bucket -> loaders that started workers in it
+    for (const InstantSummaryRow& row : *starts) {
+      if (train_threads.count(row.thread_id) != 0) starters[row.bucket].insert(row.grp);
+    }
+    std::unordered_set<int64_t> known;  // every loader's workers the report has
+    for (const WorkerStats& w : r.workers) known.insert(w.pid);
+    for (const ProcessRow& p : *processes) {
+      if (!p.ppid || *p.ppid != r.train_pid || !p.start_ns || known.count(p.pid) != 0) continue;
+      const int64_t b = summary_bucket(*p.start_ns, kSummaryLevelsNs.back());
+      bool main_only = false, other = false;
+      for (int64_t near : {b - 1, b, b + 1}) {
+        auto it = starters.find(near);
+        if (it == starters.end()) continue;
+        for (int64_t loader : it->second) (loader == *r.main_loader ? main_only : other) = true;
+      }
+      if (main_only && !other) worker_processes.insert(p.id);
+    }
+  }
+  std::unordered_set<int64_t> worker_threads;
+  for (const ThreadRow& t : *threads) {
     if (worker_processes.count(t.process_id) != 0) worker_threads.insert(t.id);
   }
 

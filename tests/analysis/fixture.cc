@@ -35,10 +35,10 @@ uint32_t RecordingBuilder::str(std::string_view s) {
 }
 
 int64_t RecordingBuilder::process(int64_t pid, std::optional<int64_t> start_ns, std::optional<int64_t> end_ns,
-                                  std::string cmdline) {
+                                  std::string cmdline, int64_t ppid) {
   ProcessRow p;
   p.pid = pid;
-  p.ppid = 1;
+  p.ppid = ppid;
   p.cmdline = std::move(cmdline);
   p.start_ns = start_ns;
   p.end_ns = end_ns;
@@ -168,7 +168,7 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
         Worker wk;
         wk.pid = next_pid++;
         wk.start_ns = begin;
-        wk.row = b.process(wk.pid, begin);
+        wk.row = b.process(wk.pid, begin, std::nullopt, "python train.py", c.main_pid);  // forked by the loop
         wk.thread = b.thread(wk.row, wk.pid, "MainThread");
         wk.free_ns = begin + c.worker_boot_ns;
         if (c.write_worker_start) b.instant(main, "dl.worker_start", begin, L, w, wk.pid);

@@ -27,7 +27,7 @@ class RecordingBuilder {
 
   uint32_t str(std::string_view s);  // interns; ids from 1
   int64_t process(int64_t pid, std::optional<int64_t> start_ns = 0, std::optional<int64_t> end_ns = std::nullopt,
-                  std::string cmdline = "python train.py");
+                  std::string cmdline = "python train.py", int64_t ppid = 1);
   void end_process(int64_t process_row, int64_t end_ns);
   int64_t thread(int64_t process_row, int64_t tid, std::string name = "MainThread");
   int64_t span(int64_t thread, std::string_view name, int64_t start_ns, std::optional<int64_t> dur_ns, Arg a0 = {},

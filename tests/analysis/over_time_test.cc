@@ -319,6 +319,18 @@ TEST_F(OverTimeFromRecording, ALongRecordingIsReadFromItsLatestPartAndTheSummari
     if (all->string(sp.name_id) == "dl.next" && sp.arg0 == 0 && sp.dur_ns) wait_ns += static_cast<double>(*sp.dur_ns);
   }
   EXPECT_NEAR(ot->total.wait_s, wait_ns / 1e9, 1e-9);
+  // Workers whose start was not read (those of earlier epochs, on a long run): the training
+  // process's children started where only the training loader started workers still count.
+  Report unknown_workers = r;
+  unknown_workers.workers.clear();
+  auto by_children = over_time(**reader, unknown_workers);
+  ASSERT_TRUE(by_children.ok()) << by_children.status().message();
+  EXPECT_EQ(by_children->total.fetches, whole_ot->total.fetches);
+  EXPECT_EQ(by_children->total.fetch_p50_ms, whole_ot->total.fetch_p50_ms);
+  unknown_workers.detail_from_ns.reset();  // read whole, the report's workers are all there are
+  auto whole_read = over_time(**reader, unknown_workers);
+  ASSERT_TRUE(whole_read.ok());
+  EXPECT_EQ(whole_read->total.fetches, 0);
   const Json j = to_json([&] {
     Report with = r;
     with.over_time = *ot;
