@@ -123,6 +123,32 @@ void Session::drop_impossible_rows() {
 
 namespace {
 
+using RunCounts = std::map<std::pair<int64_t, int64_t>, int64_t>;  // (thread id, loader) -> count
+
+// The whole run's next() calls and optimizer steps by (thread, loader), from the summaries' 100-s
+// level; held at INT64_MAX (a damaged file's counts can be anything).
+Status run_counts(Reader& reader, std::optional<uint32_t> next_id, std::optional<uint32_t> step_id, RunCounts* calls,
+                  RunCounts* steps) {
+  auto add = [](RunCounts* into, const auto& rows) {
+    for (const auto& r : rows) {
+      int64_t& n = (*into)[{r.thread_id, r.grp}];
+      if (__builtin_add_overflow(n, r.count, &n)) n = INT64_MAX;
+    }
+  };
+  const int64_t level = kSummaryLevelsNs.back();
+  if (next_id) {
+    auto rows = reader.span_summaries(level, {*next_id});
+    if (!rows.ok()) return rows.status();
+    add(calls, *rows);
+  }
+  if (step_id) {
+    auto rows = reader.instant_summaries(level, {*step_id});
+    if (!rows.ok()) return rows.status();
+    add(steps, *rows);
+  }
+  return Status::Ok();
+}
+
 // The spans and instants of LoadOptions::detail_from_ns: from `from` on, and before it the
 // instants that describe loaders and processes. Where those are, the instant summaries say (at the
 // 100 s level); a recording without summaries is searched whole for them.
@@ -167,22 +193,7 @@ Status load_detail_from(Reader& reader, int64_t from, bool all_names, const std:
     if (value == "dl.next") next_id = id;
     if (value == "dl.step") step_id = id;
   }
-  if (next_id) {
-    auto rows = reader.span_summaries(level, {*next_id});
-    if (!rows.ok()) return rows.status();
-    for (const SpanSummaryRow& r : *rows) {
-      int64_t& n = s.run_next_calls[{r.thread_id, r.grp}];
-      if (__builtin_add_overflow(n, r.count, &n)) n = INT64_MAX;
-    }
-  }
-  if (step_id) {
-    auto rows = reader.instant_summaries(level, {*step_id});
-    if (!rows.ok()) return rows.status();
-    for (const InstantSummaryRow& r : *rows) {
-      int64_t& n = s.run_steps[{r.thread_id, r.grp}];
-      if (__builtin_add_overflow(n, r.count, &n)) n = INT64_MAX;
-    }
-  }
+  if (Status st = run_counts(reader, next_id, step_id, &s.run_next_calls, &s.run_steps); !st.ok()) return st;
   auto buckets = reader.instant_summaries(level, kept);
   if (!buckets.ok()) return buckets.status();
   // Per name, runs of adjacent buckets before the cut. Of each run the first bucket is read (a
@@ -221,23 +232,17 @@ Status load_detail_from(Reader& reader, int64_t from, bool all_names, const std:
 // The loader that trained, by the summaries of the whole run: the most optimizer steps, else the
 // most next() calls (report.cc's choice, without a framework's hint). nullopt: none.
 Result<std::optional<int64_t>> busiest_loader(Reader& reader, uint32_t next_id, std::optional<uint32_t> step_id) {
-  const int64_t level = kSummaryLevelsNs.back();
+  RunCounts calls, steps;
+  if (Status st = run_counts(reader, next_id, step_id, &calls, &steps); !st.ok()) return st;
   std::map<int64_t, std::pair<int64_t, int64_t>> per;  // loader -> (steps, next calls)
-  if (step_id) {
-    auto rows = reader.instant_summaries(level, {*step_id});
-    if (!rows.ok()) return rows.status();
-    for (const InstantSummaryRow& r : *rows) {
-      if (r.grp >= 0 && __builtin_add_overflow(per[r.grp].first, r.count, &per[r.grp].first)) {
-        per[r.grp].first = INT64_MAX;
-      }
-    }
+  auto sum = [](int64_t& into, int64_t n) {
+    if (__builtin_add_overflow(into, n, &into)) into = INT64_MAX;
+  };
+  for (const auto& [key, n] : steps) {
+    if (key.second >= 0) sum(per[key.second].first, n);
   }
-  auto rows = reader.span_summaries(level, {next_id});
-  if (!rows.ok()) return rows.status();
-  for (const SpanSummaryRow& r : *rows) {
-    if (r.grp >= 0 && __builtin_add_overflow(per[r.grp].second, r.count, &per[r.grp].second)) {
-      per[r.grp].second = INT64_MAX;
-    }
+  for (const auto& [key, n] : calls) {
+    if (key.second >= 0) sum(per[key.second].second, n);
   }
   std::optional<int64_t> best;
   for (const auto& [loader, counts] : per) {
