@@ -638,7 +638,10 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
   }
 
   const TrainingLoader train = pick_training_loader(s, m);
-  const Interval window = training_window(m, train.id);
+  Interval window = training_window(m, train.id);
+  // Read from a later point: a next() call that reaches across the cut was read whole, but the
+  // figures cover from the cut on (what was before it was not read).
+  if (s.loaded_from_ns && window.begin < *s.loaded_from_ns) window.begin = std::min(*s.loaded_from_ns, window.end);
   r.window_start_ns = window.begin;
   r.window_end_ns = window.end;
   r.wall_s = seconds(window.length());
