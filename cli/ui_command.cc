@@ -99,6 +99,17 @@ Body define(CLI::App& app) {
         o.mouse = std::make_pair(static_cast<float>(x), static_cast<float>(y));
         return "";
       });
+  parse_with(app.add_option("--detail-rows")
+                 ->type_name("N")
+                 ->description("a long recording is held as an overview of the whole run plus the detail of N rows "
+                               "at a time, read as the view moves (default 2000000; 0: read every row)"),
+             [&o](const std::string& v) {
+               double n = 0;
+               if (!parse_number(v, &n) || !(n >= 0 && n <= 1e12) || n != static_cast<double>(static_cast<int64_t>(n)))
+                 return "needs a number of rows (0: every row)";
+               o.detail_rows = static_cast<int64_t>(n);
+               return "";
+             });
   app.add_option("A.db B.db", a->files,
                  "the recording to show (default: pick a session); with a second one, the two compared;\n"
                  "a folder `stallscope tune -o` wrote: its runs as a set, the baseline compared with the\n"

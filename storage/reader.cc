@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <tuple>
 
 #include "storage/row_decode.h"
 #include "storage/schema.h"
@@ -505,6 +506,115 @@ Result<TableHeads> Reader::next_ids(const TableHeads& after) {
     if (!s.ok()) return in_file(db_->path(), s);
   }
   return h;
+}
+
+Result<TableHeads> Reader::ids_before(int64_t t0) {
+  TableHeads h;
+  // A flush with no span ending at or after t0 wrote nothing the window needs; the first one that
+  // did bounds the spans (none: every span ended before t0, so the window starts past the last).
+  auto spans = db_->query_int(
+      "SELECT coalesce((SELECT min(first_span_id) FROM flushes WHERE first_span_id IS NOT NULL AND "
+      "(max_end_ns IS NULL OR max_end_ns >= " +
+      std::to_string(t0) + ")), (SELECT coalesce(max(id), 0) + 1 FROM spans))");
+  if (!spans.ok()) return in_file(db_->path(), spans.status());
+  h.spans = *spans > INT64_MIN ? *spans - 1 : *spans;
+  const int64_t from = t0 < INT64_MIN + kInstantSkewNs ? INT64_MIN : t0 - kInstantSkewNs;
+  const std::tuple<const char*, const char*, const char*, int64_t*> kTables[] = {
+      {"instants", "id", "ts_ns", &h.instants},
+      {"counters", "rowid", "ts_ns", &h.counters},
+      {"gpu_activities", "id", "start_ns", &h.gpu_activities}};
+  for (const auto& [table, id, ts, into] : kTables) {
+    auto v = id_from(table, id, ts, from);
+    if (!v.ok()) return v.status();
+    *into = *v > INT64_MIN ? *v - 1 : *v;
+  }
+  return h;
+}
+
+Result<TableHeads> Reader::ids_through(int64_t t1) {
+  auto h = heads();
+  if (!h.ok()) return h;
+  const int64_t to = t1 > INT64_MAX - kInstantSkewNs - 1 ? INT64_MAX : t1 + kInstantSkewNs + 1;
+  const std::tuple<const char*, const char*, const char*, int64_t*> kTables[] = {
+      {"instants", "id", "ts_ns", &h->instants},
+      {"counters", "rowid", "ts_ns", &h->counters},
+      {"gpu_activities", "id", "start_ns", &h->gpu_activities}};
+  for (const auto& [table, id, ts, into] : kTables) {
+    auto v = id_from(table, id, ts, to);  // the first row past the window's reach
+    if (!v.ok()) return v.status();
+    *into = std::min(*into, *v > INT64_MIN ? *v - 1 : *v);
+  }
+  return h;
+}
+
+Result<std::vector<std::pair<int64_t, int64_t>>> Reader::span_id_ranges(int64_t t0, int64_t t1) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  Status s = stream(*db_,
+                    "SELECT first_span_id, last_span_id FROM flushes WHERE first_span_id IS NOT NULL AND "
+                    "last_span_id IS NOT NULL AND (max_end_ns IS NULL OR max_end_ns >= ?1) AND min_start_ns <= ?2 "
+                    "ORDER BY first_span_id",
+                    {t0, t1}, [&](const Stmt& st) {
+                      const int64_t a = st.int64(0), b = std::max(a, st.int64(1));
+                      if (!out.empty() && a <= out.back().second + 1 && out.back().second < INT64_MAX) {
+                        out.back().second = std::max(out.back().second, b);
+                      } else {
+                        out.emplace_back(a, b);
+                      }
+                    });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::vector<Reader::SpanTotal>> Reader::span_totals(int64_t level_ns) {
+  std::vector<SpanTotal> out;
+  Status s = stream(*db_,
+                    "SELECT bucket, thread_id, name_id, count, total_ns FROM span_summaries WHERE level_ns = ?1 "
+                    "ORDER BY bucket",
+                    {level_ns}, [&](const Stmt& st) {
+                      out.push_back(SpanTotal{st.int64(0), st.int64(1), static_cast<uint32_t>(st.int64(2)), st.int64(3),
+                                              st.int64(4)});
+                    });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::vector<Reader::GpuTotal>> Reader::gpu_totals(int64_t level_ns) {
+  std::vector<GpuTotal> out;
+  Status s = stream(*db_,
+                    "SELECT bucket, device, sum(count), sum(total_ns) FROM gpu_summaries WHERE level_ns = ?1 "
+                    "GROUP BY bucket, device ORDER BY bucket",
+                    {level_ns}, [&](const Stmt& st) {
+                      out.push_back(GpuTotal{st.int64(0), st.int64(1), st.int64(2), st.int64(3)});
+                    });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::vector<std::pair<int64_t, int64_t>>> Reader::rows_per_bucket(int64_t level_ns) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  Status s = stream(*db_,
+                    "SELECT bucket, sum(n) FROM ("
+                    " SELECT bucket, count AS n FROM span_summaries WHERE level_ns = ?1 UNION ALL"
+                    " SELECT bucket, count FROM instant_summaries WHERE level_ns = ?1 UNION ALL"
+                    " SELECT bucket, count FROM counter_summaries WHERE level_ns = ?1 UNION ALL"
+                    " SELECT bucket, count FROM gpu_summaries WHERE level_ns = ?1) GROUP BY bucket ORDER BY bucket",
+                    {level_ns}, [&](const Stmt& st) { out.emplace_back(st.int64(0), st.int64(1)); });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::map<std::string, uint32_t>> Reader::string_ids(const std::vector<std::string>& values) {
+  std::map<std::string, uint32_t> out;
+  auto st = db_->prepare("SELECT id FROM strings WHERE value = ?1");
+  if (!st.ok()) return in_file(db_->path(), st.status());
+  for (const std::string& v : values) {
+    Stmt& s = **st;
+    s.reset();
+    s.bind(1, v);
+    if (s.step()) out[v] = static_cast<uint32_t>(s.int64(0));
+    if (!s.status().ok()) return in_file(db_->path(), s.status());
+  }
+  return out;
 }
 
 Status Reader::for_each_string(int64_t after_id, const std::function<void(uint32_t, std::string)>& row) {

@@ -117,6 +117,34 @@ class Reader {
   Result<int64_t> end_ns();
   Result<int64_t> end_ns_of_flushes_and_processes();
 
+  // Bounded reads of a time window (the dashboard's detail of a long recording, ui/recording_tail.h).
+  // ids_before(t0): per table, an id such that every row reaching t0 or later has a larger one:
+  // spans from the flush index (a drain writes the spans that ended since the one before), the
+  // other tables by a bisection on id, give or take kInstantSkewNs. ids_through(t1): per table but
+  // spans, an id at or past every row whose time is at or before t1.
+  Result<TableHeads> ids_before(int64_t t0);
+  Result<TableHeads> ids_through(int64_t t1);
+  // The id ranges [first, last] of the spans table that hold every span overlapping [t0, t1]: the
+  // drains around the window, and any later drain that wrote a span started by t1 (a long span);
+  // adjacent ranges merged, in id order.
+  Result<std::vector<std::pair<int64_t, int64_t>>> span_id_ranges(int64_t t0, int64_t t1);
+  // The summary tables at one level, without the sketches, for the dashboard's overview
+  // (ui/overview.h): spans per (bucket, thread, name); GPU busy per (bucket, device); and every
+  // table's rows per bucket (spans by start, instants, counter values, GPU activities).
+  struct SpanTotal {
+    int64_t bucket = 0, thread_id = 0;
+    uint32_t name_id = 0;
+    int64_t count = 0, total_ns = 0;
+  };
+  struct GpuTotal {
+    int64_t bucket = 0, device = 0, count = 0, total_ns = 0;
+  };
+  Result<std::vector<SpanTotal>> span_totals(int64_t level_ns);
+  Result<std::vector<GpuTotal>> gpu_totals(int64_t level_ns);
+  Result<std::vector<std::pair<int64_t, int64_t>>> rows_per_bucket(int64_t level_ns);
+  // The ids of the strings `values` (absent ones left out).
+  Result<std::map<std::string, uint32_t>> string_ids(const std::vector<std::string>& values);
+
   // Incremental reads: rows with after < id <= upto, in id order, to `row`.
   Result<TableHeads> heads();
   // The smallest id past `after` in each table, or `after`'s own where none is past it.

@@ -23,6 +23,7 @@
 #include "ui/compare_dashboard.h"
 #include "ui/dashboard.h"
 #include "ui/fonts.h"
+#include "ui/overview.h"
 #include "ui/png_writer.h"
 #include "ui/recording_tail.h"
 #include "ui/snapshot_source.h"
@@ -292,6 +293,12 @@ struct Screen {
   std::function<void(LayoutDump*)> draw;
 };
 
+SourceOptions source_options(const AppOptions& opt) {
+  SourceOptions so;
+  so.detail_rows = opt.detail_rows;
+  return so;
+}
+
 // The frame loop: wait for a change (or run the fixed frames of a screenshot), draw, render; the
 // last fixed frame is saved as a screenshot and a layout; a failure to write them sets *status to 1.
 void run_frames(GLFWwindow* window, const AppOptions& opt, const Screen& screen, int* status) {
@@ -332,7 +339,7 @@ int run_single(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts) 
   ViewState& st = dash.state();
   apply_start_options(opt, st);
   std::unique_ptr<SnapshotSource> source;
-  if (!opt.path.empty()) source = std::make_unique<SnapshotSource>(opt.path);
+  if (!opt.path.empty()) source = std::make_unique<SnapshotSource>(opt.path, source_options(opt));
   if (!opt.screenshot.empty() && source) {
     // Render once the data is read and analysed, so that the picture shows them.
     source->wait_until(SnapshotSource::settled, opt.settle_timeout_s * 1000);
@@ -350,11 +357,20 @@ int run_single(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts) 
   screen.draw = [&](LayoutDump* d) {
     if (source) {
       dash.draw(*current(*source, &reported_error, &status), d);
+      if (st.detail_request) {
+        source->request_detail(st.detail_request->first, st.detail_request->second);
+        // A screenshot shows what its view asked for: the frame waits for that detail to be read.
+        if (!opt.screenshot.empty()) {
+          const double t0 = st.t0, t1 = st.t1;
+          source->wait_until([&](const Snapshot& s) { return s.timeline && !wanted_detail(*s.timeline, t0, t1); },
+                             opt.settle_timeout_s * 1000);
+        }
+      }
       return;
     }
     draw_picker(picker, dash, d);
     if (!st.open_request.empty()) {
-      source = std::make_unique<SnapshotSource>(st.open_request);
+      source = std::make_unique<SnapshotSource>(st.open_request, source_options(opt));
       glfwSetWindowTitle(window, ("stallscope - " + st.open_request).c_str());
       st.open_request.clear();
     }
@@ -371,8 +387,8 @@ int run_compare(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts)
   if (opt.tune) cmp.set_tune(*opt.tune, opt.tune_b);
   if (opt.range_s) cmp.set_range(opt.range_s->first * 1e9, opt.range_s->second * 1e9);
   if (opt.playhead_s) cmp.set_playhead(*opt.playhead_s * 1e9);
-  std::unique_ptr<SnapshotSource> sources[2] = {std::make_unique<SnapshotSource>(opt.path),
-                                                std::make_unique<SnapshotSource>(opt.path_b)};
+  std::unique_ptr<SnapshotSource> sources[2] = {std::make_unique<SnapshotSource>(opt.path, source_options(opt)),
+                                                std::make_unique<SnapshotSource>(opt.path_b, source_options(opt))};
   if (!opt.screenshot.empty()) {
     for (auto& s : sources) s->wait_until(SnapshotSource::settled, opt.settle_timeout_s * 1000);
   }
@@ -389,10 +405,14 @@ int run_compare(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts)
     const std::shared_ptr<const Snapshot> a = current(*sources[0], &reported_error[0], &status);
     const std::shared_ptr<const Snapshot> b = current(*sources[1], &reported_error[1], &status);
     cmp.draw(*a, *b, d);
+    for (int i = 0; i < 2; ++i) {
+      const std::optional<std::pair<int64_t, int64_t>>& want = cmp.side(i).state().detail_request;
+      if (want) sources[i]->request_detail(want->first, want->second);
+    }
     if (const std::optional<int> pick = cmp.take_pick(); pick && cmp.tune()) {
       // A row of the tune set clicked: that run as B.
       const TuneRun& run = cmp.tune()->runs[static_cast<size_t>(*pick)];
-      sources[1] = std::make_unique<SnapshotSource>(run.recording);
+      sources[1] = std::make_unique<SnapshotSource>(run.recording, source_options(opt));
       reported_error[1] = false;
       cmp.set_tune_b(*pick);
       glfwSetWindowTitle(window, ("stallscope - " + opt.path + " vs " + run.recording).c_str());

@@ -29,6 +29,8 @@ struct AppOptions {
   std::optional<std::pair<float, float>> mouse;  // simulated mouse position (screenshots)
   std::optional<double> playhead_s;
   int settle_timeout_s = 120;  // screenshot: wait at most this long for the data and analysis
+  // Rows of detail held at once for a long recording (SourceOptions::detail_rows; 0: every row).
+  int64_t detail_rows = 2'000'000;
 };
 
 // Runs the window; returns the exit status (0 ok, 1 failure: a recording that cannot be opened

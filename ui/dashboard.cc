@@ -16,6 +16,7 @@
 #include <iterator>
 
 #include "ui/analysis_view.h"
+#include "ui/overview.h"
 #include "ui/palette.h"
 
 namespace stallscope::ui {
@@ -127,6 +128,7 @@ void Dashboard::draw_panels(Frame& f, const ImVec2& pos, const ImVec2& size, boo
     kPanels[i].draw(f, boxes[i].pos, boxes[i].size);
     times_.panels.push_back({kPanels[i].name, std::chrono::duration<double, std::milli>(Clock::now() - t).count()});
   }
+  st_.detail_request = f.tl ? wanted_detail(*f.tl, st_.t0, st_.t1) : std::nullopt;
   if (snap.state == SourceState::kError) {
     // Read before, failed since: keep what was read, say why.
     const float x0 = pos.x + size.x * 0.25f, x1 = pos.x + size.x * 0.75f, y1 = pos.y + size.y;

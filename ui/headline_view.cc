@@ -127,6 +127,13 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
   const std::vector<Bin>& bins = f.tl && f.tl->bins ? *f.tl->bins : empty_bins;
   const double bs = an && an->batch_size > 0 ? static_cast<double>(an->batch_size) : 0;
   const bool gpu = f.tl && f.tl->gpu_mode;
+  // A long recording's bins hold the detail window only: "now" outside it is not known from them
+  // ("-"), nor is the whole window's compute share unless the window holds the analysis's.
+  auto held = [&](int64_t t0, int64_t t1) {
+    return !f.tl || !f.tl->windowed() ||
+           (t0 >= f.tl->detail_t0 && (f.tl->detail_t1 == INT64_MAX || t1 <= f.tl->detail_t1));
+  };
+  const bool now_held = held(w_begin, w_end);
 
   // Sparkline points: one per `step` from s_begin to w_end.
   auto series = [&](auto value) {
@@ -135,6 +142,7 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
       v.push_back(static_cast<float>(value(t, t + step)));
     return v;
   };
+  auto bin_series = [&](auto value) { return now_held ? series(value) : std::vector<float>{}; };
   auto vmax = [](const std::vector<float>& v, float floor) {
     float m = floor;
     for (float x : v) m = std::max(m, x);
@@ -147,12 +155,12 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
     const double handed = bin_sum(bins, w_begin, w_end, [](const Bin& b) { return b.handed; });
     c.label = bs > 0 ? "throughput" : "throughput (batches)";
     c.unit = bs > 0 ? "samples/s" : "batches/s";
-    c.now = w > 0 ? fmt_double(handed * (bs > 0 ? bs : 1) / (w / 1e9), 0) : "-";
+    c.now = w > 0 && now_held ? fmt_double(handed * (bs > 0 ? bs : 1) / (w / 1e9), 0) : "-";
     if (rep && rep->samples_per_s) {
       c.run = fmt_double(*rep->samples_per_s, 0);
       c.run_detail = std::to_string(rep->steps) + " steps";
     }
-    c.spark = series([&](int64_t a, int64_t b) {
+    c.spark = bin_series([&](int64_t a, int64_t b) {
       return bin_sum(bins, a, b, [](const Bin& x) { return x.handed; }) * (bs > 0 ? bs : 1) /
              (static_cast<double>(b - a) / 1e9);
     });
@@ -165,12 +173,12 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
     const double st = bin_sum(bins, w_begin, w_end, [](const Bin& b) { return static_cast<double>(b.stall_ns); });
     c.label = "stalled on input";
     c.unit = "%";
-    c.now = w > 0 ? fmt_double(std::min(100.0, 100 * st / w), 0) : "-";
+    c.now = w > 0 && now_held ? fmt_double(std::min(100.0, 100 * st / w), 0) : "-";
     if (rep) {
       c.run = fmt_double(rep->stall.fraction * 100, 1);
       c.run_detail = fmt_duration(rep->stall.seconds * 1e9) + " waiting";
     }
-    c.spark = series([&](int64_t a, int64_t b) {
+    c.spark = bin_series([&](int64_t a, int64_t b) {
       return std::min(100.0, 100 * bin_sum(bins, a, b, [](const Bin& x) { return static_cast<double>(x.stall_ns); }) /
                                  static_cast<double>(b - a));
     });
@@ -184,14 +192,17 @@ void draw_headline(Frame& f, const ImVec2& pos, const ImVec2& size) {
     const double busy = bin_sum(bins, w_begin, w_end, field);
     c.label = gpu ? "GPU busy" : "loop computing (CPU mode)";
     c.unit = "%";
-    c.now = w > 0 ? fmt_double(std::min(100.0, 100 * busy / w), 0) : "-";
+    c.now = w > 0 && now_held ? fmt_double(std::min(100.0, 100 * busy / w), 0) : "-";
     if (rep && rep->window_end_ns > rep->window_start_ns) {
-      const double whole = bin_sum(bins, rep->window_start_ns, rep->window_end_ns, field) /
-                           static_cast<double>(rep->window_end_ns - rep->window_start_ns);
+      const double span = static_cast<double>(rep->window_end_ns - rep->window_start_ns);
+      double whole = bin_sum(bins, rep->window_start_ns, rep->window_end_ns, field) / span;
+      if (!held(rep->window_start_ns, rep->window_end_ns)) {  // the analysis's own figures
+        whole = gpu ? rep->gpu.busy_fraction : rep->compute_per_step_ms * 1e6 * static_cast<double>(rep->steps) / span;
+      }
       c.run = fmt_double(std::min(100.0, whole * 100), 1);
       if (!gpu) c.run_detail = fmt_double(rep->compute_per_step_ms, 1) + " ms/step";
     }
-    c.spark = series([&](int64_t a, int64_t b) {
+    c.spark = bin_series([&](int64_t a, int64_t b) {
       return std::min(100.0, 100 * bin_sum(bins, a, b, field) / static_cast<double>(b - a));
     });
     c.spark_max = 100;

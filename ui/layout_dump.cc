@@ -39,6 +39,7 @@ Json dump_json(const LayoutDump& d) {
     o["merged_groups"] = l.merged_groups;
     o["merged_items"] = l.merged_items;
     o["markers"] = l.markers;
+    o["overview"] = l.overview;
     ls.push_back(o);
   }
   root["lanes"] = ls;
@@ -75,6 +76,11 @@ Json dump_json(const LayoutDump& d) {
   root["heat_cells"] = d.heat_cells;
   root["heat_metric"] = d.heat_metric;
   root["stall_rects"] = d.stall_rects;
+  if (d.windowed) {
+    Json ranges = Json::array();
+    for (const auto& [a, b] : d.overview_ranges) ranges.push_back(Json::array({a, b}));
+    root["detail"] = {{"t0", d.detail_t0}, {"t1", d.detail_t1}, {"overview_ranges", ranges}};
+  }
   if (!d.side.empty()) {
     root["side"] = d.side;
     root["origin_ns"] = d.origin_ns;

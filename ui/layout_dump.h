@@ -31,6 +31,7 @@ struct DumpLane {
   int64_t merged_groups = 0;  // of which: merged runs of sub-pixel items
   int64_t merged_items = 0;   // items folded into those runs
   int64_t markers = 0;        // marker glyphs submitted
+  int64_t overview = 0;       // bars drawn from the overview (a long recording, outside its detail)
 };
 
 struct DumpItem {
@@ -92,6 +93,11 @@ struct LayoutDump {
   int heat_rows = 0, heat_cells = 0;
   std::string heat_metric;
   int stall_rects = 0;
+  // A long recording (Timeline::windowed): the detail window held, and the time ranges of the view
+  // drawn from the overview (no detail there).
+  bool windowed = false;
+  int64_t detail_t0 = 0, detail_t1 = 0;
+  std::vector<std::pair<double, double>> overview_ranges;
 
   void clear();
   const DumpPanel* panel(const std::string& name) const;

@@ -81,7 +81,7 @@ Status RecordingTail::read_counters(Reader& reader, RowSink& sink, int64_t from,
   if (!any_track_wanted_) return Status::Ok();
   int64_t n = 0;
   Status s = reader.for_each_counter(from, to, [&](const CounterRow& r) {
-    if (!wanted_track(r.track_id)) return;
+    if (!wanted_track(r.track_id) || !in_window(r.ts_ns)) return;
     sink.on_counter(r);
     ++n;
   });
@@ -181,8 +181,9 @@ Status RecordingTail::read_rows(RowSink& sink, const TableHeads& upto, bool para
       // A hint only: ids need not be dense, and a damaged file's may be far apart.
       constexpr int64_t kMaxReserve = 1 << 22;
       side_instants.reserve(static_cast<size_t>(std::min(kMaxReserve, ids_between(from.instants, upto.instants))));
-      side_status = side_->for_each_instant(from.instants, upto.instants,
-                                            [&](const InstantRow& r) { side_instants.push_back(pack(r)); });
+      side_status = side_->for_each_instant(from.instants, upto.instants, [&](const InstantRow& r) {
+        if (in_window(r.ts_ns)) side_instants.push_back(pack(r));
+      });
     });
   }
   struct Joiner {
@@ -193,6 +194,7 @@ Status RecordingTail::read_rows(RowSink& sink, const TableHeads& upto, bool para
   } joiner{side};
 
   Status s = reader_->for_each_span(last_.spans, upto.spans, [&](const SpanRow& r) {
+    if (!in_window(r)) return;
     sink.on_span(r);
     ++st->spans;
   });
@@ -207,6 +209,7 @@ Status RecordingTail::read_rows(RowSink& sink, const TableHeads& upto, bool para
     st->counters = side_counters;
   } else {
     s = reader_->for_each_instant(last_.instants, upto.instants, [&](const InstantRow& r) {
+      if (!in_window(r.ts_ns)) return;
       sink.on_instant(r);
       ++st->instants;
     });
@@ -236,6 +239,7 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows
   if (Status s = read_rows(sink, upto, parallel, st); !s.ok()) return s;
 
   Status s = reader_->for_each_gpu_activity(last_.gpu_activities, upto.gpu_activities, [&](const GpuActivityRow& r) {
+    if (!in_window(r.start_ns, end_of(r.start_ns, r.dur_ns))) return;
     sink.on_gpu(r);
     ++st->gpu;
   });
@@ -249,6 +253,63 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows
   if (!s.ok()) return s;
   st->rows = st->spans + st->instants + st->counters + st->gpu;
   return Status::Ok();
+}
+
+Status RecordingTail::start_from(int64_t t0) {
+  Reader::Snapshot snapshot(*reader_);
+  auto ids = reader_->ids_before(t0);
+  if (!ids.ok()) return in_file(path_, ids.status());
+  last_ = *ids;
+  from_ns_ = t0;
+  to_ns_ = INT64_MAX;
+  return Status::Ok();
+}
+
+Result<PollStats> RecordingTail::read_window(RowSink& sink, int64_t t0, int64_t t1) {
+  PollStats st;
+  const int64_t keep_from = from_ns_, keep_to = to_ns_;
+  from_ns_ = t0;
+  to_ns_ = t1;
+  Status s = [&]() -> Status {
+    Reader::Snapshot snapshot(*reader_);
+    if (Status small = read_small_tables(sink); !small.ok()) return small;
+    auto ranges = reader_->span_id_ranges(t0, t1);
+    if (!ranges.ok()) return ranges.status();
+    for (const auto& [first, last] : *ranges) {
+      Status r = reader_->for_each_span(first > INT64_MIN ? first - 1 : first, last, [&](const SpanRow& row) {
+        if (!in_window(row)) return;
+        sink.on_span(row);
+        ++st.spans;
+      });
+      if (!r.ok()) return r;
+    }
+    auto lo = reader_->ids_before(t0);
+    if (!lo.ok()) return lo.status();
+    auto hi = reader_->ids_through(t1);
+    if (!hi.ok()) return hi.status();
+    Status r = reader_->for_each_instant(lo->instants, hi->instants, [&](const InstantRow& row) {
+      if (!in_window(row.ts_ns)) return;
+      sink.on_instant(row);
+      ++st.instants;
+    });
+    if (!r.ok()) return r;
+    if (r = read_counters(*reader_, sink, lo->counters, hi->counters, &st.counters); !r.ok()) return r;
+    r = reader_->for_each_gpu_activity(lo->gpu_activities, hi->gpu_activities, [&](const GpuActivityRow& row) {
+      if (!in_window(row.start_ns, end_of(row.start_ns, row.dur_ns))) return;
+      sink.on_gpu(row);
+      ++st.gpu;
+    });
+    if (!r.ok()) return r;
+    auto flush = reader_->last_flush();
+    if (!flush.ok()) return flush.status();
+    if (*flush) sink.on_flush((*flush)->ts_ns);
+    return Status::Ok();
+  }();
+  from_ns_ = keep_from;
+  to_ns_ = keep_to;
+  if (!s.ok()) return in_file(path_, s);
+  st.rows = st.spans + st.instants + st.counters + st.gpu;
+  return st;
 }
 
 }  // namespace stallscope::ui

@@ -54,6 +54,15 @@ class RecordingTail {
   Result<PollStats> poll(RowSink& sink, int64_t max_rows = 0);
   const std::string& path() const { return path_; }
 
+  // Bounded reads of a long recording (the dashboard holds the detail of a window, not of the whole
+  // run). start_from(t0), before the first poll: polls read only what reaches t0 or later (spans
+  // that end there, instants, counter values and GPU activities from there on), starting from the
+  // ids the flush index and a bisection on id give (Reader::ids_before).
+  Status start_from(int64_t t0);
+  // One read of the window [t0, t1] (spans overlapping it, the other rows in it) and the small
+  // tables, into `sink`; polls are not moved by it. The last flush is passed to on_flush.
+  Result<PollStats> read_window(RowSink& sink, int64_t t0, int64_t t1);
+
  private:
   RecordingTail(std::unique_ptr<Reader> r, std::string path) : reader_(std::move(r)), path_(std::move(path)) {}
   Status poll_locked(RowSink& sink, PollStats* st, int64_t max_rows);
@@ -71,6 +80,17 @@ class RecordingTail {
   bool wanted_track(int64_t id) const {
     return id >= 0 && static_cast<size_t>(id) < wanted_tracks_.size() && wanted_tracks_[static_cast<size_t>(id)];
   }
+  // The time window rows must reach to be passed on (start_from, read_window).
+  bool in_window(int64_t start, int64_t end) const { return end >= from_ns_ && start <= to_ns_; }
+  bool in_window(const SpanRow& r) const {
+    return in_window(r.start_ns, r.dur_ns ? end_of(r.start_ns, *r.dur_ns) : INT64_MAX);
+  }
+  bool in_window(int64_t ts) const { return ts >= from_ns_ && ts <= to_ns_; }
+  static int64_t end_of(int64_t start, int64_t dur) {  // saturated: a damaged row's may overflow
+    int64_t end;
+    return __builtin_add_overflow(start, dur, &end) ? (dur < 0 ? INT64_MIN : INT64_MAX) : end;
+  }
+  int64_t from_ns_ = INT64_MIN, to_ns_ = INT64_MAX;
   std::vector<bool> wanted_tracks_;  // by counter track id
   bool any_track_wanted_ = false;
 

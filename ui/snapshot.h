@@ -23,6 +23,7 @@
 namespace stallscope::ui {
 
 struct AnalysisView;  // analysis_view.h
+struct Overview;      // overview.h
 
 // ---------------------------------------------------------------------------------------------
 // [SECTION] Timeline items
@@ -173,6 +174,10 @@ struct Lane {
   // first lane of each rank in display order, where the group is collapsed and expanded.
   int64_t rank = -1;
   bool rank_lead = false;
+  // A long recording (Timeline::overview): the threads (threads.id) whose overview bars this lane
+  // shows where no detail is held: its tracks' threads, and for a worker lane the workers of
+  // earlier epochs that held its place (SnapshotBuilder::map_overview).
+  std::vector<int64_t> overview_threads;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -240,6 +245,15 @@ struct Timeline {
   int64_t last_flush_ns = 0;
   bool gpu_mode = false;  // gpu_activities exist
   bool complete = false;  // meta complete = 1
+  // A long recording (more rows than SourceOptions::detail_rows) holds the detail of one window
+  // [detail_t0, detail_t1] only: its latest part at first, or the part the view asked for
+  // (SnapshotSource::request_detail). The overview, from the summary tables, covers the whole run;
+  // first_ns and end_ns are the whole run's. A recording read whole has no overview, and its
+  // detail range is everything.
+  std::shared_ptr<const Overview> overview;
+  int64_t detail_t0 = INT64_MIN, detail_t1 = INT64_MAX;
+  int64_t detail_rows = 0;  // SourceOptions::detail_rows: the most a window may hold (0: no limit)
+  bool windowed() const { return overview != nullptr; }
 
   const std::string& str(uint32_t id) const;
 };

@@ -7,6 +7,7 @@
 
 #include "analysis/dataloader.h"
 #include "analysis/dl_event.h"
+#include "ui/overview.h"
 
 namespace stallscope::ui {
 namespace {
@@ -555,6 +556,68 @@ void SnapshotBuilder::lay_out_rows(Lane& l) const {
   }
 }
 
+void SnapshotBuilder::map_overview(std::vector<Lane>& lanes) const {
+  std::set<int64_t> placed;
+  for (Lane& l : lanes) {
+    for (const Track& tr : l.tracks) {
+      if (tr.thread_id == 0 || !overview_->threads.count(tr.thread_id)) continue;
+      l.overview_threads.push_back(tr.thread_id);
+      placed.insert(tr.thread_id);
+    }
+  }
+  // Workers outside the detail held (started anew each epoch, their start not read): the children
+  // of a training process that started together are its workers 0, 1, ... in order of start, as
+  // torch starts them. Each goes to the lane of that W under the same parent.
+  std::unordered_map<int64_t, const ProcessRow*> by_pid;
+  for (const auto& [id, p] : processes_) by_pid[p.pid] = &p;
+  std::map<std::pair<int64_t, int32_t>, Lane*> worker_lane;  // (parent pid, W)
+  std::map<int64_t, int32_t> workers_of;                     // parent pid -> worker lanes
+  for (Lane& l : lanes) {
+    if (l.role != LaneRole::kWorker || l.worker < 0 || l.pids.empty()) continue;
+    auto p = by_pid.find(l.pids.front());
+    if (p == by_pid.end() || !p->second->ppid) continue;
+    worker_lane.emplace(std::make_pair(*p->second->ppid, l.worker), &l);
+    workers_of[*p->second->ppid] = std::max(workers_of[*p->second->ppid], l.worker + 1);
+  }
+  if (worker_lane.empty()) return;
+  struct Started {
+    int64_t start_ns, pid, thread_id;
+    bool operator<(const Started& o) const {
+      return std::tie(start_ns, pid, thread_id) < std::tie(o.start_ns, o.pid, o.thread_id);
+    }
+  };
+  std::map<int64_t, std::vector<Started>> children;  // parent pid -> its fetching children
+  for (const auto& [thread_id, share] : overview_->threads) {
+    if (share.style != Style::kFetch || placed.count(thread_id)) continue;
+    auto t = threads_.find(thread_id);
+    if (t == threads_.end()) continue;
+    auto p = processes_.find(t->second.process_id);
+    if (p == processes_.end() || !p->second.ppid || !p->second.start_ns) continue;
+    if (!workers_of.count(*p->second.ppid)) continue;
+    children[*p->second.ppid].push_back({*p->second.start_ns, p->second.pid, thread_id});
+  }
+  constexpr int64_t kBurstGapNs = 1'000'000'000;  // workers of one start come within ms of each other
+  for (auto& [parent, list] : children) {
+    std::sort(list.begin(), list.end());
+    const int32_t n = workers_of[parent];
+    int32_t w = 0;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (i > 0 && (list[i].start_ns - list[i - 1].start_ns > kBurstGapNs || w >= n)) w = 0;
+      auto lane = worker_lane.find({parent, w++});
+      if (lane != worker_lane.end()) lane->second->overview_threads.push_back(list[i].thread_id);
+    }
+  }
+}
+
+void SnapshotBuilder::set_window(std::shared_ptr<const Overview> overview, int64_t detail_t0, int64_t detail_t1,
+                                 int64_t detail_rows) {
+  overview_ = std::move(overview);
+  detail_t0_ = detail_t0;
+  detail_t1_ = detail_t1;
+  detail_rows_ = detail_rows;
+  dirty_ = true;
+}
+
 std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
   auto tl = std::make_shared<Timeline>();
   tl->meta = meta_;
@@ -572,6 +635,16 @@ std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
   end_ns_ = std::max(end_ns_, counter_end_ns_);
   tl->end_ns = end_ns_;
   tl->first_ns = first_ns_ == INT64_MAX ? 0 : first_ns_;
+  if (overview_) {  // the whole run's ends, as the overview's buckets have them
+    tl->overview = overview_;
+    tl->detail_t0 = detail_t0_;
+    tl->detail_t1 = detail_t1_;
+    tl->detail_rows = detail_rows_;
+    if (overview_->size() > 0) {
+      tl->first_ns = first_ns_ == INT64_MAX ? overview_->first_ns : std::min(tl->first_ns, overview_->first_ns);
+      tl->end_ns = std::max(tl->end_ns, std::min(overview_->end_ns, std::max(end_ns_, last_flush_ns_)));
+    }
+  }
   tl->spans = spans_;
   tl->instants = instants_;
   tl->counter_samples = counter_samples_;
@@ -587,6 +660,7 @@ std::shared_ptr<const Timeline> SnapshotBuilder::publish() {
   order_worker_tracks(lanes);
   name_lanes(lanes, loaders_with_workers);
   for (Lane& l : lanes) lay_out_rows(l);
+  if (overview_) map_overview(lanes);
   std::sort(lanes.begin(), lanes.end(),
             [](const Lane& a, const Lane& b) { return a.sort_key_tuple < b.sort_key_tuple; });
   for (size_t i = 0; i < lanes.size(); ++i) {

@@ -41,6 +41,17 @@ class SnapshotBuilder : public RowSink {
   void on_gpu(const GpuActivityRow& r) override;
   void on_flush(int64_t ts_ns) override;
 
+  // A long recording read a window at a time: the overview and the detail range publish() puts
+  // in the timeline (see Timeline::overview).
+  void set_window(std::shared_ptr<const Overview> overview, int64_t detail_t0, int64_t detail_t1, int64_t detail_rows);
+  // The meta read says complete = 1.
+  bool complete() const {
+    auto c = meta_.find("complete");
+    return c != meta_.end() && c->second == "1";
+  }
+  // Rows received so far (every table).
+  int64_t rows() const { return spans_ + instants_ + counter_samples_ + gpu_; }
+
   // True when something arrived since the last publish().
   bool dirty() const { return dirty_ || counters_dirty_; }
   std::shared_ptr<const Timeline> publish();
@@ -71,6 +82,7 @@ class SnapshotBuilder : public RowSink {
   std::vector<Lane> group_lanes(std::set<int64_t>* loaders_with_workers) const;
   void name_lanes(std::vector<Lane>& lanes, const std::set<int64_t>& loaders_with_workers) const;
   void lay_out_rows(Lane& lane) const;
+  void map_overview(std::vector<Lane>& lanes) const;
   Bin& bin(int64_t t);
   Bin overflow_bin_;  // bin() of a time past kMaxBinNs
   void see(int64_t t);
@@ -98,6 +110,8 @@ class SnapshotBuilder : public RowSink {
   bool bins_changed_ = true;
   std::shared_ptr<const std::vector<Bin>> published_bins_;
   int64_t end_ns_ = 0, first_ns_ = INT64_MAX, last_flush_ns_ = 0;
+  std::shared_ptr<const Overview> overview_;
+  int64_t detail_t0_ = INT64_MIN, detail_t1_ = INT64_MAX, detail_rows_ = 0;
   int64_t spans_ = 0, instants_ = 0, counter_samples_ = 0, gpu_ = 0;
 };
 

@@ -8,6 +8,7 @@
 
 #include "common/procfs.h"
 #include "ui/analysis_view.h"
+#include "ui/overview.h"
 #include "ui/recording_tail.h"
 #include "ui/snapshot_builder.h"
 
@@ -102,37 +103,190 @@ void SnapshotSource::publish_locked() {
   cv_.notify_all();
 }
 
+void SnapshotSource::request_detail(int64_t t0, int64_t t1) {
+  if (t1 < t0) return;
+  {
+    std::lock_guard<std::mutex> lock(parts_mu_);
+    if (!windowed_) return;
+    const bool held = t0 >= held_t0_ && (t1 <= held_t1_ || held_t1_ == INT64_MAX);
+    if (held || (requested_ && requested_->first == t0 && requested_->second == t1)) return;
+    requested_ = std::make_pair(t0, t1);
+  }
+  cv_.notify_all();
+}
+
+namespace {
+
+// Where a long recording's detail comes from: its latest part, followed (`following`), or a window
+// of the past, read once.
+struct Detail {
+  std::unique_ptr<RecordingTail> tail;
+  std::unique_ptr<SnapshotBuilder> builder = std::make_unique<SnapshotBuilder>();
+  bool following = true;
+  int64_t t0 = INT64_MIN, t1 = INT64_MAX;
+};
+
+// A long recording's overview and where its latest `rows` rows begin; nullopt when the recording
+// is read whole (small enough, or without summary tables).
+struct LongRecording {
+  std::shared_ptr<const Overview> overview;
+  int64_t cut = 0;
+  bool complete = false;  // the recording was complete when read: its overview is final
+};
+Result<std::optional<LongRecording>> plan_long(Reader& r, int64_t rows) {
+  if (rows <= 0) return std::optional<LongRecording>{};
+  Reader::Snapshot snapshot(r);
+  auto has = r.has_summaries();
+  if (!has.ok()) return has.status();
+  if (!*has) return std::optional<LongRecording>{};
+  auto cut = r.time_of_last_rows(rows);
+  if (!cut.ok()) return cut.status();
+  if (!*cut) return std::optional<LongRecording>{};
+  auto end = r.end_ns_of_flushes_and_processes();
+  if (!end.ok()) return end.status();
+  auto overview = read_overview(r, *end);
+  if (!overview.ok()) return overview.status();
+  auto meta = r.meta();
+  if (!meta.ok()) return meta.status();
+  auto c = meta->find("complete");
+  return std::optional<LongRecording>{LongRecording{std::move(*overview), **cut, c != meta->end() && c->second == "1"}};
+}
+
+}  // namespace
+
 void SnapshotSource::reader_loop() {
   const auto t0 = Clock::now();
-  auto tail = RecordingTail::open(path_);
-  if (!tail.ok()) {
+  auto fail = [&](const Status& s) {
     std::lock_guard<std::mutex> lock(parts_mu_);
     state_ = SourceState::kError;
-    error_ = tail.status().message();
+    error_ = s.message();
     publish_locked();
-    return;
+  };
+  auto opened = RecordingTail::open(path_);
+  if (!opened.ok()) return fail(opened.status());
+  Detail d;
+  d.tail = std::move(*opened);
+
+  std::unique_ptr<Reader> side;  // the overview's and the cuts' reads
+  std::shared_ptr<const Overview> overview;
+  auto overview_at = Clock::now();
+  double overview_s = 0;
+  bool overview_final = false;  // read once the recording was complete: nothing will change it
+
+  // Puts a new window in place of the one held: the latest part from t0 (t1 = INT64_MAX), polled
+  // from here on, or [t0, t1], read at once.
+  auto switch_to = [&](int64_t w0, int64_t w1) -> Status {
+    auto tail = RecordingTail::open(path_);
+    if (!tail.ok()) return tail.status();
+    Detail next;
+    next.tail = std::move(*tail);
+    next.t0 = w0;
+    next.t1 = w1;
+    next.following = w1 == INT64_MAX;
+    next.builder->set_window(overview, w0, w1, opt_.detail_rows);
+    if (next.following) {
+      if (Status s = next.tail->start_from(w0); !s.ok()) return s;
+    } else {
+      auto read = next.tail->read_window(*next.builder, w0, w1);
+      if (!read.ok()) return read.status();
+    }
+    d = std::move(next);
+    std::lock_guard<std::mutex> lock(parts_mu_);
+    windowed_ = true;
+    held_t0_ = w0;
+    held_t1_ = w1;
+    return Status::Ok();
+  };
+  // A recording with more than detail_rows rows (at open, or grown to twice that while followed):
+  // the overview of the whole run and the detail of its latest detail_rows rows; `*cut` says
+  // whether it was cut (a recording that fits is read whole).
+  auto cut_to_latest = [&](bool* cut) -> Status {
+    *cut = false;
+    if (!side) {
+      auto r = Reader::open(path_);
+      if (!r.ok()) return r.status();
+      side = std::move(*r);
+    }
+    overview_at = Clock::now();
+    auto plan = plan_long(*side, opt_.detail_rows);
+    if (!plan.ok()) return plan.status();
+    if (!*plan || (d.following && (*plan)->cut <= d.t0)) return Status::Ok();
+    overview = (*plan)->overview;
+    overview_s = seconds_since(overview_at);
+    overview_final = (*plan)->complete;
+    *cut = true;
+    return switch_to((*plan)->cut, INT64_MAX);
+  };
+  if (opt_.detail_rows > 0) {
+    bool cut = false;
+    if (Status s = cut_to_latest(&cut); !s.ok()) return fail(in_file(path_, s));
   }
-  SnapshotBuilder builder;
+
   bool first = true;    // the first poll
   bool loading = true;  // until the reader has caught up with what was committed at open
+  bool fresh = false;   // a new window is in place: publish it even if nothing arrived
   int64_t rows_read = 0;
+  int64_t recheck_rows = 2 * opt_.detail_rows;  // the followed rows past which the part is cut again
   while (true) {
-    auto polled = (*tail)->poll(builder, opt_.load_part_rows);
-    const bool more = polled.ok() && polled->pending > 0;
-    SourceState state;
-    std::shared_ptr<const Timeline> tl;
-    if (polled.ok() && (builder.dirty() || first)) tl = builder.publish();
-    if (polled.ok()) rows_read += polled->rows;
+    std::optional<std::pair<int64_t, int64_t>> want;
     {
       std::lock_guard<std::mutex> lock(parts_mu_);
-      if (!polled.ok()) {
-        // A poll failed after a good open (file removed, damaged while written): keep what was
-        // read, say why, and stop following.
-        state_ = SourceState::kError;
-        error_ = polled.status().message();
-        publish_locked();
-        return;
+      want.swap(requested_);
+      if (want) {
+        held_t0_ = want->first;
+        held_t1_ = want->second;
       }
+    }
+    if (want && overview) {
+      if (Status s = switch_to(want->first, want->second); !s.ok()) return fail(in_file(path_, s));
+      fresh = true;
+    }
+    PollStats polled;
+    if (d.following) {
+      auto p = d.tail->poll(*d.builder, opt_.load_part_rows);
+      // A poll failed after a good open (file removed, damaged while written): keep what was read,
+      // say why, and stop following.
+      if (!p.ok()) return fail(p.status());
+      polled = *p;
+    }
+    const bool more = polled.pending > 0;
+    // The followed part has grown to twice the budget: cut to the latest detail_rows (again).
+    if (opt_.detail_rows > 0 && d.following && !more && d.builder->rows() > recheck_rows) {
+      bool cut = false;
+      if (Status s = cut_to_latest(&cut); !s.ok()) return fail(in_file(path_, s));
+      // Not cut (no summary tables, or drains too coarse to cut later): asked again only once
+      // another half of the budget has come.
+      recheck_rows = cut ? 2 * opt_.detail_rows : d.builder->rows() + opt_.detail_rows / 2;
+      if (cut) {
+        fresh = true;
+        continue;  // read the new part at once
+      }
+    }
+    // While live, the overview follows the summaries as they grow (at most every second, and at
+    // most a tenth of the time), and once more when the recording is complete.
+    const bool complete = d.builder->complete();
+    if (overview && !overview_final && (complete || seconds_since(overview_at) > std::max(1.0, 10 * overview_s))) {
+      overview_at = Clock::now();
+      auto end = [&]() -> Result<std::shared_ptr<Overview>> {
+        Reader::Snapshot snapshot(*side);
+        auto e = side->end_ns_of_flushes_and_processes();
+        if (!e.ok()) return e.status();
+        return read_overview(*side, *e);
+      }();
+      if (!end.ok()) return fail(in_file(path_, end.status()));
+      overview = std::move(*end);
+      overview_s = seconds_since(overview_at);
+      overview_final = complete;
+      fresh = true;
+      d.builder->set_window(overview, d.t0, d.t1, opt_.detail_rows);
+    }
+    SourceState state;
+    std::shared_ptr<const Timeline> tl;
+    if (d.builder->dirty() || first || fresh) tl = d.builder->publish();
+    fresh = false;
+    rows_read += polled.rows;
+    {
+      std::lock_guard<std::mutex> lock(parts_mu_);
       if (tl || first) file_bytes_ = database_bytes(path_);
       if (tl) {
         timeline_ = tl;
@@ -140,13 +294,13 @@ void SnapshotSource::reader_loop() {
         if (first_timeline_seconds_ < 0) first_timeline_seconds_ = seconds_since(t0);
       }
       if (loading) {
-        load_fraction_ = more ? static_cast<double>(rows_read) / static_cast<double>(rows_read + polled->pending) : 1.0;
+        load_fraction_ = more ? static_cast<double>(rows_read) / static_cast<double>(rows_read + polled.pending) : 1.0;
         open_seconds_ = seconds_since(t0);
         loading = more;
       }
       if (loading) {
         state_ = SourceState::kLoading;  // with the timeline so far
-      } else if (tl && tl->complete) {
+      } else if (timeline_ && timeline_->complete) {
         state_ = SourceState::kFinished;
       } else if (timeline_ && !timeline_->complete) {
         state_ = recorder_alive(timeline_->meta) ? SourceState::kLive : SourceState::kCutOff;
@@ -155,15 +309,23 @@ void SnapshotSource::reader_loop() {
       first = false;
       state = state_;
     }
-    if (state == SourceState::kFinished) return;
     if (more) {  // the next part at once
       std::lock_guard<std::mutex> lock(parts_mu_);
       if (stop_) return;
       continue;
     }
     std::unique_lock<std::mutex> lock(parts_mu_);
+    if (state == SourceState::kFinished) {
+      // Read to the end: nothing more will come. A long recording waits for the view's requests.
+      if (!overview) return;
+      cv_.wait(lock, [&] { return stop_ || requested_.has_value(); });
+      if (stop_) return;
+      continue;
+    }
     const int wait = state == SourceState::kLive ? opt_.poll_ms : opt_.cut_off_poll_ms;
-    if (cv_.wait_for(lock, std::chrono::milliseconds(wait), [&] { return stop_; })) return;
+    if (cv_.wait_for(lock, std::chrono::milliseconds(wait), [&] { return stop_ || requested_.has_value(); })) {
+      if (stop_) return;
+    }
   }
 }
 

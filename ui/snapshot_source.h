@@ -20,8 +20,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "ui/snapshot.h"
 
@@ -37,6 +39,12 @@ struct SourceOptions {
   // parts of about this many rows, each published as it lands: the timeline shows within a part's
   // read time and fills in. 0: one read.
   int64_t load_part_rows = 1'000'000;
+  // A recording with more rows than this (and the summary tables) is held a window at a time: its
+  // overview from the summaries, and the detail of its latest detail_rows rows, followed while
+  // live (cut again to the latest detail_rows when it has grown to twice that), or of the window
+  // the view asks for (request_detail). Memory then stays bounded whatever the length. 0: every
+  // row is read, whatever the size.
+  int64_t detail_rows = 2'000'000;
   // Called with every snapshot published, on the publishing thread, under the source's lock:
   // keep it short and do not call back into the source. For tests.
   std::function<void(const Snapshot&)> on_publish;
@@ -59,6 +67,11 @@ class SnapshotSource {
   // Settled: first read done (or failed) and, unless disabled, the analysis ran on the latest data.
   static bool settled(const Snapshot& s);
   const std::string& path() const { return path_; }
+  // A long recording (Timeline::windowed): read the detail of [t0, t1] in place of the window held
+  // now, or, with t1 = INT64_MAX, the part from t0 on, followed while live. Ignored when that lies
+  // within the window held or being read, and for recordings read whole. Any thread; returns at
+  // once (the reader thread reads it and publishes).
+  void request_detail(int64_t t0, int64_t t1);
 
  private:
   void reader_loop();
@@ -90,6 +103,11 @@ class SnapshotSource {
   uint64_t data_version_ = 0;      // bumped by the reader when the data changed
   uint64_t analyzed_version_ = 0;  // the data version the analysis last started on
   bool stop_ = false;
+  // Long recordings: the window asked for and not yet taken up by the reader, and the one held (or
+  // being read).
+  std::optional<std::pair<int64_t, int64_t>> requested_;
+  int64_t held_t0_ = INT64_MIN, held_t1_ = INT64_MAX;
+  bool windowed_ = false;
 
   std::thread reader_, analyzer_;
 };

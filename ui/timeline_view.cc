@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "storage/summaries.h"
 #include "ui/batch_life.h"
 #include "ui/format.h"
+#include "ui/overview.h"
 #include "ui/palette.h"
 #include "ui/panel.h"
 #include "ui/row_draw.h"
@@ -313,6 +315,98 @@ void draw_lanes(Frame& f, const LanesArea& a) {
   }
 }
 
+// The shares of one overview row in [t0, t1], as bars in the lane row from y0 to y1 (bottom
+// aligned, as tall as the share): one bar per bucket, or per pixel column where buckets are
+// narrower (their mean). Returns the bars drawn.
+int64_t draw_shares(const Overview& o, const Overview::Share& share, double t0, double t1, float y0, float y1,
+                    const TimeAxis& ax, ImDrawList* dl) {
+  if (share.busy.empty() || o.level_ns <= 0) return 0;
+  const ImU32 col = with_alpha(style_color(share.style), 0.85f);
+  const int64_t first = std::max<int64_t>(0, summary_bucket(static_cast<int64_t>(t0), o.level_ns) - o.first_bucket);
+  const int64_t last = std::min<int64_t>(static_cast<int64_t>(share.busy.size()) - 1,
+                                         summary_bucket(static_cast<int64_t>(t1), o.level_ns) - o.first_bucket);
+  int64_t drawn = 0;
+  float col_x = -1e9f, col_end = 0;
+  double sum = 0;
+  int n = 0;
+  auto flush = [&] {
+    if (n == 0) return;
+    // At least a pixel where there was any: a thread that works a little still shows it did.
+    const float h = sum > 0 ? std::max(1.0f, static_cast<float>(sum / n) * (y1 - y0)) : 0.0f;
+    if (h > 0) {
+      dl->AddRectFilled(ImVec2(col_x, y1 - h), ImVec2(std::max(col_end, col_x + 1.0f), y1), col);
+      ++drawn;
+    }
+    sum = 0;
+    n = 0;
+  };
+  for (int64_t b = first; b <= last; ++b) {
+    const double b0 = std::max(t0, static_cast<double>(o.bucket_start(static_cast<size_t>(b))));
+    const double b1 = std::min(t1, static_cast<double>(o.bucket_start(static_cast<size_t>(b) + 1)));
+    const float x0 = ax.x(b0), x1 = ax.x(b1);
+    if (x0 >= col_x + 1.0f) {  // a new pixel column
+      flush();
+      col_x = x0;
+    }
+    col_end = x1;
+    sum += share.busy[static_cast<size_t>(b)];
+    ++n;
+  }
+  flush();
+  return drawn;
+}
+
+// A long recording's view outside the detail held: the parts of the visible range with no detail,
+// shaded, each lane's overview bars (its main activity's share of each bucket) in its first row,
+// and a note on how to see the detail there.
+void draw_overview(Frame& f, const LanesArea& a) {
+  if (!f.tl->overview) return;
+  const Overview& o = *f.tl->overview;
+  const double d0 = static_cast<double>(f.tl->detail_t0);
+  const double d1 = f.tl->detail_t1 == INT64_MAX ? std::max(a.ax.t1, f.data_t1) : static_cast<double>(f.tl->detail_t1);
+  std::vector<std::pair<double, double>> gaps;
+  if (a.ax.t0 < d0) gaps.emplace_back(a.ax.t0, std::min(a.ax.t1, d0));
+  if (a.ax.t1 > d1) gaps.emplace_back(std::max(a.ax.t0, d1), a.ax.t1);
+  if (f.dump) {
+    f.dump->windowed = true;
+    f.dump->detail_t0 = f.tl->detail_t0;
+    f.dump->detail_t1 = f.tl->detail_t1;
+  }
+  const std::vector<Lane>& lanes = f.tl->lanes;
+  for (const auto& [g0, g1] : gaps) {
+    if (!(g1 > g0)) continue;
+    if (f.dump) f.dump->overview_ranges.emplace_back(g0, g1);
+    const float x0 = a.ax.x(g0), x1 = a.ax.x(g1);
+    a.dl->AddRectFilled(ImVec2(x0, a.vis0), ImVec2(x1, a.vis1), IM_COL32(255, 255, 255, 8));
+    size_t dumped = 0;  // the lane's index in the dump (hidden lanes are not there)
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      const Lane& l = lanes[i];
+      if (a.lay[i].hidden) continue;
+      const size_t di = dumped++;
+      if (a.top + a.lay[i].y1 < a.vis0 || a.top + a.lay[i].y0 > a.vis1) continue;
+      const float y0 = a.top + a.lay[i].y0 + 1, y1 = y0 + kRowH - 2;
+      int64_t drawn = 0;
+      if (l.role == LaneRole::kGpu) {
+        auto it = o.devices.find(l.device);
+        if (it != o.devices.end()) drawn += draw_shares(o, it->second, g0, g1, y0, y1, a.ax, a.dl);
+      }
+      for (int64_t thread : l.overview_threads) {
+        auto it = o.threads.find(thread);
+        if (it != o.threads.end()) drawn += draw_shares(o, it->second, g0, g1, y0, y1, a.ax, a.dl);
+      }
+      if (f.dump && di < f.dump->lanes.size()) f.dump->lanes[di].overview += drawn;
+    }
+    // Where the range is wide enough to say so: why there is no detail, and how to get it.
+    if (x1 - x0 > 220) {
+      const double view_rows = static_cast<double>(o.rows_in(static_cast<int64_t>(g0), static_cast<int64_t>(g1)));
+      const std::string note = view_rows > static_cast<double>(f.tl->detail_rows)
+                                   ? "summary: zoom in to read the detail here"
+                                   : "summary: reading the detail...";
+      a.dl->AddText(ImVec2(x0 + 6, a.vis1 - 18), kTextDim, note.c_str());
+    }
+  }
+}
+
 // The playhead (replay) or the newest data (live), across the lanes.
 void draw_playhead(const Frame& f, const LanesArea& a) {
   if (f.now_ns < a.ax.t0 || f.now_ns > a.ax.t1) return;
@@ -477,6 +571,7 @@ void draw_timeline(Frame& f, const ImVec2& pos, const ImVec2& size) {
   draw_stall_shading(f, a);
   a.dl->PushClipRect(ImVec2(a.ax.x0, a.vis0), ImVec2(a.ax.x1, a.vis1), true);
   draw_lanes(f, a);
+  draw_overview(f, a);
   draw_playhead(f, a);
   a.dl->PopClipRect();
   draw_label_column(f, a);

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/compare.h"
@@ -57,6 +58,9 @@ struct ViewState {
   std::optional<BatchKey> hovered;    // this frame's hovered batch (set by the timeline)
   int selected_recommendation = -1;
   std::string evidence_note;  // what the last clicked recommendation points at
+  // A long recording: the detail window this frame's view needs (wanted_detail), for the app to
+  // pass to the source (SnapshotSource::request_detail).
+  std::optional<std::pair<int64_t, int64_t>> detail_request;
   // Session picker: a path chosen this frame (the app opens it).
   std::string open_request;
   // Frame time.

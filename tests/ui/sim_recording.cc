@@ -399,6 +399,10 @@ SimTruth write_sim_recording(const std::string& path, const SimOptions& o) {
     }
     for (const SimBatch& b : bs) truth.batches.push_back(b);
     sim.flush_buffer(&truth);
+    if (o.after_epoch) {
+      sim.commit();
+      o.after_epoch(e, t);
+    }
     t = next_begin;
   }
   truth.end_ns = t;

@@ -40,6 +40,9 @@ struct SimOptions {
   bool complete = true;          // meta complete = 1
   bool config = true;            // the dl.config instant
   int64_t commit_rows = 200000;  // rows per transaction (and flush row)
+  // Called after each epoch's rows are committed (the recording is not complete yet): a test
+  // follows a recording as it grows. `end_ns`: the epoch's last event.
+  std::function<void(int epoch, int64_t end_ns)> after_epoch;
 };
 
 struct SimBatch {

@@ -1,0 +1,139 @@
+// The dashboard's overview of a whole run from the summaries; see overview.h.
+#include "ui/overview.h"
+
+#include <algorithm>
+#include <string>
+
+#include "storage/summaries.h"
+
+namespace stallscope::ui {
+
+int64_t overview_level(int64_t run_ns) {
+  for (int64_t level : kSummaryLevelsNs) {
+    if (run_ns / level < Overview::kMaxBuckets) return level;
+  }
+  return kSummaryLevelsNs.back();
+}
+
+int64_t Overview::rows_in(int64_t t0, int64_t t1) const {
+  if (rows.empty() || t1 < t0) return 0;
+  const int64_t b0 = std::max<int64_t>(summary_bucket(t0, level_ns) - first_bucket, 0);
+  const int64_t b1 =
+      std::min<int64_t>(summary_bucket(t1, level_ns) - first_bucket, static_cast<int64_t>(rows.size()) - 1);
+  int64_t n = 0;
+  for (int64_t b = b0; b <= b1; ++b) n += rows[static_cast<size_t>(b)];
+  return n;
+}
+
+std::optional<std::pair<int64_t, int64_t>> wanted_detail(const Timeline& tl, double v0, double v1) {
+  if (!tl.overview || !(v1 > v0)) return std::nullopt;
+  // Whole nanoseconds inside the run (a view may reach past both ends).
+  const double lo = static_cast<double>(tl.first_ns), hi = static_cast<double>(tl.end_ns);
+  const int64_t a = static_cast<int64_t>(std::clamp(v0, lo, hi)), b = static_cast<int64_t>(std::clamp(v1, lo, hi));
+  const bool held = a >= tl.detail_t0 && (b <= tl.detail_t1 || tl.detail_t1 == INT64_MAX);
+  if (held) return std::nullopt;
+  const Overview& o = *tl.overview;
+  const int64_t budget = tl.detail_rows > 0 ? tl.detail_rows : INT64_MAX;
+  if (o.rows_in(a, b) > budget) return std::nullopt;
+  // The widest margin that keeps the window within half the budget (zooming out a step or panning
+  // a little then needs no new read, and a read stays well under a second), else the view alone.
+  const int64_t w = std::max<int64_t>(b - a, 1);
+  for (double k : {64.0, 16.0, 4.0, 2.0, 1.0, 0.5, 0.25, 0.0}) {
+    const double margin = std::min(static_cast<double>(w) * k, static_cast<double>(tl.end_ns - tl.first_ns));
+    const int64_t m = static_cast<int64_t>(margin);
+    const int64_t w0 = std::max(tl.first_ns, a - m), w1 = std::min(tl.end_ns, b + m);
+    if (o.rows_in(w0, w1) > (k > 0 ? budget / 2 : budget)) continue;
+    // Reaching the last bucket: the latest part, followed from w0.
+    if (w1 >= tl.end_ns || summary_bucket(w1, o.level_ns) >= o.first_bucket + static_cast<int64_t>(o.size()) - 1) {
+      return std::make_pair(w0, INT64_MAX);
+    }
+    return std::make_pair(w0, w1);
+  }
+  return std::nullopt;
+}
+
+Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns) {
+  auto o = std::make_shared<Overview>();
+  o->level_ns = overview_level(std::max<int64_t>(run_ns, 0));
+  auto per_bucket = r.rows_per_bucket(o->level_ns);
+  if (!per_bucket.ok()) return per_bucket.status();
+  if (per_bucket->empty()) return o;
+  // Buckets outside the first kMaxBuckets x 4 from the first are a damaged row's (or a clock
+  // jump's): left out rather than allocated for.
+  o->first_bucket = per_bucket->front().first;
+  const int64_t last = std::min(per_bucket->back().first, o->first_bucket + 4 * Overview::kMaxBuckets);
+  o->rows.assign(static_cast<size_t>(last - o->first_bucket + 1), 0);
+  auto index = [&](int64_t bucket) -> int64_t {
+    return bucket < o->first_bucket || bucket > last ? -1 : bucket - o->first_bucket;
+  };
+  for (const auto& [bucket, n] : *per_bucket) {
+    const int64_t i = index(bucket);
+    if (i < 0) continue;
+    o->rows[static_cast<size_t>(i)] += n;
+    o->total_rows += n;
+  }
+  o->first_ns = o->bucket_start(0);
+  o->end_ns = o->bucket_start(o->rows.size());
+  const double level = static_cast<double>(o->level_ns);
+
+  // Each thread's main activity: the loop's wait, a worker's fetch, the pin thread's pin, else the
+  // name with the most time over the run.
+  auto ids = r.string_ids({"dl.next", "dl.fetch", "dl.pin"});
+  if (!ids.ok()) return ids.status();
+  auto id_of = [&](const char* name) -> int64_t {
+    auto it = ids->find(name);
+    return it == ids->end() ? -1 : static_cast<int64_t>(it->second);
+  };
+  const std::pair<int64_t, Style> kPreferred[] = {
+      {id_of("dl.next"), Style::kNext}, {id_of("dl.fetch"), Style::kFetch}, {id_of("dl.pin"), Style::kPin}};
+  auto totals = r.span_totals(o->level_ns);
+  if (!totals.ok()) return totals.status();
+  std::map<int64_t, std::map<uint32_t, int64_t>> by_thread;  // thread -> name -> total
+  for (const Reader::SpanTotal& t : *totals) by_thread[t.thread_id][t.name_id] += t.total_ns;
+  std::map<int64_t, uint32_t> main_name;
+  for (const auto& [thread, names] : by_thread) {
+    Overview::Share share;
+    share.style = Style::kNvtx;
+    uint32_t pick = 0;
+    int64_t best = -1;
+    for (const auto& [id, style] : kPreferred) {
+      if (id >= 0 && names.count(static_cast<uint32_t>(id))) {
+        pick = static_cast<uint32_t>(id);
+        share.style = style;
+        best = INT64_MAX;
+        break;
+      }
+    }
+    if (best < 0) {
+      for (const auto& [name, total] : names) {
+        if (total > best) best = total, pick = name;
+      }
+    }
+    main_name[thread] = pick;
+    share.busy.assign(o->rows.size(), 0.0f);
+    o->threads.emplace(thread, std::move(share));
+  }
+  for (const Reader::SpanTotal& t : *totals) {
+    const int64_t i = index(t.bucket);
+    if (i < 0 || main_name[t.thread_id] != t.name_id) continue;
+    float& b = o->threads[t.thread_id].busy[static_cast<size_t>(i)];
+    b = std::min(1.0f, b + static_cast<float>(static_cast<double>(std::max<int64_t>(t.total_ns, 0)) / level));
+  }
+
+  auto gpu = r.gpu_totals(o->level_ns);
+  if (!gpu.ok()) return gpu.status();
+  for (const Reader::GpuTotal& g : *gpu) {
+    const int64_t i = index(g.bucket);
+    if (i < 0) continue;
+    Overview::Share& d = o->devices[g.device];
+    if (d.busy.empty()) {
+      d.style = Style::kKernel;
+      d.busy.assign(o->rows.size(), 0.0f);
+    }
+    float& b = d.busy[static_cast<size_t>(i)];
+    b = std::min(1.0f, b + static_cast<float>(static_cast<double>(std::max<int64_t>(g.total_ns, 0)) / level));
+  }
+  return o;
+}
+
+}  // namespace stallscope::ui

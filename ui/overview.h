@@ -1,0 +1,61 @@
+// The whole run at a glance, from the summary tables (docs/schema.md, "Summaries"): what the
+// dashboard draws where it holds no detail rows. A long recording's detail is read a window at a
+// time (snapshot_source.h); the overview covers all of it, and reads in well under a second
+// whatever the length, as a day is a few thousand buckets.
+//
+// Per bucket of one summary level (1 s, 10 s or 100 s: the finest with at most kMaxBuckets over
+// the run): how many rows every table holds there (what a window read would cost), and per thread
+// the share of the bucket its main activity took: dl.next on a training loop (waiting for data),
+// dl.fetch on a worker, dl.pin on the pin-memory thread, else its busiest span name. GPU busy per
+// device likewise.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/reader.h"
+#include "ui/snapshot.h"
+
+namespace stallscope::ui {
+
+struct Overview {
+  static constexpr int64_t kMaxBuckets = 4000;
+
+  int64_t level_ns = 0;
+  int64_t first_bucket = 0;   // rows[i] and every share[i] are bucket first_bucket + i
+  std::vector<int64_t> rows;  // rows of all detail tables per bucket
+  struct Share {
+    Style style = Style::kOther;
+    std::vector<float> busy;  // per bucket, 0..1
+  };
+  std::map<int64_t, Share> threads;  // by threads.id
+  std::map<int64_t, Share> devices;  // GPU busy by device
+  int64_t first_ns = 0, end_ns = 0;  // the buckets that hold rows: first start, last end
+  int64_t total_rows = 0;
+
+  size_t size() const { return rows.size(); }
+  int64_t bucket_start(size_t i) const { return (first_bucket + static_cast<int64_t>(i)) * level_ns; }
+  // Rows of the buckets that [t0, t1] touches: what reading its detail would cost, about.
+  int64_t rows_in(int64_t t0, int64_t t1) const;
+};
+
+// What a view of [v0, v1] over a windowed timeline asks the source for (request_detail): nothing
+// while the detail held covers it, or while even the view alone holds more rows than the timeline's
+// detail_rows (the overview shows it then); else a window around it, as wide as half the budget
+// allows (up to 64 view widths each side), reaching to INT64_MAX (the latest part, followed) when
+// it gets to the end of the data.
+std::optional<std::pair<int64_t, int64_t>> wanted_detail(const Timeline& tl, double v0, double v1);
+
+// The finest summary level with at most kMaxBuckets buckets over `run_ns`.
+int64_t overview_level(int64_t run_ns);
+
+// Reads the overview of a recording that has summary tables (Reader::has_summaries); `run_ns`
+// picks the level (the recording's length, about).
+Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns);
+
+}  // namespace stallscope::ui
