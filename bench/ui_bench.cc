@@ -15,11 +15,12 @@
 // memory (goal < 1 GiB).
 // Prints a table with the goals beside (open < 2 s, frame < 8 ms).
 //
-//   ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] [--regen]
-//            [--compare B.db] [--generate-only]
+//   ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] [--detail-rows N]
+//            [--regen] [--compare B.db] [--generate-only]
 // --generate-only writes the recording (if it is not there yet) and stops: a long one for
 // `stallscope report` and the dashboard by hand (60 M events are about 6 hours of training).
 // --part-rows N reads the recording in parts of N rows at open (0: one read; default: the UI's).
+// --detail-rows N holds the detail of N rows at a time (SourceOptions::detail_rows; 0: every row).
 // --open-only N opens the recording N times (timeline alone, no analysis) and prints each time.
 // --compare B.db measures the compare view instead: the recording as A and B.db (say a copy of it)
 // opened at once, then the compare view's frames (both sides and the strip) at the same zoom
@@ -194,10 +195,11 @@ void add_times(std::vector<std::pair<std::string, double>>& sum, const std::stri
 }
 
 // The compare view on `a` and `b`, both opened at once as the app does: the open, then frames.
-int compare_bench(const std::string& a, const std::string& b, int frames, int64_t part_rows) {
+int compare_bench(const std::string& a, const std::string& b, int frames, int64_t part_rows, int64_t detail_rows) {
   using namespace stallscope::ui;
   SourceOptions so;
   so.load_part_rows = part_rows;
+  so.detail_rows = detail_rows;
   const auto t_open = Clock::now();
   SnapshotSource sa(a, so), sb(b, so);
   auto read = [](const Snapshot& s) { return s.state != SourceState::kLoading; };
@@ -266,6 +268,7 @@ int main(int argc, char** argv) {
   int frames = 200;
   int open_only = 0;  // --open-only N: only the open (timeline alone), N times
   int64_t part_rows = stallscope::ui::SourceOptions{}.load_part_rows;
+  int64_t detail_rows = stallscope::ui::SourceOptions{}.detail_rows;
   bool regen = false, generate_only = false;
   std::string db, compare_db;
   for (int i = 1; i < argc; ++i) {
@@ -280,6 +283,8 @@ int main(int argc, char** argv) {
       open_only = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--part-rows" && i + 1 < argc) {
       part_rows = std::atoll(argv[++i]);
+    } else if (a == "--detail-rows" && i + 1 < argc) {
+      detail_rows = std::atoll(argv[++i]);
     } else if (a == "--regen") {
       regen = true;
     } else if (a == "--generate-only") {
@@ -288,8 +293,8 @@ int main(int argc, char** argv) {
       compare_db = argv[++i];
     } else {
       std::fprintf(stderr,
-                   "usage: ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] [--regen] "
-                   "[--compare B.db] [--generate-only]\n");
+                   "usage: ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] "
+                   "[--detail-rows N] [--regen] [--compare B.db] [--generate-only]\n");
       return 2;
     }
   }
@@ -322,6 +327,7 @@ int main(int argc, char** argv) {
       stallscope::ui::SourceOptions so;
       so.analysis = false;
       so.load_part_rows = part_rows;
+      so.detail_rows = detail_rows;
       const auto t0 = Clock::now();
       std::string parts;
       so.on_publish = [&](const stallscope::ui::Snapshot& s) {
@@ -334,10 +340,11 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (!compare_db.empty()) return compare_bench(db, compare_db, frames, part_rows);
+  if (!compare_db.empty()) return compare_bench(db, compare_db, frames, part_rows, detail_rows);
   const auto t_open = Clock::now();
   stallscope::ui::SourceOptions main_opts;
   main_opts.load_part_rows = part_rows;
+  main_opts.detail_rows = detail_rows;
   stallscope::ui::SnapshotSource src(db, main_opts);
   src.wait_until([](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; },
                  600000);
@@ -362,6 +369,7 @@ int main(int argc, char** argv) {
     stallscope::ui::SourceOptions so;
     so.analysis = false;
     so.load_part_rows = part_rows;
+    so.detail_rows = detail_rows;
     const auto t0 = Clock::now();
     stallscope::ui::SnapshotSource alone(db, so);
     alone.wait_until([](const stallscope::ui::Snapshot& s) { return s.state != stallscope::ui::SourceState::kLoading; },

@@ -299,6 +299,56 @@ TEST(WindowTest, ARecordingCutOffMidRunOpens) {
   EXPECT_EQ(layout.at("lanes").size(), 4u);  // main, pin, 2 workers
 }
 
+// A recording larger than --detail-rows: the whole run from its overview, with bars in the lanes
+// before the detail held; an early range asked for with --range is read and drawn in detail.
+TEST(WindowTest, ALongRecordingShowsItsWholeRunAndTheDetailOfTheRangeShown) {
+  NEED_XVFB();
+  testing::TempDir dir;
+  testing::SimOptions o;
+  o.workers = 2;
+  o.epochs = 4;
+  o.batches = 100;
+  o.step_ns = 100 * testing::kMsNs;  // a minute of run: many 1-s buckets
+  o.commit_rows = 200;
+  const auto truth = testing::write_sim_recording(dir.file("long.db"), o);
+  const std::string rows = std::to_string(truth.events / 10);
+  auto r = run_ui({"--detail-rows", rows, "--screenshot", dir.file("w.png"), "--layout-dump", dir.file("w.json"),
+                   dir.file("long.db")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json layout = load_json(dir.file("w.json"));
+  ASSERT_TRUE(layout.contains("detail")) << layout.dump();
+  const Json& whole = layout.at("detail");
+  EXPECT_GT(whole.at("t0").get<int64_t>(), truth.end_ns / 2);  // the latest part
+  ASSERT_EQ(whole.at("overview_ranges").size(), 1u);
+  for (const Json& lane : layout.at("lanes")) EXPECT_GT(lane.at("overview").get<int64_t>(), 2) << lane.dump();
+  // The bars are on screen: the main lane's row left of the detail is not the background alone.
+  const Image img = load_png(dir.file("w.png"));
+  const Json& main_rect = layout.at("lanes")[0].at("rect");
+  const Stats bars = stats(img, main_rect[0].get<int>() + 160, main_rect[1].get<int>(), main_rect[0].get<int>() + 600,
+                           main_rect[3].get<int>());
+  EXPECT_GT(bars.non_background, 0.02);
+
+  // A second and a half early in the run (well within the budget; ten seconds would not be, and
+  // would be shown from the overview): read and drawn in detail before the screenshot.
+  const double t0 = std::floor(static_cast<double>(truth.end_ns) * 0.2 / 1e9);
+  r = run_ui({"--detail-rows", rows, "--range", std::to_string(t0) + ":" + std::to_string(t0 + 1.5), "--screenshot",
+              dir.file("z.png"), "--layout-dump", dir.file("z.json"), dir.file("long.db")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  layout = load_json(dir.file("z.json"));
+  const Json& zoomed = layout.at("detail");
+  EXPECT_LE(zoomed.at("t0").get<int64_t>(), static_cast<int64_t>(t0 * 1e9));
+  EXPECT_GE(zoomed.at("t1").get<int64_t>(), static_cast<int64_t>((t0 + 1.5) * 1e9));
+  EXPECT_TRUE(zoomed.at("overview_ranges").empty());
+  int64_t drawn = 0;
+  for (const Json& lane : layout.at("lanes")) drawn += lane.at("drawn").get<int64_t>();
+  EXPECT_GT(drawn, 50);
+  // Read whole with --detail-rows 0: no overview at all.
+  r = run_ui({"--detail-rows", "0", "--screenshot", dir.file("a.png"), "--layout-dump", dir.file("a.json"),
+              dir.file("long.db")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(load_json(dir.file("a.json")).contains("detail"));
+}
+
 // Two recordings of different speed, the second starting later in its session: a fast one (4
 // workers) and a slow one (2 workers, slower fetches), 2 x 100 steps each.
 void write_compare_pair(const std::string& fast, const std::string& slow) {
@@ -483,6 +533,8 @@ TEST(CommandLineTest, HelpAndUsageErrors) {
                                               {"--size", "12"},
                                               {"a.db", "b.db", "c.db"},
                                               {"--range", "2:1", "a.db", "b.db"},
+                                              {"--detail-rows", "-5", "a.db"},
+                                              {"--detail-rows", "lots", "a.db"},
                                               {"--screenshot"}}) {
     std::vector<std::string> argv = {STALLSCOPE_BIN, "ui"};
     argv.insert(argv.end(), bad.begin(), bad.end());
