@@ -75,9 +75,10 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
 
   auto strings = reader.strings();
   if (!strings.ok()) return strings.status();
-  std::optional<uint32_t> next_id, step_id, fetch_id, start_id;
+  std::optional<uint32_t> next_id, step_id, fetch_id, start_id, begin_id;
   for (const auto& [id, value] : *strings) {
     if (value == "dl.next") next_id = id;
+    if (value == "dl.epoch_begin") begin_id = id;
     if (value == "dl.step") step_id = id;
     if (value == "dl.fetch") fetch_id = id;
     if (value == "dl.worker_start") start_id = id;
@@ -130,15 +131,38 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
     if (worker_processes.count(t.process_id) != 0) worker_threads.insert(t.id);
   }
 
-  // Recorded with --keep-detail: the report's window is what has every event; the summaries go
-  // back to the training loader's first next() call.
+  // Recorded with --keep-detail, or read from a later point: the report's window is what was read;
+  // the summaries go back to the training loader's first next() call.
   int64_t start = r.window_start_ns;
   if (r.detail_from_ns && next_id) {
     auto first = reader.first_span_bucket(kSummaryLevelsNs.front(), *next_id, *r.main_loader);
     if (!first.ok()) return first.status();
     constexpr int64_t kMaxBucket = (int64_t{1} << 60) / kS;  // times past +-2^60 ns cannot be
     if (*first && **first > -kMaxBucket && **first < kMaxBucket) {
-      start = std::min(start, **first * kSummaryLevelsNs.front());
+      const int64_t b0 = **first * kSummaryLevelsNs.front(), b1 = b0 + kSummaryLevelsNs.front() - 1;
+      // Exactly where training_window() would start it: the loader's first next() call (in that
+      // second), or the dl.epoch_begin just before it.
+      auto nexts = reader.spans_named_in({*next_id}, b0, b1);
+      if (!nexts.ok()) return nexts.status();
+      std::optional<int64_t> first_next;
+      for (const SpanRow& sp : *nexts) {
+        if (sp.arg0 == *r.main_loader && sp.start_ns >= b0 && sp.start_ns <= b1 &&
+            (!first_next || sp.start_ns < *first_next))
+          first_next = sp.start_ns;
+      }
+      int64_t exact = first_next.value_or(b0);
+      if (first_next && begin_id) {
+        constexpr int64_t kBefore = int64_t{60} * kS;  // __iter__ comes just before the first next()
+        auto begins = reader.instants_named_in({*begin_id}, *first_next - kBefore, *first_next);
+        if (!begins.ok()) return begins.status();
+        std::optional<int64_t> latest;
+        for (const InstantRow& in : *begins) {
+          if (in.arg0 == *r.main_loader && in.ts_ns <= *first_next && (!latest || in.ts_ns > *latest))
+            latest = in.ts_ns;
+        }
+        if (latest) exact = *latest;
+      }
+      start = std::min(start, exact);
     }
   }
   const PeriodChoice choice = choose_period(r.window_end_ns - start, max_periods);

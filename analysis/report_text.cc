@@ -231,7 +231,8 @@ std::string render_text(const Report& r) {
     o += "  Training loader  " + std::to_string(tl->id) + ": " + tl->name + "   (" + by + ")\n";
   }
   o += "  Training window  " + fixed(r.wall_s, 3) + " s   (mode: " + r.mode + ", training process pid " +
-       std::to_string(r.train_pid) + ")\n";
+       std::to_string(r.train_pid) + ")" +
+       (r.detail_from_ns ? "   the latest part, from " + clock_time(*r.detail_from_ns, 0) : std::string()) + "\n";
   o += "  Steps            " + grouped(r.steps) + "   samples " + grouped(r.samples) + "   " +
        or_dash(r.samples_per_s, [](double v) { return fixed(v, 1); }) + " samples/s\n";
   if (r.mode == vocab::kModeGpu) {
@@ -261,6 +262,17 @@ std::string render_text(const Report& r) {
   o += "  Step time        p50 " + or_dash(r.step_time.p50_ms, duration_ms) + "   p90 " +
        or_dash(r.step_time.p90_ms, duration_ms) + "   p99 " + or_dash(r.step_time.p99_ms, duration_ms) +
        "   (compute " + duration_ms(r.compute_per_step_ms) + " per step)\n";
+  // A long recording read from a later point: the whole run's own figures, from the summaries.
+  if (r.detail_from_ns && r.over_time.available && r.over_time.total.t1_ns > r.over_time.total.t0_ns) {
+    const OverTimePeriod& w = r.over_time.total;
+    o +=
+        "  Whole run        " + fixed(w.length_s(), 3) + " s from the summaries: next() calls " +
+        grouped(w.next_calls) + ", waiting " + percent(w.wait_fraction()) +
+        (w.steps > 0 ? ", steps " + grouped(w.steps) : std::string()) +
+        (w.fetch_p50_ms ? ", fetch p50 " + duration_ms(*w.fetch_p50_ms) + " p99 " + or_dash(w.fetch_p99_ms, duration_ms)
+                        : std::string()) +
+        "\n";
+  }
   for (const LoaderStats& l : r.loaders) {
     if (r.main_loader && l.id == *r.main_loader) continue;
     if (l.batches_handed == 0) continue;

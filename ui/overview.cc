@@ -26,7 +26,9 @@ int64_t Overview::rows_in(int64_t t0, int64_t t1) const {
 }
 
 std::optional<std::pair<int64_t, int64_t>> wanted_detail(const Timeline& tl, double v0, double v1) {
-  if (!tl.overview || !(v1 > v0)) return std::nullopt;
+  if (!tl.overview || !(v1 > v0) || tl.end_ns < tl.first_ns) return std::nullopt;
+  // A damaged recording's ends can be anywhere in int64: its window stays within kSaneNs.
+  if (tl.first_ns < -kSaneNs || tl.end_ns > kSaneNs) return std::nullopt;
   // Whole nanoseconds inside the run (a view may reach past both ends).
   const double lo = static_cast<double>(tl.first_ns), hi = static_cast<double>(tl.end_ns);
   const int64_t a = static_cast<int64_t>(std::clamp(v0, lo, hi)), b = static_cast<int64_t>(std::clamp(v1, lo, hi));
@@ -57,9 +59,12 @@ Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns) {
   o->level_ns = overview_level(std::max<int64_t>(run_ns, 0));
   auto per_bucket = r.rows_per_bucket(o->level_ns);
   if (!per_bucket.ok()) return per_bucket.status();
+  // A bucket whose time is not within a few years of the session start is a damaged row's: left
+  // out (its start would not fit in int64 arithmetic), as are those past kMaxBuckets x 4 from the
+  // first (a clock jump's), rather than allocated for.
+  const int64_t sane = kSaneNs / o->level_ns;
+  std::erase_if(*per_bucket, [&](const auto& b) { return b.first < -sane || b.first > sane; });
   if (per_bucket->empty()) return o;
-  // Buckets outside the first kMaxBuckets x 4 from the first are a damaged row's (or a clock
-  // jump's): left out rather than allocated for.
   o->first_bucket = per_bucket->front().first;
   const int64_t last = std::min(per_bucket->back().first, o->first_bucket + 4 * Overview::kMaxBuckets);
   o->rows.assign(static_cast<size_t>(last - o->first_bucket + 1), 0);
@@ -69,8 +74,9 @@ Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns) {
   for (const auto& [bucket, n] : *per_bucket) {
     const int64_t i = index(bucket);
     if (i < 0) continue;
-    o->rows[static_cast<size_t>(i)] += n;
-    o->total_rows += n;
+    const int64_t rows = std::clamp<int64_t>(n, 0, int64_t{1} << 40);  // a damaged count's, held
+    o->rows[static_cast<size_t>(i)] += rows;
+    o->total_rows += rows;
   }
   o->first_ns = o->bucket_start(0);
   o->end_ns = o->bucket_start(o->rows.size());
@@ -88,19 +94,21 @@ Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns) {
       {id_of("dl.next"), Style::kNext}, {id_of("dl.fetch"), Style::kFetch}, {id_of("dl.pin"), Style::kPin}};
   auto totals = r.span_totals(o->level_ns);
   if (!totals.ok()) return totals.status();
-  std::map<int64_t, std::map<uint32_t, int64_t>> by_thread;  // thread -> name -> total
-  for (const Reader::SpanTotal& t : *totals) by_thread[t.thread_id][t.name_id] += t.total_ns;
+  std::map<int64_t, std::map<uint32_t, double>> by_thread;  // thread -> name -> total (ns)
+  for (const Reader::SpanTotal& t : *totals) {
+    by_thread[t.thread_id][t.name_id] += static_cast<double>(std::max<int64_t>(t.total_ns, 0));
+  }
   std::map<int64_t, uint32_t> main_name;
   for (const auto& [thread, names] : by_thread) {
     Overview::Share share;
     share.style = Style::kNvtx;
     uint32_t pick = 0;
-    int64_t best = -1;
+    double best = -1;
     for (const auto& [id, style] : kPreferred) {
       if (id >= 0 && names.count(static_cast<uint32_t>(id))) {
         pick = static_cast<uint32_t>(id);
         share.style = style;
-        best = INT64_MAX;
+        best = 1e300;
         break;
       }
     }

@@ -23,6 +23,9 @@
 
 namespace stallscope::ui {
 
+// Times further than this from the session start (about 73 years) are a damaged row's.
+inline constexpr int64_t kSaneNs = int64_t{1} << 61;
+
 struct Overview {
   static constexpr int64_t kMaxBuckets = 4000;
 

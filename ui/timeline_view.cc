@@ -321,6 +321,8 @@ void draw_lanes(Frame& f, const LanesArea& a) {
 int64_t draw_shares(const Overview& o, const Overview::Share& share, double t0, double t1, float y0, float y1,
                     const TimeAxis& ax, ImDrawList* dl) {
   if (share.busy.empty() || o.level_ns <= 0) return 0;
+  t0 = std::clamp(t0, -static_cast<double>(kSaneNs), static_cast<double>(kSaneNs));
+  t1 = std::clamp(t1, -static_cast<double>(kSaneNs), static_cast<double>(kSaneNs));
   const ImU32 col = with_alpha(style_color(share.style), 0.85f);
   const int64_t first = std::max<int64_t>(0, summary_bucket(static_cast<int64_t>(t0), o.level_ns) - o.first_bucket);
   const int64_t last = std::min<int64_t>(static_cast<int64_t>(share.busy.size()) - 1,

@@ -138,6 +138,16 @@ def test_report_detail_reads_the_latest_part_and_the_whole_run_from_the_summarie
     keys = ("next_calls", "wait_s", "steps", "fetches", "fetch_p50_ms", "fetch_p99_ms")
     assert {k: part["over_time"]["total"][k] for k in keys} == {k: whole["over_time"]["total"][k] for k in keys}
     assert whole["over_time"]["total"]["next_calls"] == sum(p["next_calls"] for p in whole["over_time"]["periods"])
+    # The text says so in its headline, with the whole run's own figures beside the part's.
+    detail = f"{(last_drain - (start + 2 * (end - start) // 3)) / 1e9:.6f}s"
+    text = report(db, "--detail", detail).stdout
+    window_line = next(ln for ln in text.splitlines() if ln.startswith("  Training window"))
+    assert "the latest part, from " in window_line, window_line
+    whole_line = next(ln for ln in text.splitlines() if ln.startswith("  Whole run"))
+    total = whole["over_time"]["total"]
+    assert f"next() calls {total['next_calls']:,}" in whole_line, whole_line
+    assert f"waiting {100 * total['wait_fraction']:.1f}%" in whole_line, whole_line
+    assert "Whole run" not in report(db).stdout  # read whole: its figures are the whole run's
     # all: every event, the same document as the default for a recording this short
     assert json.loads(report(db, "--json", "--detail", "all").stdout) == whole
 
