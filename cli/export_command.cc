@@ -1,4 +1,4 @@
-// `stallscope export FILE.db [--format perfetto|csv] [-o OUT] [--force]`: writes a recording in a
+// `stallscope export FILE.db [--format perfetto|csv] [-o OUT] [--range T0:T1] [--force]`: writes a recording in a
 // format other tools read (export/trace_export.h). The Perfetto trace goes to a temporary file
 // beside OUT, renamed over it once complete, so a failed export leaves no half-written trace.
 // Errors: a recording that cannot be read or an output that cannot be written, one line and exit 1;
@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/command.h"
@@ -28,6 +30,7 @@ struct ExportArgs {
   std::string output;
   bool force = false;
   bool quiet = false;
+  std::optional<std::pair<int64_t, int64_t>> range;  // --range, in ns
   std::vector<std::string> files;
 };
 
@@ -60,13 +63,15 @@ int run_export(const CLI::App& app, const ExportArgs& a) {
   auto reader = Reader::open(db);
   if (!reader.ok()) return read_error(reader.status().message());
 
+  exporting::ExportOptions options;
+  options.range = a.range;
   Result<exporting::ExportCounts> counts = Status::Error("");
   std::string tmp;
   if (a.format == "csv") {
     if (!exists && ::mkdir(out.c_str(), 0755) != 0)
       return write_error("cannot create " + out + ": " + std::strerror(errno));
     auto sink = exporting::csv_sink(out);
-    counts = exporting::export_recording(**reader, *sink);
+    counts = exporting::export_recording(**reader, *sink, options);
   } else {
     std::FILE* f = stdout;
     if (!to_stdout) {
@@ -75,7 +80,7 @@ int run_export(const CLI::App& app, const ExportArgs& a) {
       if (f == nullptr) return write_error("cannot write " + tmp + ": " + std::strerror(errno));
     }
     auto sink = exporting::perfetto_json_sink(f);
-    counts = exporting::export_recording(**reader, *sink);
+    counts = exporting::export_recording(**reader, *sink, options);
     if (!to_stdout && std::fclose(f) != 0 && counts.ok())
       counts = Status::Error(std::string("write failed: ") + std::strerror(errno));
     if (!to_stdout && counts.ok() && std::rename(tmp.c_str(), out.c_str()) != 0)
@@ -119,6 +124,20 @@ Body define(CLI::App& app) {
                a->output = v;
                return "";
              });
+  parse_with(app.add_option("--range",
+                            "only T0:T1, seconds since the session start: the spans that overlap it and the\n"
+                            "other rows in it (a part of a long recording that a trace viewer can open)")
+                 ->type_name("T0:T1"),
+             [a](const std::string& v) -> std::string {
+               const size_t colon = v.find(':');
+               double t0 = 0, t1 = 0;
+               if (colon == std::string::npos || !parse_number(v.substr(0, colon), &t0) ||
+                   !parse_number(v.substr(colon + 1), &t1) || !(t1 > t0) || t0 < -1e9 || t1 > 1e9) {
+                 return "needs T0:T1 in seconds since the session start, T0 < T1 (e.g. 3600:3660)";
+               }
+               a->range = std::make_pair(static_cast<int64_t>(t0 * 1e9), static_cast<int64_t>(t1 * 1e9));
+               return "";
+             });
   app.add_flag("--force", a->force, "replace an existing trace file, or the CSV files in an existing folder");
   app.add_flag("-q,--quiet", a->quiet, "print nothing but errors");
   app.add_option("FILE.db", a->files, "the recording")->type_name("");
@@ -137,7 +156,7 @@ Body define(CLI::App& app) {
 const Command kExportCommand = {
     "export",
     "write a recording as a Perfetto/Chrome trace or as CSV files",
-    "stallscope export [--format perfetto|csv] [-o OUT] [--force] FILE.db",
+    "stallscope export [--format perfetto|csv] [-o OUT] [--range T0:T1] [--force] FILE.db",
     "Writes a recording (finished, or still being written: what it holds now) in a format other\n"
     "tools read. perfetto: the Chrome/Perfetto JSON trace format; open it at ui.perfetto.dev or in\n"
     "chrome://tracing. Processes and threads are named like the dashboard's lanes; spans, instants,\n"
@@ -145,13 +164,15 @@ const Command kExportCommand = {
     "each batch's life is an arrow from where it was sent, through its worker, to where the loop\n"
     "got it; GPU kernels and copies have tracks of their own. csv: spans, instants, counters, GPU\n"
     "activities and processes as CSV files with a header. Rows stream out: memory does not grow\n"
-    "with the recording's size. The formats are described in docs/export.md.",
+    "with the recording's size, and --range exports a part of a long recording at the cost of what\n"
+    "that part holds. The formats are described in docs/export.md.",
     "Exit status: 0 on success, 1 when FILE.db cannot be read or OUT cannot be written, 2 on usage\n"
     "errors.\n"
     "\n"
     "Examples:\n"
     "  stallscope export run.db -o run.json          # then open run.json at ui.perfetto.dev\n"
-    "  stallscope export --format csv run.db -o run-csv",
+    "  stallscope export --format csv run.db -o run-csv\n"
+    "  stallscope export --range 3600:3660 day.db -o minute.json   # one minute, an hour in",
     define,
 };
 

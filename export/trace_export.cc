@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 #include <utility>
 
 #include "analysis/session.h"
+#include "storage/summaries.h"
 
 namespace stallscope::exporting {
 namespace {
@@ -95,7 +97,9 @@ struct Window {
 constexpr int64_t kFar = int64_t{1} << 62;
 
 // Each batch's flow in `w`, to `emit`, in the model's batch order (trace viewers sort by time).
-void batch_flows(const analysis::DataLoaderModel& m, const ExportContext& ctx, Window w, int64_t* next_id,
+// `from`: an export of a range starts there; a flow whose fetch lies before it is left out (its
+// fetch span may not be in the export), and so is a sent point before it.
+void batch_flows(const analysis::DataLoaderModel& m, const ExportContext& ctx, Window w, int64_t from, int64_t* next_id,
                  const std::function<void(const BatchFlow&)>& emit) {
   std::map<int64_t, int64_t> main_tid_of_pid;  // pid -> tid of its thread with tid == pid
   for (const ThreadRow& t : ctx.threads) {
@@ -110,6 +114,7 @@ void batch_flows(const analysis::DataLoaderModel& m, const ExportContext& ctx, W
     // Points strictly inside the spans they bind to: a point on a span's edge could be read as
     // outside it when events at one timestamp are reordered.
     const int64_t fetch_mid = *b.fetch_start_ns + (*b.fetch_end_ns - *b.fetch_start_ns) / 2;
+    if (fetch_mid < from) continue;
     BatchFlow f;
     f.loader = b.loader;
     f.epoch = b.epoch;
@@ -123,7 +128,8 @@ void batch_flows(const analysis::DataLoaderModel& m, const ExportContext& ctx, W
       if (tid == main_tid_of_pid.end()) continue;
       f.fetch = {b.worker_pid, tid->second, fetch_mid};
     }
-    if (b.sent_ns && inside_next(m, *b.sent_ns)) f.sent = BatchFlow::Point{m.train_pid, train_tid->second, *b.sent_ns};
+    if (b.sent_ns && *b.sent_ns >= from && inside_next(m, *b.sent_ns))
+      f.sent = BatchFlow::Point{m.train_pid, train_tid->second, *b.sent_ns};
     // Just inside the end of the dl.next span that handed it: the flow ends where the loop got it.
     f.handed = {m.train_pid, train_tid->second, *b.handed_ns - 1};
     f.id = ++*next_id;
@@ -188,6 +194,58 @@ std::vector<uint32_t> ids_of(const std::map<uint32_t, std::string>& strings,
   return ids;
 }
 
+// A range's instants that describe loaders and processes (`names`): those of the range and its
+// margin, and each name's first 100-s bucket of the run (the loaders' settings, the first epoch).
+// Found through the instant summaries; a recording without them is read whole.
+Result<std::vector<InstantRow>> run_instants_of_range(Reader& reader, const std::vector<uint32_t>& names,
+                                                      std::pair<int64_t, int64_t> range, int64_t margin_ns) {
+  auto has = reader.has_summaries();
+  if (!has.ok()) return has.status();
+  if (!*has) return reader.instants_named(names);
+  const int64_t level = kSummaryLevelsNs.back();
+  auto rows = reader.instant_summaries(level, names);
+  if (!rows.ok()) return rows.status();
+  std::map<uint32_t, int64_t> first_bucket;
+  for (const InstantSummaryRow& r : *rows) {
+    auto [it, fresh] = first_bucket.try_emplace(r.name_id, r.bucket);
+    if (!fresh) it->second = std::min(it->second, r.bucket);
+  }
+  const int64_t lo = range.first > INT64_MIN + margin_ns ? range.first - margin_ns : INT64_MIN;
+  auto out = reader.instants_named_in(names, lo, range.second);
+  if (!out.ok()) return out;
+  std::set<int64_t> ids;
+  for (const InstantRow& r : *out) ids.insert(r.id);
+  std::set<int64_t> buckets;
+  for (const auto& [name, b] : first_bucket) buckets.insert(b);
+  for (int64_t b : buckets) {
+    if (b <= -(kFar / level) || b >= kFar / level) continue;  // a damaged row's
+    auto more = reader.instants_named_in(names, b * level, (b + 1) * level - 1);
+    if (!more.ok()) return more;
+    for (InstantRow& r : *more) {
+      if (ids.insert(r.id).second) out->push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+// Each thread's first span of each of `names` in the range and its margin, by id (what
+// first_spans_per_thread gives for the whole run).
+Result<std::vector<SpanRow>> first_spans_of_range(Reader& reader, const std::vector<uint32_t>& names,
+                                                  std::pair<int64_t, int64_t> range, int64_t margin_ns) {
+  const int64_t lo = range.first > INT64_MIN + margin_ns ? range.first - margin_ns : INT64_MIN;
+  auto spans = reader.spans_named_in(names, lo, range.second);
+  if (!spans.ok()) return spans;
+  std::map<std::pair<int64_t, uint32_t>, SpanRow> first;
+  for (SpanRow& sp : *spans) {
+    auto [it, fresh] = first.try_emplace({sp.thread_id, sp.name_id}, sp);
+    if (!fresh && sp.id < it->second.id) it->second = sp;
+  }
+  std::vector<SpanRow> out;
+  for (auto& [key, sp] : first) out.push_back(std::move(sp));
+  std::sort(out.begin(), out.end(), [](const SpanRow& a, const SpanRow& b) { return a.id < b.id; });
+  return out;
+}
+
 }  // namespace
 
 Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const ExportOptions& options) {
@@ -210,9 +268,13 @@ Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const Exp
   if (!processes.ok()) return processes.status();
   auto threads = reader.threads();
   if (!threads.ok()) return threads.status();
-  auto end = reader.end_ns();
+  const std::optional<std::pair<int64_t, int64_t>> range = options.range;
+  // A range: the end from the drains and processes (a scan of every table is what a range avoids),
+  // and spans that never ended stop at the range's end.
+  auto end = range ? reader.end_ns_of_flushes_and_processes() : reader.end_ns();
   if (!end.ok()) return end.status();
-  auto instant_rows = reader.count("instants");
+  if (range) *end = std::min(*end, range->second);
+  auto instant_rows = range ? Result<int64_t>(INT64_MAX) : reader.count("instants");
   if (!instant_rows.ok()) return instant_rows.status();
   base.meta = *meta;
   base.processes = *processes;
@@ -225,9 +287,12 @@ Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const Exp
                         E::kDlWorkerReady, E::kDistRank});
   const std::vector<uint32_t> batch_spans = ids_of(*strings, {E::kDlNext, E::kDlFetch});
   const std::vector<uint32_t> batch_instants = ids_of(*strings, {E::kDlSent, E::kDlRecv, E::kDlPut});
-  auto context_instants = reader.instants_named(run_instants);
+  auto context_instants = range ? run_instants_of_range(reader, run_instants, *range, options.margin_ns)
+                                : reader.instants_named(run_instants);
   if (!context_instants.ok()) return context_instants.status();
-  auto first_spans = reader.first_spans_per_thread(ids_of(*strings, {E::kDlNext, E::kDlFetch, E::kDlPin}));
+  const std::vector<uint32_t> role_spans = ids_of(*strings, {E::kDlNext, E::kDlFetch, E::kDlPin});
+  auto first_spans = range ? first_spans_of_range(reader, role_spans, *range, options.margin_ns)
+                           : reader.first_spans_per_thread(role_spans);
   if (!first_spans.ok()) return first_spans.status();
   std::set<int64_t> pin_threads, context_span_ids;
   for (const SpanRow& sp : *first_spans) {
@@ -277,11 +342,14 @@ Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const Exp
   const int64_t window = *instant_rows > options.whole_below_instants ? options.window_ns : 0;
   DerivedSeries derived(&ctx.series);
   int64_t flow_id = 0;
-  const int64_t first = 0;
+  const int64_t first = range ? range->first : 0;
+  // A range: the windows cover it, and end with it.
+  const int64_t last = range ? std::min(range->second, kFar - 1) + 1 : kFar;
   for (int64_t k = 0;; ++k) {
-    const Window w = window <= 0 ? Window{-kFar, kFar}
-                                 : Window{k == 0 ? -kFar : first + k * window,
-                                          first + (k + 1) * window > ctx.end_ns ? kFar : first + (k + 1) * window};
+    Window w = window <= 0 ? Window{-kFar, kFar}
+                           : Window{k == 0 ? (range ? first : -kFar) : first + k * window,
+                                    first + (k + 1) * window > ctx.end_ns ? kFar : first + (k + 1) * window};
+    if (w.hi >= last) w.hi = last;
     analysis::Session part = base;
     part.spans = context.spans;
     part.instants = context.instants;
@@ -310,30 +378,60 @@ Result<ExportCounts> export_recording(Reader& reader, TraceSink& sink, const Exp
       sink.derived(d);
       ++n.derived;
     });
-    batch_flows(m, ctx, w, &flow_id, [&](const BatchFlow& f) {
+    batch_flows(m, ctx, w, range ? range->first : INT64_MIN, &flow_id, [&](const BatchFlow& f) {
       sink.flow(f);
       ++n.flows;
     });
-    if (w.hi == kFar) break;
+    if (w.hi == last) break;
   }
-  Status s = reader.for_each_span(0, heads->spans, [&](const SpanRow& r) {
-    sink.span(r);
-    ++n.spans;
-  });
+  // The rows, table by table: all of them, or those of the range (found through the flush index and
+  // a bisection on id, each checked against the range).
+  const int64_t lo = range ? range->first : INT64_MIN, hi = range ? range->second : INT64_MAX;
+  auto reaches = [&](int64_t start, int64_t end_ns) { return end_ns >= lo && start <= hi; };
+  auto span_end = [](const SpanRow& r) {
+    int64_t e = 0;
+    return !r.dur_ns ? INT64_MAX : __builtin_add_overflow(r.start_ns, *r.dur_ns, &e) ? INT64_MAX : e;
+  };
+  std::vector<std::pair<int64_t, int64_t>> span_ranges{{1, heads->spans}};
+  TableHeads from, upto = *heads;
+  if (range) {
+    auto spans = reader.span_id_ranges(lo, hi);
+    if (!spans.ok()) return spans.status();
+    span_ranges = *spans;
+    auto before = reader.ids_before(lo);
+    if (!before.ok()) return before.status();
+    auto through = reader.ids_through(hi);
+    if (!through.ok()) return through.status();
+    from = *before;
+    upto = *through;
+  }
+  Status s;
+  for (const auto& [a, b] : span_ranges) {
+    s = reader.for_each_span(a > INT64_MIN ? a - 1 : a, b, [&](const SpanRow& r) {
+      if (!reaches(r.start_ns, span_end(r))) return;
+      sink.span(r);
+      ++n.spans;
+    });
+    if (!s.ok()) break;
+  }
   if (s.ok()) {
-    s = reader.for_each_instant(0, heads->instants, [&](const InstantRow& r) {
+    s = reader.for_each_instant(from.instants, upto.instants, [&](const InstantRow& r) {
+      if (!reaches(r.ts_ns, r.ts_ns)) return;
       sink.instant(r);
       ++n.instants;
     });
   }
   if (s.ok()) {
-    s = reader.for_each_counter(0, heads->counters, [&](const CounterRow& r) {
+    s = reader.for_each_counter(from.counters, upto.counters, [&](const CounterRow& r) {
+      if (!reaches(r.ts_ns, r.ts_ns)) return;
       sink.counter(r);
       ++n.counters;
     });
   }
   if (s.ok()) {
-    s = reader.for_each_gpu_activity(0, heads->gpu_activities, [&](const GpuActivityRow& r) {
+    s = reader.for_each_gpu_activity(from.gpu_activities, upto.gpu_activities, [&](const GpuActivityRow& r) {
+      int64_t e = 0;
+      if (!reaches(r.start_ns, __builtin_add_overflow(r.start_ns, r.dur_ns, &e) ? INT64_MAX : e)) return;
       sink.gpu_activity(r);
       ++n.gpu_activities;
     });

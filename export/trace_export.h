@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/dataloader.h"
@@ -94,6 +96,12 @@ struct ExportOptions {
   int64_t window_ns = 300'000'000'000;
   int64_t margin_ns = 60'000'000'000;
   int64_t whole_below_instants = 1'000'000;
+  // Only [range->first, range->second] of session time (`stallscope export --range`): the spans
+  // that overlap it, the other rows in it, the model's series and the flows of the batches handed
+  // in it. Its rows are found through the flush index and a bisection on id (Reader::ids_before,
+  // span_id_ranges), and what names the tracks (loader settings, epochs, workers) through the
+  // instant summaries, so a range of a day-long recording costs what the range holds.
+  std::optional<std::pair<int64_t, int64_t>> range;
 };
 
 // Streams the recording behind `reader` (finished or still being written: what is committed when

@@ -301,6 +301,72 @@ TEST(PerfettoExportTest, WindowByWindowGivesWhatTheWholeRecordingGives) {
   }
 }
 
+int64_t count_in(const std::string& db, const std::string& sql, int64_t a, int64_t b) {
+  auto reader = Reader::open(db);
+  auto st = (*reader)->db().prepare(sql);
+  EXPECT_TRUE(st.ok());
+  if (!st.ok()) return -1;
+  (*st)->bind(1, a).bind(2, b);
+  EXPECT_TRUE((*st)->step());
+  return (*st)->int64(0);
+}
+
+// --range: the rows of the range and nothing else; the tracks named as in the whole export; the
+// flows of the batches handed in the range, point for point those of the whole export.
+TEST(PerfettoExportTest, ARangeHoldsTheRowsOfTheRangeAndTheWholeExportsFlowsThere) {
+  TempDir dir;
+  const std::string db = dir.file("run.db");
+  SimOptions o = busy_run();
+  o.epochs = 4;
+  o.commit_rows = 300;  // drains of a few tens of ms: the flush index finds the range's spans
+  const SimTruth truth = write_sim_recording(db, o);
+  const int64_t a = truth.end_ns * 2 / 5, b = truth.end_ns * 3 / 5;
+  exporting::ExportOptions range;
+  range.range = std::make_pair(a, b);
+  const exporting::ExportCounts n = export_to(db, dir.file("range.json"), false, range);
+  EXPECT_EQ(n.spans, count_in(db, "SELECT count(*) FROM spans WHERE start_ns <= ?2 AND start_ns + dur_ns >= ?1", a, b));
+  EXPECT_EQ(n.instants, count_in(db, "SELECT count(*) FROM instants WHERE ts_ns BETWEEN ?1 AND ?2", a, b));
+  EXPECT_EQ(n.counters, count_in(db, "SELECT count(*) FROM counters WHERE ts_ns BETWEEN ?1 AND ?2", a, b));
+  EXPECT_EQ(n.gpu_activities,
+            count_in(db, "SELECT count(*) FROM gpu_activities WHERE start_ns <= ?2 AND start_ns + dur_ns >= ?1", a, b));
+  EXPECT_GT(n.spans, 50);
+  EXPECT_GT(n.gpu_activities, 10);
+  const TraceCheck part = check_trace(*json::parse(read_file(dir.file("range.json"))));
+  for (const std::string& p : part.problems) ADD_FAILURE() << p;
+
+  export_to(db, dir.file("whole.json"), false);
+  const TraceCheck whole = check_trace(*json::parse(read_file(dir.file("whole.json"))));
+  // The processes and threads that are in the range are named as the whole export names them.
+  for (const auto& [pid, name] : part.process_names) {
+    ASSERT_TRUE(whole.process_names.count(pid)) << pid;
+    EXPECT_EQ(name, whole.process_names.at(pid)) << pid;
+  }
+  for (const auto& [key, name] : part.thread_names) {
+    ASSERT_TRUE(whole.thread_names.count(key)) << key.first;
+    EXPECT_EQ(name, whole.thread_names.at(key)) << key.first;
+  }
+  // The flows: those of the whole export whose batch was fetched and handed in the range (the last
+  // point is just inside the next() that handed it, the one before it the fetch's middle), without
+  // a sent point before the range.
+  std::multiset<std::vector<int64_t>> in_range, got;
+  for (const auto& [id, pts] : whole.flows) {
+    if (pts.size() < 2 || pts.back().ts + 1 < a || pts.back().ts + 1 > b || pts[pts.size() - 2].ts < a) continue;
+    std::vector<int64_t> key;
+    for (const auto& p : pts) {
+      if (pts.size() == 3 && &p == &pts.front() && p.ts < a) continue;
+      key.insert(key.end(), {p.pid, p.tid, p.ts});
+    }
+    in_range.insert(key);
+  }
+  for (const auto& [id, pts] : part.flows) {
+    std::vector<int64_t> key;
+    for (const auto& p : pts) key.insert(key.end(), {p.pid, p.tid, p.ts});
+    got.insert(key);
+  }
+  EXPECT_GT(in_range.size(), 10u);
+  EXPECT_EQ(got, in_range);
+}
+
 // A recording written row by row: names that JSON and CSV must escape, an unended span, a span in
 // a process nobody named.
 std::string odd_recording(const TempDir& dir) {
@@ -458,6 +524,18 @@ TEST(ExportCliTest, WritesRefusesAndExplainsInOneLine) {
   EXPECT_NE(r.err.find("use perfetto or csv"), std::string::npos) << r.err;
   r = run_process({STALLSCOPE_BIN, "export", "--format", "csv", db, "-o", "-"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
+  for (const char* bad : {"2:1", "soon", "1", "1:x"}) {
+    r = run_process({STALLSCOPE_BIN, "export", "--range", bad, db, "-o", "-"});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("T0:T1"), std::string::npos) << r.err;
+  }
+  // A range as CSV: the spans that overlap it, from 0.5 s to 1 s.
+  r = run_process({STALLSCOPE_BIN, "export", "--range", "0.5:1", "-f", "csv", db, "-o", dir.file("part-csv")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(static_cast<int64_t>(parse_csv(read_file(dir.file("part-csv/spans.csv"))).size()) - 1,
+            count_in(db, "SELECT count(*) FROM spans WHERE start_ns <= ?2 AND start_ns + dur_ns >= ?1", 500 * kMsNs,
+                     1000 * kMsNs));
 
   write_file(dir.file("notes.db"), "not a recording at all, just text\n");
   r = run_process({STALLSCOPE_BIN, "export", dir.file("notes.db"), "-o", dir.file("notes.json")});
