@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ui/format.h"
+#include "ui/overview.h"
 #include "ui/palette.h"
 #include "ui/panel.h"
 #include "ui/time_axis.h"
@@ -144,7 +145,10 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
       file = file_short = bytes_text(static_cast<double>(f.snap->file_bytes));
       if (auto g = growth_per_hour(*f.snap)) file += " (" + bytes_text(*g) + " per hour)";
     }
-    const std::string rows = count_text(f.tl->rows_read) + " rows";
+    // A long recording: the rows of the detail held, of the whole run's (the overview's count).
+    const std::string rows = count_text(f.tl->rows_read) +
+                             (f.tl->overview ? " of " + count_text(f.tl->overview->total_rows) : std::string()) +
+                             " rows";
     std::string timing =
         s == SourceState::kLoading ? std::string("reading...") : "read in " + fmt_duration(f.snap->open_seconds * 1e9);
     if (!f.snap->analysis_error.empty()) {

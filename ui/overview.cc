@@ -8,9 +8,9 @@
 
 namespace stallscope::ui {
 
-int64_t overview_level(int64_t run_ns) {
+int64_t overview_level(int64_t run_ns, int64_t max_buckets) {
   for (int64_t level : kSummaryLevelsNs) {
-    if (run_ns / level < Overview::kMaxBuckets) return level;
+    if (run_ns / level < max_buckets) return level;
   }
   return kSummaryLevelsNs.back();
 }
@@ -54,19 +54,19 @@ std::optional<std::pair<int64_t, int64_t>> wanted_detail(const Timeline& tl, dou
   return std::nullopt;
 }
 
-Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns) {
+Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns, int64_t max_buckets) {
   auto o = std::make_shared<Overview>();
-  o->level_ns = overview_level(std::max<int64_t>(run_ns, 0));
+  o->level_ns = overview_level(std::max<int64_t>(run_ns, 0), max_buckets);
   auto per_bucket = r.rows_per_bucket(o->level_ns);
   if (!per_bucket.ok()) return per_bucket.status();
   // A bucket whose time is not within a few years of the session start is a damaged row's: left
-  // out (its start would not fit in int64 arithmetic), as are those past kMaxBuckets x 4 from the
+  // out (its start would not fit in int64 arithmetic), as are those past max_buckets x 4 from the
   // first (a clock jump's), rather than allocated for.
   const int64_t sane = kSaneNs / o->level_ns;
   std::erase_if(*per_bucket, [&](const auto& b) { return b.first < -sane || b.first > sane; });
   if (per_bucket->empty()) return o;
   o->first_bucket = per_bucket->front().first;
-  const int64_t last = std::min(per_bucket->back().first, o->first_bucket + 4 * Overview::kMaxBuckets);
+  const int64_t last = std::min(per_bucket->back().first, o->first_bucket + 4 * max_buckets);
   o->rows.assign(static_cast<size_t>(last - o->first_bucket + 1), 0);
   auto index = [&](int64_t bucket) -> int64_t {
     return bucket < o->first_bucket || bucket > last ? -1 : bucket - o->first_bucket;

@@ -3,10 +3,9 @@
 // time (snapshot_source.h); the overview covers all of it, and reads in well under a second
 // whatever the length, as a day is a few thousand buckets.
 //
-// Per bucket of one summary level (1 s, 10 s or 100 s: the finest with at most kMaxBuckets over
-// the run): how many rows every table holds there (what a window read would cost), and per thread
-// the share of the bucket its main activity took: dl.next on a training loop (waiting for data),
-// dl.fetch on a worker, dl.pin on the pin-memory thread, else its busiest span name. GPU busy per
+// Per bucket of one summary level (1 s, 10 s or 100 s: see kMaxBuckets): how many rows every table holds there (what a
+// window read would cost), and per thread the share of the bucket its main activity took: dl.next on a training loop
+// (waiting for data), dl.fetch on a worker, dl.pin on the pin-memory thread, else its busiest span name. GPU busy per
 // device likewise.
 #pragma once
 
@@ -27,7 +26,11 @@ namespace stallscope::ui {
 inline constexpr int64_t kSaneNs = int64_t{1} << 61;
 
 struct Overview {
+  // At open, the finest level with at most kMaxBuckets over the run (a day: the 100-s level,
+  // under 0.1 s to read); then, once the detail is in, the finest with at most kMaxFineBuckets
+  // (a day: the 10-s level, about 0.3 s), so that a view of an hour has bars of 10 s.
   static constexpr int64_t kMaxBuckets = 4000;
+  static constexpr int64_t kMaxFineBuckets = 20000;
 
   int64_t level_ns = 0;
   int64_t first_bucket = 0;   // rows[i] and every share[i] are bucket first_bucket + i
@@ -54,11 +57,11 @@ struct Overview {
 // it gets to the end of the data.
 std::optional<std::pair<int64_t, int64_t>> wanted_detail(const Timeline& tl, double v0, double v1);
 
-// The finest summary level with at most kMaxBuckets buckets over `run_ns`.
-int64_t overview_level(int64_t run_ns);
+// The finest summary level with at most `max_buckets` buckets over `run_ns`.
+int64_t overview_level(int64_t run_ns, int64_t max_buckets = Overview::kMaxBuckets);
 
 // Reads the overview of a recording that has summary tables (Reader::has_summaries); `run_ns`
-// picks the level (the recording's length, about).
-Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns);
+// (the recording's length, about) and `max_buckets` pick the level.
+Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns, int64_t max_buckets = Overview::kMaxBuckets);
 
 }  // namespace stallscope::ui

@@ -172,6 +172,7 @@ void SnapshotSource::reader_loop() {
   auto overview_at = Clock::now();
   double overview_s = 0;
   bool overview_final = false;  // read once the recording was complete: nothing will change it
+  bool fine = false;            // the overview is at the fine level (read once the detail is in)
 
   // Puts a new window in place of the one held: the latest part from t0 (t1 = INT64_MAX), polled
   // from here on, or [t0, t1], read at once.
@@ -214,6 +215,7 @@ void SnapshotSource::reader_loop() {
     overview = (*plan)->overview;
     overview_s = seconds_since(overview_at);
     overview_final = (*plan)->complete;
+    fine = false;
     *cut = true;
     return switch_to((*plan)->cut, INT64_MAX);
   };
@@ -262,16 +264,19 @@ void SnapshotSource::reader_loop() {
         continue;  // read the new part at once
       }
     }
-    // While live, the overview follows the summaries as they grow (at most every second, and at
-    // most a tenth of the time), and once more when the recording is complete.
+    // Once the detail is in and shown, the overview at a finer level (kMaxFineBuckets); while
+    // live, it follows the summaries as they grow (at most every second, and at most a tenth of
+    // the time), and once more when the recording is complete.
     const bool complete = d.builder->complete();
-    if (overview && !overview_final && (complete || seconds_since(overview_at) > std::max(1.0, 10 * overview_s))) {
+    const bool due = complete || seconds_since(overview_at) > std::max(1.0, 10 * overview_s);
+    if (overview && !more && !loading && (!fine || (!overview_final && due))) {
       overview_at = Clock::now();
+      fine = true;
       auto end = [&]() -> Result<std::shared_ptr<Overview>> {
         Reader::Snapshot snapshot(*side);
         auto e = side->end_ns_of_flushes_and_processes();
         if (!e.ok()) return e.status();
-        return read_overview(*side, *e);
+        return read_overview(*side, *e, Overview::kMaxFineBuckets);
       }();
       if (!end.ok()) return fail(in_file(path_, end.status()));
       overview = std::move(*end);
@@ -283,6 +288,9 @@ void SnapshotSource::reader_loop() {
     SourceState state;
     std::shared_ptr<const Timeline> tl;
     if (d.builder->dirty() || first || fresh) tl = d.builder->publish();
+    // Another window or overview of the same data: the analysis, which reads the file itself, has
+    // nothing new to run on.
+    const bool same_data = fresh && polled.rows == 0 && !first;
     fresh = false;
     rows_read += polled.rows;
     {
@@ -290,7 +298,7 @@ void SnapshotSource::reader_loop() {
       if (tl || first) file_bytes_ = database_bytes(path_);
       if (tl) {
         timeline_ = tl;
-        ++data_version_;
+        if (!same_data) ++data_version_;
         if (first_timeline_seconds_ < 0) first_timeline_seconds_ = seconds_since(t0);
       }
       if (loading) {
@@ -316,8 +324,10 @@ void SnapshotSource::reader_loop() {
     }
     std::unique_lock<std::mutex> lock(parts_mu_);
     if (state == SourceState::kFinished) {
-      // Read to the end: nothing more will come. A long recording waits for the view's requests.
+      // Read to the end: nothing more will come. A long recording reads its fine overview, then
+      // waits for the view's requests.
       if (!overview) return;
+      if (!fine) continue;
       cv_.wait(lock, [&] { return stop_ || requested_.has_value(); });
       if (stop_) return;
       continue;

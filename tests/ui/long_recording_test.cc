@@ -212,6 +212,14 @@ Timeline windowed_timeline(int64_t detail_rows) {
   return tl;
 }
 
+TEST(OverviewLevelTest, TheFinestLevelWithinTheBucketLimit) {
+  constexpr int64_t kH = int64_t{3600} * 1'000'000'000;
+  EXPECT_EQ(overview_level(kH / 2), kSummaryLevelsNs[0]);                              // 1 800 buckets of 1 s
+  EXPECT_EQ(overview_level(24 * kH), kSummaryLevelsNs[2]);                             // 864 of 100 s at open
+  EXPECT_EQ(overview_level(24 * kH, Overview::kMaxFineBuckets), kSummaryLevelsNs[1]);  // then 8 640 of 10 s
+  EXPECT_EQ(overview_level(30 * 24 * kH, Overview::kMaxFineBuckets), kSummaryLevelsNs[2]);
+}
+
 TEST(WantedDetailTest, AViewOutsideTheDetailHeldAsksForAWindowAroundItWithinTheBudget) {
   constexpr int64_t kS = 1'000'000'000;
   const Timeline tl = windowed_timeline(20000);
@@ -474,7 +482,11 @@ TEST_F(LongRecordingTest, TheWholeRunIsDrawnFromTheOverviewOutsideTheDetail) {
   const double v0 = st.t0, v1 = st.t1;
   ASSERT_TRUE(
       src.wait_until([&](const Snapshot& s) { return s.timeline && !wanted_detail(*s.timeline, v0, v1); }, 30000));
+  const auto analysed = snap->analysis;
   snap = src.current();
+  // The same data in another window: the analysis is not run again.
+  EXPECT_EQ(snap->analysis, analysed);
+  EXPECT_FALSE(snap->analysis_pending);
   d = h.dashboard(dash, *snap);
   EXPECT_TRUE(d.overview_ranges.empty());
   EXPECT_FALSE(dash.state().detail_request);
