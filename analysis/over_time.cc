@@ -75,10 +75,11 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
 
   auto strings = reader.strings();
   if (!strings.ok()) return strings.status();
-  std::optional<uint32_t> next_id, step_id, fetch_id, start_id, begin_id;
+  std::optional<uint32_t> next_id, step_id, fetch_id, start_id, begin_id, end_id;
   for (const auto& [id, value] : *strings) {
     if (value == "dl.next") next_id = id;
     if (value == "dl.epoch_begin") begin_id = id;
+    if (value == "dl.epoch_end") end_id = id;
     if (value == "dl.step") step_id = id;
     if (value == "dl.fetch") fetch_id = id;
     if (value == "dl.worker_start") start_id = id;
@@ -165,17 +166,45 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
       start = std::min(start, exact);
     }
   }
-  const PeriodChoice choice = choose_period(r.window_end_ns - start, max_periods);
+  // A window of the past (report --detail T0:T1): the whole run goes on to where training_window()
+  // would end it, exactly: the latest end of a next() call (any loader's) or of an epoch, found in
+  // the last second that holds one.
+  int64_t end = r.window_end_ns;
+  if (r.detail_to_ns && next_id) {
+    constexpr int64_t kMaxBucket = (int64_t{1} << 60) / kS;
+    auto sane = [&](const std::optional<int64_t>& b) { return b && *b > -kMaxBucket && *b < kMaxBucket; };
+    auto last_next = reader.first_span_bucket(kS, *next_id, std::nullopt, true);
+    if (!last_next.ok()) return last_next.status();
+    if (sane(*last_next)) {
+      const int64_t b0 = **last_next * kS, b1 = b0 + kS - 1;
+      auto nexts = reader.spans_named_in({*next_id}, b0, b1);
+      if (!nexts.ok()) return nexts.status();
+      for (const SpanRow& sp : *nexts) {
+        if (sp.start_ns < b0 || sp.start_ns > b1 || !sp.dur_ns || *sp.dur_ns < 0) continue;
+        if (sp.start_ns <= INT64_MAX - *sp.dur_ns) end = std::max(end, sp.start_ns + *sp.dur_ns);
+      }
+    }
+    if (end_id) {
+      auto last_end = reader.edge_instant_bucket(kS, *end_id, true);
+      if (!last_end.ok()) return last_end.status();
+      if (sane(*last_end)) {
+        auto ends = reader.instants_named_in({*end_id}, **last_end * kS, **last_end * kS + kS - 1);
+        if (!ends.ok()) return ends.status();
+        for (const InstantRow& in : *ends) end = std::max(end, in.ts_ns);
+      }
+    }
+  }
+  const PeriodChoice choice = choose_period(end - start, max_periods);
   out.loader = *r.main_loader;
   out.period_ns = choice.period_ns;
   out.level_ns = choice.level_ns;
   const int64_t first = summary_bucket(start, choice.period_ns);
-  const int64_t last = summary_bucket(r.window_end_ns - 1, choice.period_ns);
+  const int64_t last = summary_bucket(end - 1, choice.period_ns);
   std::map<int64_t, Acc> acc;  // by period index
   for (int64_t k = first; k <= last; ++k) {
     OverTimePeriod& p = acc[k].p;
     p.t0_ns = std::max(k * choice.period_ns, start);
-    p.t1_ns = std::min((k + 1) * choice.period_ns, r.window_end_ns);
+    p.t1_ns = std::min((k + 1) * choice.period_ns, end);
   }
   // A period is a whole number of buckets: no time is computed from a bucket (a damaged file's
   // could overflow).

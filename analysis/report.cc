@@ -227,7 +227,12 @@ void describe_recording(const Session& s, const DataLoaderModel& m, Report* r) {
                          "\"Over time\" table the whole run");
     }
   }
-  if (s.loaded_from_ns && (!r->detail_from_ns || *s.loaded_from_ns > *r->detail_from_ns)) {
+  if (s.loaded_to_ns && s.loaded_from_ns) {
+    r->detail_from_ns = std::max(*s.loaded_from_ns, r->detail_from_ns.value_or(INT64_MIN));
+    r->detail_to_ns = *s.loaded_to_ns;
+    r->notes.push_back("a window of a long recording: the figures above cover " + clock_time(*r->detail_from_ns, 0) +
+                       " to " + clock_time(*s.loaded_to_ns, 0) + ", and the \"Over time\" table the whole run");
+  } else if (s.loaded_from_ns && (!r->detail_from_ns || *s.loaded_from_ns > *r->detail_from_ns)) {
     r->detail_from_ns = *s.loaded_from_ns;
     r->notes.push_back("a long recording: the figures above cover its latest part, from " +
                        clock_time(*s.loaded_from_ns, 0) +

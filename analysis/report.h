@@ -179,6 +179,8 @@ struct Report {
   // Recorded with --keep-detail and older detail deleted: the session time from which every event
   // is kept (meta detail_from_ns); the figures cover that part, over_time the whole run.
   std::optional<int64_t> detail_from_ns;
+  // A window of the past (LoadOptions::detail_to_ns): the figures stop there.
+  std::optional<int64_t> detail_to_ns;
   // The training loader per period of the window, from the recording's summaries (over_time.h):
   // filled by the caller that has the recording open (`stallscope report`), not by analyze().
   OverTime over_time;

@@ -346,6 +346,7 @@ Json to_json(const Report& r) {
     d["slowest_rank"] = nullptr;
   }
   d["detail_from_ns"] = r.detail_from_ns;
+  if (r.detail_to_ns) d["detail_to_ns"] = r.detail_to_ns;
   d["over_time"] = over_time_json(r.over_time);
   d["notes"] = r.notes;
   return d;

@@ -232,7 +232,11 @@ std::string render_text(const Report& r) {
   }
   o += "  Training window  " + fixed(r.wall_s, 3) + " s   (mode: " + r.mode + ", training process pid " +
        std::to_string(r.train_pid) + ")" +
-       (r.detail_from_ns ? "   the latest part, from " + clock_time(*r.detail_from_ns, 0) : std::string()) + "\n";
+       (r.detail_to_ns ? "   the part from " + clock_time(r.detail_from_ns.value_or(0), 0) + " to " +
+                             clock_time(*r.detail_to_ns, 0)
+        : r.detail_from_ns ? "   the latest part, from " + clock_time(*r.detail_from_ns, 0)
+                           : std::string()) +
+       "\n";
   o += "  Steps            " + grouped(r.steps) + "   samples " + grouped(r.samples) + "   " +
        or_dash(r.samples_per_s, [](double v) { return fixed(v, 1); }) + " samples/s\n";
   if (r.mode == vocab::kModeGpu) {

@@ -152,20 +152,21 @@ Status run_counts(Reader& reader, std::optional<uint32_t> next_id, std::optional
 // The spans and instants of LoadOptions::detail_from_ns: from `from` on, and before it the
 // instants that describe loaders and processes. Where those are, the instant summaries say (at the
 // 100 s level); a recording without summaries is searched whole for them.
-Status load_detail_from(Reader& reader, int64_t from, bool all_names, const std::vector<uint32_t>& name_ids,
+Status load_detail_from(Reader& reader, int64_t from, int64_t to, bool all_names, const std::vector<uint32_t>& name_ids,
                         Session& s) {
   std::vector<uint32_t> names = name_ids;
   if (all_names) {
     names.clear();
     for (const auto& [id, value] : s.strings) names.push_back(id);
   }
-  auto spans = reader.spans_named_in(names, from, INT64_MAX);
+  auto spans = reader.spans_named_in(names, from, to);
   if (!spans.ok()) return spans.status();
   s.spans = std::move(*spans);
-  auto instants = reader.instants_named_in(names, from, INT64_MAX);
+  auto instants = reader.instants_named_in(names, from, to);
   if (!instants.ok()) return instants.status();
   s.instants = std::move(*instants);
   s.loaded_from_ns = from;
+  if (to < INT64_MAX) s.loaded_to_ns = to;
 
   std::vector<uint32_t> kept;
   for (const auto& [id, value] : s.strings) {
@@ -280,7 +281,8 @@ Result<Session> load_session(Reader& reader, const LoadOptions& options) {
   s.threads = std::move(*threads);
 
   if (options.detail_from_ns) {
-    Status loaded = load_detail_from(reader, *options.detail_from_ns, options.all_names, name_ids, s);
+    Status loaded = load_detail_from(reader, *options.detail_from_ns, options.detail_to_ns.value_or(INT64_MAX),
+                                     options.all_names, name_ids, s);
     if (!loaded.ok()) return in_file(s.path, loaded);
   } else {
     auto spans = options.all_names ? reader.all_spans() : reader.spans_named(name_ids);
@@ -302,7 +304,8 @@ Result<Session> load_session(Reader& reader, const LoadOptions& options) {
       track_ids.push_back(t.id);
     }
   }
-  auto counters = options.detail_from_ns ? reader.counters_of_from(track_ids, *options.detail_from_ns)
+  const int64_t to = options.detail_from_ns ? options.detail_to_ns.value_or(INT64_MAX) : INT64_MAX;
+  auto counters = options.detail_from_ns ? reader.counters_of_from(track_ids, *options.detail_from_ns, to)
                                          : reader.counters_of(track_ids);
   if (!counters.ok()) return in_file(s.path, counters.status());
   s.counters = std::move(*counters);
@@ -310,16 +313,17 @@ Result<Session> load_session(Reader& reader, const LoadOptions& options) {
     return a.track_id != b.track_id ? a.track_id < b.track_id : a.ts_ns < b.ts_ns;
   });
 
-  auto gpu = options.detail_from_ns ? reader.gpu_activities_from(*options.detail_from_ns) : reader.gpu_activities();
+  auto gpu = options.detail_from_ns ? reader.gpu_activities_from(*options.detail_from_ns, to) : reader.gpu_activities();
   if (!gpu.ok()) return in_file(s.path, gpu.status());
   s.gpu = std::move(*gpu);
 
   if (options.detail_from_ns) {
     // Every row that reaches past the cut was read: the end is theirs (and the drains' and
-    // processes'), without the scan of every table that Reader::end_ns() is.
+    // processes'), without the scan of every table that Reader::end_ns() is. A window of the past
+    // ends at its end: what comes after it was not read.
     auto end = reader.end_ns_of_flushes_and_processes();
     if (!end.ok()) return in_file(s.path, end.status());
-    s.end_ns = *end;
+    s.end_ns = to < INT64_MAX ? std::min(*end, to) : *end;
     for (const SpanRow& r : s.spans) {
       s.end_ns =
           std::max(s.end_ns, r.dur_ns && *r.dur_ns <= INT64_MAX - r.start_ns ? r.start_ns + *r.dur_ns : r.start_ns);
@@ -341,6 +345,7 @@ Result<Session> load_session(Reader& reader, const LoadOptions& options) {
 
 Result<std::optional<int64_t>> choose_detail_from(Reader& reader, const DetailBudget& budget) {
   using Cut = std::optional<int64_t>;
+  if (budget.window) return Cut(budget.window->first);
   if (budget.all) return Cut();
   Reader::Snapshot snapshot(reader);
   auto last = reader.last_flush();

@@ -34,6 +34,9 @@ struct LoadOptions {
   // it, the instants that describe loaders and processes (Writer::kKeptInstants), found through the
   // summaries. Unset: all of it.
   std::optional<int64_t> detail_from_ns;
+  // With detail_from_ns, only up to this session time (a window of the past: the dashboard's view of
+  // a long recording): spans that start by it, the other rows at or before it.
+  std::optional<int64_t> detail_to_ns;
 };
 
 struct Session {
@@ -51,6 +54,7 @@ struct Session {
   bool complete = false;             // meta.complete == "1": the recorder finished
   // LoadOptions::detail_from_ns when the detail before it was left out: the rows start there.
   std::optional<int64_t> loaded_from_ns;
+  std::optional<int64_t> loaded_to_ns;  // LoadOptions::detail_to_ns: the detail stops there
   // Read with detail_from_ns: each loader's next() calls and optimizer steps over the whole run,
   // from the summaries, by (thread id, loader): which loader trained is a whole-run question.
   std::map<std::pair<int64_t, int64_t>, int64_t> run_next_calls, run_steps;
@@ -97,6 +101,14 @@ struct DetailBudget {
   bool all = false;
   std::optional<int64_t> last_ns;
   int64_t max_rows = kDefaultRows;
+  // A window of session time instead (`report --detail T0:T1`, the dashboard's view of the past):
+  // LoadOptions::detail_from_ns and detail_to_ns are its ends, whatever it holds.
+  std::optional<std::pair<int64_t, int64_t>> window;
+  // The load options for this budget: the cut of choose_detail_from, or the window.
+  void apply(std::optional<int64_t> cut, LoadOptions* load) const {
+    load->detail_from_ns = window ? std::optional<int64_t>(window->first) : cut;
+    load->detail_to_ns = window ? std::optional<int64_t>(window->second) : std::nullopt;
+  }
 };
 // LoadOptions::detail_from_ns for `budget`: nullopt when all the detail fits. A cut in the budget
 // moves on to the next dl.epoch_begin when one comes in the first half of what is left, so the

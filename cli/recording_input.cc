@@ -76,7 +76,7 @@ std::optional<analysis::Report> analyze_recording(const std::string& path, const
     return std::nullopt;
   }
   analysis::LoadOptions load;
-  load.detail_from_ns = *from;
+  budget.apply(*from, &load);
   auto session = analysis::load_session(**reader, load);
   if (!session.ok()) {
     (void)read_error(session.status().message());  // the one line: it says what the warning would

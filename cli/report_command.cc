@@ -36,9 +36,10 @@ Body define(CLI::App& app) {
   app.add_flag("--json", a->as_json, "print a JSON document (schema \"stallscope.report/1\") instead of text");
   parse_with(app.add_option("--detail",
                             "how much of a long recording's every-event detail to analyse: auto (default: its\n"
-                            "latest 2 M events, a few hundred MB), all, or its latest DURATION (30m, 6h); the\n"
-                            "\"Over time\" table always covers the whole run, from the summaries")
-                 ->type_name("auto|all|DURATION"),
+                            "latest 2 M events, a few hundred MB), all, its latest DURATION (30m, 6h), or the\n"
+                            "window T0:T1 (seconds since the session start, as the dashboard's ruler shows them);\n"
+                            "the \"Over time\" table always covers the whole run, from the summaries")
+                 ->type_name("auto|all|DURATION|T0:T1"),
              [&b = a->budget](const std::string& v) -> std::string {
                b = analysis::DetailBudget{};
                if (v == "auto") return "";
@@ -46,8 +47,17 @@ Body define(CLI::App& app) {
                  b.all = true;
                  return "";
                }
+               if (const size_t colon = v.find(':'); colon != std::string::npos) {
+                 double t0 = 0, t1 = 0;
+                 if (!parse_number(v.substr(0, colon), &t0) || !parse_number(v.substr(colon + 1), &t1) || !(t1 > t0) ||
+                     t0 < -1e9 || t1 > 1e9) {
+                   return "needs auto, all, a duration such as 30m or 6h, or a window T0:T1 in seconds, T0 < T1";
+                 }
+                 b.window = std::make_pair(static_cast<int64_t>(t0 * 1e9), static_cast<int64_t>(t1 * 1e9));
+                 return "";
+               }
                const std::optional<int64_t> ns = parse_duration_ns(v);
-               if (!ns) return "needs auto, all or a duration such as 30m or 6h";
+               if (!ns) return "needs auto, all, a duration such as 30m or 6h, or a window T0:T1 in seconds";
                b.last_ns = *ns;
                return "";
              });
@@ -67,7 +77,7 @@ Body define(CLI::App& app) {
 const Command kReportCommand = {
     "report",
     "summarise a recording: stalls, throughput, DataLoader workers, recommendations",
-    "stallscope report [--json] [--detail auto|all|DURATION] FILE.db",
+    "stallscope report [--json] [--detail auto|all|DURATION|T0:T1] FILE.db",
     "Analyses a recording made by 'stallscope run' (finished, or still being written) and prints\n"
     "why the training loop waited for its input pipeline: the training window, steps, samples/s,\n"
     "the share of time stalled waiting for data, the DataLoader's settings and queue depth, each\n"

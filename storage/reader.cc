@@ -270,10 +270,22 @@ Result<std::vector<SpanSummaryRow>> Reader::span_summaries(int64_t level_ns, con
       });
 }
 
-Result<std::optional<int64_t>> Reader::first_span_bucket(int64_t level_ns, uint32_t name_id, int64_t grp) {
+Result<std::optional<int64_t>> Reader::first_span_bucket(int64_t level_ns, uint32_t name_id, std::optional<int64_t> grp,
+                                                         bool last) {
+  return edge_bucket("span_summaries", level_ns, name_id, grp, last);
+}
+
+Result<std::optional<int64_t>> Reader::edge_instant_bucket(int64_t level_ns, uint32_t name_id, bool last) {
+  return edge_bucket("instant_summaries", level_ns, name_id, std::nullopt, last);
+}
+
+Result<std::optional<int64_t>> Reader::edge_bucket(const char* table, int64_t level_ns, uint32_t name_id,
+                                                   std::optional<int64_t> grp, bool last) {
   std::optional<int64_t> out;
-  Status s = stream(*db_, "SELECT min(bucket) FROM span_summaries WHERE level_ns = ?1 AND name_id = ?2 AND grp = ?3",
-                    {level_ns, static_cast<int64_t>(name_id), grp}, [&](const Stmt& st) {
+  Status s = stream(*db_,
+                    std::string("SELECT ") + (last ? "max" : "min") + "(bucket) FROM " + table +
+                        " WHERE level_ns = ?1 AND name_id = ?2" + (grp ? " AND grp = ?3" : ""),
+                    {level_ns, static_cast<int64_t>(name_id), grp.value_or(0)}, [&](const Stmt& st) {
                       if (!st.is_null(0)) out = st.int64(0);
                     });
   if (!s.ok()) return s;
@@ -399,30 +411,42 @@ Result<std::vector<CounterRow>> Reader::counters_of(const std::vector<int64_t>& 
   return out;
 }
 
-Result<std::vector<CounterRow>> Reader::counters_of_from(const std::vector<int64_t>& track_ids, int64_t t0) {
+Result<std::vector<CounterRow>> Reader::counters_of_from(const std::vector<int64_t>& track_ids, int64_t t0,
+                                                         int64_t t1) {
   std::vector<CounterRow> out;
   if (track_ids.empty()) return out;
   auto from = id_from("counters", "rowid", "ts_ns", t0 < INT64_MIN + kInstantSkewNs ? INT64_MIN : t0 - kInstantSkewNs);
   if (!from.ok()) return from.status();
-  Status s = stream(*db_,
-                    "SELECT track_id, ts_ns, value FROM counters WHERE rowid >= ?1 AND ts_ns >= ?2 AND track_id IN (" +
-                        id_list(track_ids) + ")",
-                    {*from, t0}, [&](const Stmt& st) {
-                      out.push_back(CounterRow{st.int64(0), st.int64(1), st.real(2)});
-                    });
+  // Up to t1: the first row past its reach bounds the scan.
+  auto to = t1 > INT64_MAX - kInstantSkewNs - 1 ? Result<int64_t>(INT64_MAX)
+                                                : id_from("counters", "rowid", "ts_ns", t1 + kInstantSkewNs + 1);
+  if (!to.ok()) return to.status();
+  Status s = stream(
+      *db_,
+      "SELECT track_id, ts_ns, value FROM counters WHERE rowid >= ?1 AND (?3 = 9223372036854775807 OR rowid < ?3) "
+      "AND ts_ns >= ?2 AND "
+      "ts_ns <= ?4 AND track_id IN (" +
+          id_list(track_ids) + ")",
+      {*from, t0, *to, t1}, [&](const Stmt& st) {
+        out.push_back(CounterRow{st.int64(0), st.int64(1), st.real(2)});
+      });
   if (!s.ok()) return s;
   return out;
 }
 
-Result<std::vector<GpuActivityRow>> Reader::gpu_activities_from(int64_t t0) {
+Result<std::vector<GpuActivityRow>> Reader::gpu_activities_from(int64_t t0, int64_t t1) {
   auto from =
       id_from("gpu_activities", "id", "start_ns", t0 < INT64_MIN + kInstantSkewNs ? INT64_MIN : t0 - kInstantSkewNs);
   if (!from.ok()) return from.status();
+  auto to = t1 > INT64_MAX - kInstantSkewNs - 1 ? Result<int64_t>(INT64_MAX)
+                                                : id_from("gpu_activities", "id", "start_ns", t1 + kInstantSkewNs + 1);
+  if (!to.ok()) return to.status();
   std::vector<GpuActivityRow> out;
-  Status s = stream(
-      *db_,
-      std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities WHERE id >= ?1 AND start_ns + dur_ns >= ?2",
-      {*from, t0}, [&](const Stmt& st) { out.push_back(decode_gpu_activity(st)); });
+  Status s = stream(*db_,
+                    std::string("SELECT ") + kGpuActivityColumns +
+                        " FROM gpu_activities WHERE id >= ?1 AND (?3 = 9223372036854775807 OR id < ?3) AND "
+                        "start_ns + dur_ns >= ?2 AND start_ns <= ?4",
+                    {*from, t0, *to, t1}, [&](const Stmt& st) { out.push_back(decode_gpu_activity(st)); });
   if (!s.ok()) return s;
   std::stable_sort(out.begin(), out.end(),
                    [](const GpuActivityRow& a, const GpuActivityRow& b) { return a.start_ns < b.start_ns; });

@@ -89,10 +89,12 @@ class Reader {
   Result<std::vector<SpanRow>> spans_named_in(const std::vector<uint32_t>& name_ids, int64_t t0, int64_t t1);
   Result<std::vector<InstantRow>> instants_named_in(const std::vector<uint32_t>& name_ids, int64_t t0, int64_t t1);
   Result<std::vector<CounterRow>> counters_of(const std::vector<int64_t>& track_ids);
-  // From t0 on: the samples of `track_ids` with ts >= t0 and the GPU activities that end at or after
-  // t0 (by start), each found by a bisection on id as instants_named_in's.
-  Result<std::vector<CounterRow>> counters_of_from(const std::vector<int64_t>& track_ids, int64_t t0);
-  Result<std::vector<GpuActivityRow>> gpu_activities_from(int64_t t0);
+  // From t0 on (to t1): the samples of `track_ids` with t0 <= ts <= t1 and the GPU activities that
+  // end at or after t0 and start by t1 (by start), each found by a bisection on id as
+  // instants_named_in's.
+  Result<std::vector<CounterRow>> counters_of_from(const std::vector<int64_t>& track_ids, int64_t t0,
+                                                   int64_t t1 = INT64_MAX);
+  Result<std::vector<GpuActivityRow>> gpu_activities_from(int64_t t0, int64_t t1 = INT64_MAX);
   // Where the latest `rows` events begin: the time of the newest drain (flushes row) such that
   // the drains after it wrote at most `rows` events; nullopt when the whole recording fits (or it
   // has no flushes).
@@ -111,7 +113,11 @@ class Reader {
   Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids,
                                                            int64_t first_bucket, int64_t last_bucket);
   // The first bucket of `level_ns` with a span named `name_id` of group `grp` (nullopt: none).
-  Result<std::optional<int64_t>> first_span_bucket(int64_t level_ns, uint32_t name_id, int64_t grp);
+  // With `last`, the last such bucket; without `grp`, of any group.
+  Result<std::optional<int64_t>> first_span_bucket(int64_t level_ns, uint32_t name_id, std::optional<int64_t> grp,
+                                                   bool last = false);
+  // The first (or last) bucket of `level_ns` with an instant named `name_id`.
+  Result<std::optional<int64_t>> edge_instant_bucket(int64_t level_ns, uint32_t name_id, bool last);
   // The latest time any row reaches (a span that never ended counts at its start): a scan of
   // every table. The part of it from the drains and processes alone, which is cheap.
   Result<int64_t> end_ns();
@@ -163,6 +169,8 @@ class Reader {
  private:
   explicit Reader(std::unique_ptr<Db> db);
   Result<int64_t> instant_id_from(int64_t ts);
+  Result<std::optional<int64_t>> edge_bucket(const char* table, int64_t level_ns, uint32_t name_id,
+                                             std::optional<int64_t> grp, bool last);
   Result<int64_t> id_from(const char* table, const char* id_col, const char* ts_col, int64_t ts);
   Result<std::vector<SpanRow>> span_query(const std::string& where, int64_t a, int64_t b);
   std::unique_ptr<Db> db_;

@@ -294,7 +294,7 @@ Result<std::shared_ptr<const AnalysisView>> run_analysis(const std::string& path
   auto from = analysis::choose_detail_from(**reader, budget);
   if (!from.ok()) return from.status();
   analysis::LoadOptions opt;
-  opt.detail_from_ns = *from;
+  budget.apply(*from, &opt);
   auto s = analysis::load_session(**reader, opt);
   if (!s.ok()) return s.status();
   auto view = build_analysis_view(*s);

@@ -83,7 +83,8 @@ void SnapshotSource::publish_locked() {
   s->error = error_;
   s->timeline = timeline_;
   s->analysis = analysis_;
-  s->analysis_pending = opt_.analysis && state_ != SourceState::kError && analyzed_version_ != data_version_;
+  s->analysis_pending = opt_.analysis && state_ != SourceState::kError &&
+                        (analyzed_version_ != data_version_ || analyzed_window_version_ != window_version_);
   // Still running on the latest data counts as pending too: analyzed_version_ is set when a pass
   // starts, so a pass in flight is flagged by analysis_seconds_ < 0.
   if (analysis_seconds_ < 0) s->analysis_pending = true;
@@ -196,6 +197,13 @@ void SnapshotSource::reader_loop() {
     windowed_ = true;
     held_t0_ = w0;
     held_t1_ = w1;
+    // The analysis follows: a window of the past is analysed as such, the latest part as usual.
+    const std::optional<std::pair<int64_t, int64_t>> analysed =
+        w1 == INT64_MAX ? std::nullopt : std::optional<std::pair<int64_t, int64_t>>(std::make_pair(w0, w1));
+    if (analysed != analysis_window_) {
+      analysis_window_ = analysed;
+      ++window_version_;
+    }
     return Status::Ok();
   };
   // A recording with more than detail_rows rows (at open, or grown to twice that while followed):
@@ -344,29 +352,35 @@ void SnapshotSource::analysis_loop() {
   Clock::duration last_duration{};
   while (true) {
     uint64_t version = 0;
+    analysis::DetailBudget budget;
     {
       std::unique_lock<std::mutex> lock(parts_mu_);
       // Not while a large recording is still being read: both would share the same cores.
       cv_.wait(lock, [&] {
-        return stop_ ||
-               (data_version_ != analyzed_version_ && state_ != SourceState::kError && state_ != SourceState::kLoading);
+        return stop_ || ((data_version_ != analyzed_version_ || window_version_ != analyzed_window_version_) &&
+                         state_ != SourceState::kError && state_ != SourceState::kLoading);
       });
       if (stop_) return;
       // Rate limit while live: at most one pass per analysis_interval_ms, and at most a fifth of
-      // one core over time (the training job shares the machine).
+      // one core over time (the training job shares the machine). A window the view moved to is
+      // analysed at once: the user is waiting for it.
       const auto gap = std::max<std::chrono::steady_clock::duration>(
           std::chrono::milliseconds(opt_.analysis_interval_ms), last_duration * 4);
       const auto due = last_start + gap;
-      if (Clock::now() < due) {
+      if (window_version_ == analyzed_window_version_ && Clock::now() < due) {
         if (cv_.wait_until(lock, due, [&] { return stop_; })) return;
       }
       version = data_version_;
       analyzed_version_ = version;
+      analyzed_window_version_ = window_version_;
+      budget.window = analysis_window_;
       analysis_seconds_ = -1;  // running
       publish_locked();
     }
     last_start = Clock::now();
-    auto view = run_analysis(path_);
+    // A long recording's window of the past is analysed as `report --detail T0:T1` would; else its
+    // latest part, as `report` reads it.
+    auto view = run_analysis(path_, budget);
     std::lock_guard<std::mutex> lock(parts_mu_);
     if (view.ok()) {
       analysis_ = *view;

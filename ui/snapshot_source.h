@@ -102,6 +102,10 @@ class SnapshotSource {
   uint64_t generation_ = 0;
   uint64_t data_version_ = 0;      // bumped by the reader when the data changed
   uint64_t analyzed_version_ = 0;  // the data version the analysis last started on
+  // A long recording held a window of the past: the analysis covers that window (not the latest
+  // part); bumped when it changes.
+  std::optional<std::pair<int64_t, int64_t>> analysis_window_;
+  uint64_t window_version_ = 0, analyzed_window_version_ = 0;
   bool stop_ = false;
   // Long recordings: the window asked for and not yet taken up by the reader, and the one held (or
   // being read).

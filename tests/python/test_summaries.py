@@ -152,13 +152,33 @@ def test_report_detail_reads_the_latest_part_and_the_whole_run_from_the_summarie
     assert json.loads(report(db, "--json", "--detail", "all").stdout) == whole
 
 
-@pytest.mark.parametrize("value", ["soon", "-5m", "0", ""])
+def test_report_detail_window_reads_that_window_and_the_whole_run_from_the_summaries(recording):
+    """`report --detail T0:T1` (what the dashboard analyses when it shows a window of the past): the
+    figures cover that window of the training, the over-time totals are the whole run's still."""
+    db, _, json_report = recording
+    whole = json.loads(json_report)
+    start, end = whole["window"]["start_ns"], whole["window"]["end_ns"]
+    a, b = start + (end - start) // 4, start + (end - start) // 2
+    r = report(db, "--json", "--detail", f"{a / 1e9:.9f}:{b / 1e9:.9f}")
+    assert r.returncode == 0, r.stderr
+    part = json.loads(r.stdout)
+    assert abs(part["detail_from_ns"] - a) <= 1 and abs(part["detail_to_ns"] - b) <= 1, (part["detail_from_ns"], a, b)
+    assert part["window"]["start_ns"] >= a - 1 and part["window"]["end_ns"] < end, part["window"]
+    assert any("a window of a long recording" in n for n in part["notes"]), part["notes"]
+    assert 0 < part["steps"] < whole["steps"]
+    keys = ("next_calls", "wait_s", "steps", "fetches", "fetch_p50_ms", "fetch_p99_ms", "start_ns", "end_ns")
+    assert {k: part["over_time"]["total"][k] for k in keys} == {k: whole["over_time"]["total"][k] for k in keys}
+    text = report(db, "--detail", f"{a / 1e9:.9f}:{b / 1e9:.9f}").stdout
+    assert "the part from " in next(ln for ln in text.splitlines() if ln.startswith("  Training window")), text
+
+
+@pytest.mark.parametrize("value", ["soon", "-5m", "0", "", "5:2", "1:x"])
 def test_report_detail_rejects_what_is_not_auto_all_or_a_duration(recording, value):
     db, _, _ = recording
     r = report(db, "--detail", value)
     assert r.returncode == 2 and r.stdout == "", r
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--detail" in lines[0] and "auto, all or a duration" in lines[0], r.stderr
+    assert len(lines) == 1 and "--detail" in lines[0] and "auto, all, a duration" in lines[0], r.stderr
 
 
 def test_an_older_recording_gets_the_same_summaries_on_its_first_report(recording, tmp_path):

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <map>
+#include <thread>
 
 #include "storage/reader.h"
 #include "storage/sqlite.h"
@@ -482,17 +484,32 @@ TEST_F(LongRecordingTest, TheWholeRunIsDrawnFromTheOverviewOutsideTheDetail) {
   const double v0 = st.t0, v1 = st.t1;
   ASSERT_TRUE(
       src.wait_until([&](const Snapshot& s) { return s.timeline && !wanted_detail(*s.timeline, v0, v1); }, 30000));
-  const auto analysed = snap->analysis;
+  // The analysis follows the window (the queue, the worker strips and the batches are its): the
+  // window is analysed as `report --detail T0:T1` would.
+  ASSERT_TRUE(src.wait_until(
+      [&](const Snapshot& s) {
+        return SnapshotSource::settled(s) && s.analysis && s.analysis->report.detail_to_ns &&
+               s.timeline->detail_t1 == *s.analysis->report.detail_to_ns;
+      },
+      30000));
   snap = src.current();
-  // The same data in another window: the analysis is not run again.
-  EXPECT_EQ(snap->analysis, analysed);
-  EXPECT_FALSE(snap->analysis_pending);
+  EXPECT_EQ(*snap->analysis->report.detail_from_ns, snap->timeline->detail_t0);
+  EXPECT_GT(snap->analysis->report.steps, 0);
+  EXPECT_LE(snap->analysis->report.window_end_ns, snap->timeline->detail_t1 + 1'000'000'000);
   d = h.dashboard(dash, *snap);
   EXPECT_TRUE(d.overview_ranges.empty());
   EXPECT_FALSE(dash.state().detail_request);
   int64_t drawn = 0;
   for (const DumpLane& l : d.lanes) drawn += l.drawn;
   EXPECT_GT(drawn, 10);
+  EXPECT_GT(d.queue_columns, 10);  // the queue of the window, from its analysis
+  EXPECT_GT(d.stall_rects, 0);
+  // Another overview of the same data, or the same window asked for again: no new analysis.
+  const auto analysed = snap->analysis;
+  src.request_detail(snap->timeline->detail_t0, snap->timeline->detail_t1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(src.current()->analysis, analysed);
+  EXPECT_FALSE(src.current()->analysis_pending);
 }
 
 }  // namespace
