@@ -590,41 +590,32 @@ Result<std::vector<std::pair<int64_t, int64_t>>> Reader::span_id_ranges(int64_t 
 }
 
 Result<std::vector<Reader::SpanTotal>> Reader::span_totals(int64_t level_ns) {
-  std::vector<SpanTotal> out;
-  Status s = stream(*db_,
-                    "SELECT bucket, thread_id, name_id, count, total_ns FROM span_summaries WHERE level_ns = ?1 "
-                    "ORDER BY bucket",
-                    {level_ns}, [&](const Stmt& st) {
-                      out.push_back(SpanTotal{st.int64(0), st.int64(1), static_cast<uint32_t>(st.int64(2)), st.int64(3),
-                                              st.int64(4)});
-                    });
-  if (!s.ok()) return s;
-  return out;
+  return collect<SpanTotal>(*db_,
+                            "SELECT bucket, thread_id, name_id, count, total_ns FROM span_summaries WHERE level_ns = " +
+                                std::to_string(level_ns) + " ORDER BY bucket",
+                            [](const Stmt& st) {
+                              return SpanTotal{st.int64(0), st.int64(1), static_cast<uint32_t>(st.int64(2)),
+                                               st.int64(3), st.int64(4)};
+                            });
 }
 
 Result<std::vector<Reader::GpuTotal>> Reader::gpu_totals(int64_t level_ns) {
-  std::vector<GpuTotal> out;
-  Status s = stream(*db_,
-                    "SELECT bucket, device, sum(count), sum(total_ns) FROM gpu_summaries WHERE level_ns = ?1 "
-                    "GROUP BY bucket, device ORDER BY bucket",
-                    {level_ns}, [&](const Stmt& st) {
-                      out.push_back(GpuTotal{st.int64(0), st.int64(1), st.int64(2), st.int64(3)});
-                    });
-  if (!s.ok()) return s;
-  return out;
+  return collect<GpuTotal>(*db_,
+                           "SELECT bucket, device, sum(count), sum(total_ns) FROM gpu_summaries WHERE level_ns = " +
+                               std::to_string(level_ns) + " GROUP BY bucket, device ORDER BY bucket",
+                           [](const Stmt& st) { return GpuTotal{st.int64(0), st.int64(1), st.int64(2), st.int64(3)}; });
 }
 
 Result<std::vector<std::pair<int64_t, int64_t>>> Reader::rows_per_bucket(int64_t level_ns) {
-  std::vector<std::pair<int64_t, int64_t>> out;
-  Status s = stream(*db_,
-                    "SELECT bucket, sum(n) FROM ("
-                    " SELECT bucket, count AS n FROM span_summaries WHERE level_ns = ?1 UNION ALL"
-                    " SELECT bucket, count FROM instant_summaries WHERE level_ns = ?1 UNION ALL"
-                    " SELECT bucket, count FROM counter_summaries WHERE level_ns = ?1 UNION ALL"
-                    " SELECT bucket, count FROM gpu_summaries WHERE level_ns = ?1) GROUP BY bucket ORDER BY bucket",
-                    {level_ns}, [&](const Stmt& st) { out.emplace_back(st.int64(0), st.int64(1)); });
-  if (!s.ok()) return s;
-  return out;
+  const std::string level = std::to_string(level_ns);
+  return collect<std::pair<int64_t, int64_t>>(
+      *db_,
+      "SELECT bucket, sum(n) FROM (SELECT bucket, count AS n FROM span_summaries WHERE level_ns = " + level +
+          " UNION ALL SELECT bucket, count FROM instant_summaries WHERE level_ns = " + level +
+          " UNION ALL SELECT bucket, count FROM counter_summaries WHERE level_ns = " + level +
+          " UNION ALL SELECT bucket, count FROM gpu_summaries WHERE level_ns = " + level +
+          ") GROUP BY bucket ORDER BY bucket",
+      [](const Stmt& st) { return std::make_pair(st.int64(0), st.int64(1)); });
 }
 
 Result<std::map<std::string, uint32_t>> Reader::string_ids(const std::vector<std::string>& values) {
