@@ -146,6 +146,12 @@ Body define(CLI::App& app) {
     }
     if (!a->files.empty()) a->opt.path = a->files[0];
     if (a->files.size() == 2) a->opt.path_b = a->files[1];
+    // A recording made before the summaries gets them first (one line on stderr), as `report`
+    // does: the dashboard holds a long one as its overview and a window of its detail.
+    for (const std::string& f : a->files) {
+      const std::string warning = upgrade_if_older(f);
+      if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
+    }
     return ui::run_app(a->opt);
   };
 }

@@ -590,20 +590,22 @@ Result<std::vector<std::pair<int64_t, int64_t>>> Reader::span_id_ranges(int64_t 
 }
 
 Result<std::vector<Reader::SpanTotal>> Reader::span_totals(int64_t level_ns) {
-  return collect<SpanTotal>(*db_,
-                            "SELECT bucket, thread_id, name_id, count, total_ns FROM span_summaries WHERE level_ns = " +
-                                std::to_string(level_ns) + " ORDER BY bucket",
-                            [](const Stmt& st) {
-                              return SpanTotal{st.int64(0), st.int64(1), static_cast<uint32_t>(st.int64(2)),
-                                               st.int64(3), st.int64(4)};
-                            });
+  return collect<SpanTotal>(
+      *db_,
+      "SELECT bucket, thread_id, name_id, count, total_ns FROM span_summaries WHERE level_ns = " +
+          std::to_string(level_ns) + " ORDER BY bucket",
+      [](const Stmt& st) {
+        return SpanTotal{st.int64(0), st.int64(1), static_cast<uint32_t>(st.int64(2)), st.int64(3), st.int64(4)};
+      });
 }
 
 Result<std::vector<Reader::GpuTotal>> Reader::gpu_totals(int64_t level_ns) {
   return collect<GpuTotal>(*db_,
                            "SELECT bucket, device, sum(count), sum(total_ns) FROM gpu_summaries WHERE level_ns = " +
                                std::to_string(level_ns) + " GROUP BY bucket, device ORDER BY bucket",
-                           [](const Stmt& st) { return GpuTotal{st.int64(0), st.int64(1), st.int64(2), st.int64(3)}; });
+                           [](const Stmt& st) {
+                             return GpuTotal{st.int64(0), st.int64(1), st.int64(2), st.int64(3)};
+                           });
 }
 
 Result<std::vector<std::pair<int64_t, int64_t>>> Reader::rows_per_bucket(int64_t level_ns) {

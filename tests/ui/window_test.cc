@@ -342,6 +342,21 @@ TEST(WindowTest, ALongRecordingShowsItsWholeRunAndTheDetailOfTheRangeShown) {
   int64_t drawn = 0;
   for (const Json& lane : layout.at("lanes")) drawn += lane.at("drawn").get<int64_t>();
   EXPECT_GT(drawn, 50);
+  // Made before the summaries were kept: `ui` builds them first (one line), then shows its overview.
+  {
+    auto db = Db::open(dir.file("long.db"), Db::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)
+                    ->exec("DROP TABLE span_summaries; DROP TABLE instant_summaries; DROP TABLE counter_summaries; "
+                           "DROP TABLE gpu_summaries; DELETE FROM units WHERE table_name LIKE '%_summaries'; "
+                           "PRAGMA user_version = 1;")
+                    .ok());
+  }
+  r = run_ui({"--detail-rows", rows, "--screenshot", dir.file("o.png"), "--layout-dump", dir.file("o.json"),
+              dir.file("long.db")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("built the summaries of"), std::string::npos) << r.err;
+  EXPECT_EQ(load_json(dir.file("o.json")).at("detail").at("overview_ranges").size(), 1u);
   // Read whole with --detail-rows 0: no overview at all.
   r = run_ui({"--detail-rows", "0", "--screenshot", dir.file("a.png"), "--layout-dump", dir.file("a.json"),
               dir.file("long.db")});
