@@ -64,6 +64,9 @@ Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns, int64
   // first (a clock jump's), rather than allocated for.
   const int64_t sane = kSaneNs / o->level_ns;
   std::erase_if(*per_bucket, [&](const auto& b) { return b.first < -sane || b.first > sane; });
+  // In bucket order as read here: a damaged file's buckets need not be integers, and SQLite orders
+  // those apart from the numbers it reads them as.
+  std::sort(per_bucket->begin(), per_bucket->end());
   if (per_bucket->empty()) return o;
   o->first_bucket = per_bucket->front().first;
   const int64_t last = std::min(per_bucket->back().first, o->first_bucket + 4 * max_buckets);

@@ -97,7 +97,8 @@ def load_bench_run():
 
 
 def test_report_bench_runs(tmp_path):
-    """bench/report_bench.py generates a recording, times its report both ways and prints the table."""
+    """bench/report_bench.py generates a recording, times its reports, an export of a minute and the
+    dashboard on it, and prints the table."""
     if not (BUILD / "bin" / "ui_bench").exists():
         pytest.skip("ui_bench is not built (no dashboard libraries)")
     rows = tmp_path / "rows.jsonl"
@@ -108,10 +109,14 @@ def test_report_bench_runs(tmp_path):
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     assert (tmp_path / "stallscope-report-bench-0.02h.db").exists()
     lines = {ln.split("  ")[0]: ln for ln in r.stdout.splitlines() if ln.startswith("0.02 h")}
-    assert set(lines) == {"0.02 h, --detail auto", "0.02 h, --detail all"}, r.stdout
+    assert set(lines) == {"0.02 h, --detail auto", "0.02 h, --detail all", "0.02 h, --detail 5 min",
+                          "0.02 h, export 1 min", "0.02 h, dashboard"}, r.stdout
     assert re.search(r"\d+\.\d\d s +\d+ MB +< 10 s, < 300 MB (met|NOT met)", lines["0.02 h, --detail auto"]), r.stdout
+    assert re.search(r"< 1 s, < 1 GB, < 8 ms (met|NOT met) +\(whole run shown; frame p99 whole run \d+\.\d\d ms",
+                     lines["0.02 h, dashboard"]), r.stdout
+    assert not (tmp_path / "stallscope-report-bench-range.json").exists()  # the export's trace, removed
     got = [json.loads(x) for x in rows.read_text().splitlines()]
-    assert len(got) == 1 and got[0]["row"].startswith("report of a 0.02-hour recording"), got
+    assert [g["row"].split(" ")[0] for g in got] == ["report", "export", "dashboard"], got
 
 
 def test_bench_run_quick(tmp_path):
