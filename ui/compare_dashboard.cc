@@ -117,11 +117,16 @@ void CompareDashboard::set_range(double t0, double t1) {
 }
 
 // The training-window start: the analysis's once it ran (the training loader's first
-// DataLoader.__iter__), the first dl.next found in the timeline before (the same time, less the
-// worker start-up of that first __iter__), the first event of a run with no DataLoader.
+// DataLoader.__iter__; of the whole run for a long recording read from a part), the first dl.next
+// found in the timeline before (the same time, less the worker start-up of that first __iter__),
+// the first event of a run with no DataLoader.
 double CompareDashboard::origin_of(const Snapshot& s, Side& side) {
   if (s.analysis) {
     const analysis::Report& r = s.analysis->report;
+    // A long recording analysed from a part of it: the whole run's training start, from the
+    // summaries, so that both runs are measured from where they began.
+    if (r.detail_from_ns && r.over_time.available && r.over_time.total.t1_ns > r.over_time.total.t0_ns)
+      return static_cast<double>(r.over_time.total.t0_ns);
     if (r.dataloader_seen && r.window_end_ns > r.window_start_ns) return static_cast<double>(r.window_start_ns);
   }
   if (!s.timeline) return 0;
