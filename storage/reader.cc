@@ -281,10 +281,12 @@ Result<std::optional<int64_t>> Reader::edge_instant_bucket(int64_t level_ns, uin
 
 Result<std::optional<int64_t>> Reader::edge_bucket(const char* table, int64_t level_ns, uint32_t name_id,
                                                    std::optional<int64_t> grp, bool last) {
+  // Walked in the key's order from the end asked for, to the first row of the name: min() and max()
+  // with a condition on a column past the key's prefix would read every bucket of the level.
   std::optional<int64_t> out;
   Status s = stream(*db_,
-                    std::string("SELECT ") + (last ? "max" : "min") + "(bucket) FROM " + table +
-                        " WHERE level_ns = ?1 AND name_id = ?2" + (grp ? " AND grp = ?3" : ""),
+                    std::string("SELECT bucket FROM ") + table + " WHERE level_ns = ?1 AND name_id = ?2" +
+                        (grp ? " AND grp = ?3" : "") + " ORDER BY bucket " + (last ? "DESC" : "ASC") + " LIMIT 1",
                     {level_ns, static_cast<int64_t>(name_id), grp.value_or(0)}, [&](const Stmt& st) {
                       if (!st.is_null(0)) out = st.int64(0);
                     });
@@ -421,15 +423,14 @@ Result<std::vector<CounterRow>> Reader::counters_of_from(const std::vector<int64
   auto to = t1 > INT64_MAX - kInstantSkewNs - 1 ? Result<int64_t>(INT64_MAX)
                                                 : id_from("counters", "rowid", "ts_ns", t1 + kInstantSkewNs + 1);
   if (!to.ok()) return to.status();
-  Status s = stream(
-      *db_,
-      "SELECT track_id, ts_ns, value FROM counters WHERE rowid >= ?1 AND (?3 = 9223372036854775807 OR rowid < ?3) "
-      "AND ts_ns >= ?2 AND "
-      "ts_ns <= ?4 AND track_id IN (" +
-          id_list(track_ids) + ")",
-      {*from, t0, *to, t1}, [&](const Stmt& st) {
-        out.push_back(CounterRow{st.int64(0), st.int64(1), st.real(2)});
-      });
+  // The upper bound as a plain range on rowid (a disjunction there makes SQLite scan to the end).
+  Status s = stream(*db_,
+                    std::string("SELECT track_id, ts_ns, value FROM counters WHERE rowid >= ?1 AND ") +
+                        (*to == INT64_MAX ? "?3 = ?3" : "rowid < ?3") +
+                        " AND ts_ns >= ?2 AND ts_ns <= ?4 AND track_id IN (" + id_list(track_ids) + ")",
+                    {*from, t0, *to, t1}, [&](const Stmt& st) {
+                      out.push_back(CounterRow{st.int64(0), st.int64(1), st.real(2)});
+                    });
   if (!s.ok()) return s;
   return out;
 }
@@ -443,9 +444,8 @@ Result<std::vector<GpuActivityRow>> Reader::gpu_activities_from(int64_t t0, int6
   if (!to.ok()) return to.status();
   std::vector<GpuActivityRow> out;
   Status s = stream(*db_,
-                    std::string("SELECT ") + kGpuActivityColumns +
-                        " FROM gpu_activities WHERE id >= ?1 AND (?3 = 9223372036854775807 OR id < ?3) AND "
-                        "start_ns + dur_ns >= ?2 AND start_ns <= ?4",
+                    std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities WHERE id >= ?1 AND " +
+                        (*to == INT64_MAX ? "?3 = ?3" : "id < ?3") + " AND start_ns + dur_ns >= ?2 AND start_ns <= ?4",
                     {*from, t0, *to, t1}, [&](const Stmt& st) { out.push_back(decode_gpu_activity(st)); });
   if (!s.ok()) return s;
   std::stable_sort(out.begin(), out.end(),

@@ -602,7 +602,10 @@ void SnapshotBuilder::map_overview(std::vector<Lane>& lanes) const {
     const int32_t n = workers_of[parent];
     int32_t w = 0;
     for (size_t i = 0; i < list.size(); ++i) {
-      if (i > 0 && (list[i].start_ns - list[i - 1].start_ns > kBurstGapNs || w >= n)) w = 0;
+      int64_t gap = 0;  // a damaged file's start times may be anywhere: a gap that overflows is a long one
+      const bool far =
+          i > 0 && (__builtin_sub_overflow(list[i].start_ns, list[i - 1].start_ns, &gap) || gap > kBurstGapNs);
+      if (i > 0 && (far || w >= n)) w = 0;
       auto lane = worker_lane.find({parent, w++});
       if (lane != worker_lane.end()) lane->second->overview_threads.push_back(list[i].thread_id);
     }

@@ -400,7 +400,9 @@ void draw_overview(Frame& f, const LanesArea& a) {
     }
     // Where the range is wide enough to say so: why there is no detail, and how to get it.
     if (x1 - x0 > 220) {
-      const double view_rows = static_cast<double>(o.rows_in(static_cast<int64_t>(g0), static_cast<int64_t>(g1)));
+      const double sane = static_cast<double>(kSaneNs);
+      const double view_rows = static_cast<double>(o.rows_in(static_cast<int64_t>(std::clamp(g0, -sane, sane)),
+                                                             static_cast<int64_t>(std::clamp(g1, -sane, sane))));
       const std::string note = view_rows > static_cast<double>(f.tl->detail_rows)
                                    ? "summary: zoom in to read the detail here"
                                    : "summary: reading the detail...";
