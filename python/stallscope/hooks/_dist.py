@@ -14,14 +14,27 @@ torch.distributed is available:
 
 seq, the collective's number in this process (0, 1, ...), matches ranks: the k-th collective of
 every rank is the same one. A failure of our own code drops the event, never the call.
+
+Exit. A callback on a collective's future runs on the backend's thread (gloo's), and that thread
+takes the GIL again to free it, after the future is complete and the training may have moved on.
+A thread that asks for the GIL once the interpreter is finalizing is ended by it, and ending a
+thread inside a C++ destructor aborts the process ("terminate called without an active
+exception", SIGABRT). PyTorch's own works free Python state on that thread too, so a plain job
+can abort the same way when it exits the instant its last collective completes; callbacks of
+ours would make that more likely. So an exit handler (run before finalization) waits, the GIL
+released, until every callback of ours has been freed, then a little longer for the works
+(_quiesce; docs/decisions.md, "DDP jobs that exit at once").
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
 import socket
+import time
+import weakref
 
 from .. import _native as N
 from .. import _vocab as V
@@ -72,6 +85,44 @@ def _done(seq):
         pass
 
 
+# Weak references to the callbacks of ours on futures, pruned of the freed ones as it grows; read
+# by _quiesce at exit. Those of this process only: a forked child inherits the list, not the threads
+# that would free what it names.
+_callbacks: list = []
+_callbacks_pid = 0
+_prune_at = 256
+QUIESCE_WAIT_S = 2.0  # at most, for callbacks still to run or to be freed at exit
+QUIESCE_GRACE_S = 0.02  # then, for the backend's thread to free its works
+
+
+def _tracked(cb):
+    """cb, tracked until it is freed."""
+    global _callbacks, _callbacks_pid, _prune_at
+    if _callbacks_pid != os.getpid():
+        _callbacks, _callbacks_pid = [], os.getpid()
+    if len(_callbacks) >= _prune_at:
+        _callbacks = [r for r in _callbacks if r() is not None]
+        _prune_at = max(256, 2 * len(_callbacks))
+    _callbacks.append(weakref.ref(cb))
+    return cb
+
+
+def _quiesce(wait_s=None, grace_s=None) -> float:
+    """At exit, before finalization: wait, the GIL released, until every callback of ours has been
+    freed, so has run (at most wait_s), then grace_s more. Returns the seconds waited (0 when no
+    callback was ever made)."""
+    if not _callbacks or _callbacks_pid != os.getpid():
+        return 0.0
+    wait_s = QUIESCE_WAIT_S if wait_s is None else wait_s
+    grace_s = QUIESCE_GRACE_S if grace_s is None else grace_s
+    t0 = time.monotonic()
+    deadline = t0 + wait_s
+    while any(r() is not None for r in _callbacks) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(grace_s)
+    return time.monotonic() - t0
+
+
 def _wrap_op(name, orig):
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
@@ -89,7 +140,9 @@ def _wrap_op(name, orig):
             work = orig(*args, **kwargs)
             try:
                 if work is not None:
-                    work.get_future().then(lambda _fut: _done(seq))
+                    # add_done_callback, not then: no child future whose Python value the backend's
+                    # thread would free later.
+                    work.get_future().add_done_callback(_tracked(lambda _fut: _done(seq)))
             except Exception:
                 pass
             return work
@@ -123,7 +176,7 @@ def _timed_hook(hook):
         def finished(f):
             _done(seq)
             return f.value()  # raises as the hook's own future would
-        return fut.then(finished)
+        return fut.then(_tracked(finished))
     timed.__qualname__ = getattr(hook, "__qualname__", "hook")
     return timed
 
@@ -166,9 +219,12 @@ def _install_ddp(torch) -> None:
                 self._stallscope_hook = "ours"
                 group = self.process_group
                 timed_default = _timed_hook(default_hooks.allreduce_hook)
+                # The module through a weak reference: the reducer holds this hook, and the
+                # module the reducer, so a strong one would keep the module alive for good.
+                module = weakref.ref(self)
 
                 def dispatch(state, bucket):
-                    user = getattr(self, "_stallscope_user", None)
+                    user = getattr(module(), "_stallscope_user", None)
                     return user[1](user[0], bucket) if user is not None else timed_default(group, bucket)
                 dispatch.__qualname__ = "allreduce_hook"
                 orig_register(self, None, dispatch)
@@ -186,6 +242,7 @@ def install(torch) -> None:
     if dist is None or not dist.is_available() or S._dist_installed:
         return
     S._dist_installed = True
+    atexit.register(_quiesce)
     say_rank()
     for name in _OPS:
         orig = getattr(dist, name, None)

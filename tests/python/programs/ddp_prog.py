@@ -4,10 +4,15 @@ rank 1's input pipeline deliberately slower than rank 0's (its __getitem__ sleep
 explicit all_reduce of the loss ends each epoch. Rank 0 prints CHECKSUM, the sum of the absolute
 values of the trained parameters, to compare runs with and without stallscope.
 
+--free-check: at the end each rank drops its DDP module and prints FREED True if it was freed.
+
   torchrun --standalone --nproc_per_node 2 ddp_prog.py [--epochs N] [--user-hook] [--late-builtin]
+                                                     [--free-check]
 """
 import argparse
+import gc
 import time
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -38,6 +43,7 @@ def main():
     ap.add_argument("--user-hook", action="store_true", help="register PyTorch's allreduce_hook")
     ap.add_argument("--late-builtin", action="store_true",
                     help="register DDP's built-in ALLREDUCE hook after the first forward")
+    ap.add_argument("--free-check", action="store_true", help="drop the DDP module at the end; print FREED")
     a = ap.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -65,6 +71,11 @@ def main():
         dist.all_reduce(total)
     if rank == 0:
         print("CHECKSUM", repr(sum(p.detach().abs().sum().item() for p in model.parameters())), flush=True)
+    if a.free_check:
+        ref = weakref.ref(model)
+        del model, opt
+        gc.collect()
+        print("FREED", ref() is None, flush=True)
     dist.destroy_process_group()
     return 0
 
