@@ -347,10 +347,7 @@ TEST(WindowTest, ALongRecordingShowsItsWholeRunAndTheDetailOfTheRangeShown) {
     auto db = Db::open(dir.file("long.db"), Db::Mode::kReadWrite);
     ASSERT_TRUE(db.ok());
     ASSERT_TRUE((*db)
-                    ->exec("DROP TABLE span_summaries; DROP TABLE instant_summaries; DROP TABLE counter_summaries; "
-                           "DROP TABLE gpu_summaries; DELETE FROM units WHERE table_name LIKE '%_summaries'; "
-                           "PRAGMA user_version = 1;")
-                    .ok());
+->exec(stallscope::testing::kAsVersion1Sql).ok());
   }
   r = run_ui({"--detail-rows", rows, "--screenshot", dir.file("o.png"), "--layout-dump", dir.file("o.json"),
               dir.file("long.db")});

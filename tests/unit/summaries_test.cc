@@ -382,10 +382,7 @@ TEST_F(SummariesTest, AnOlderRecordingGetsTheSameSummariesOnFirstOpen) {
     auto db = Db::open(path_, Db::Mode::kReadWrite);
     ASSERT_TRUE(db.ok());
     ASSERT_TRUE((*db)
-                    ->exec("DROP TABLE span_summaries; DROP TABLE instant_summaries; DROP TABLE counter_summaries; "
-                           "DROP TABLE gpu_summaries; DELETE FROM units WHERE table_name LIKE '%_summaries'; "
-                           "PRAGMA user_version = 1;")
-                    .ok());
+->exec(stallscope::testing::kAsVersion1Sql).ok());
     ASSERT_TRUE((*db)->exec(std::string("UPDATE meta SET value = '") + complete + "' WHERE key = 'complete'").ok());
   };
   as_version_1("0");

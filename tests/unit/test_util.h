@@ -44,4 +44,11 @@ void write_file(const std::string& path, const std::string& content);
 // How many lines s holds (its '\n's): a command's error must be one line.
 int count_lines(const std::string& s);
 
+// SQL that makes a recording one of format version 1, as written before the summaries were kept:
+// no summary tables, no units of theirs.
+inline constexpr const char* kAsVersion1Sql =
+    "DROP TABLE span_summaries; DROP TABLE instant_summaries; DROP TABLE counter_summaries; "
+    "DROP TABLE gpu_summaries; DELETE FROM units WHERE table_name LIKE '%_summaries'; "
+    "PRAGMA user_version = 1;";
+
 }  // namespace stallscope::testing
