@@ -291,7 +291,14 @@ struct Screen {
   std::function<Watched()> watched;
   std::function<bool()> playing;
   std::function<void(LayoutDump*)> draw;
+  // After a draw: whether a view drawn asked for detail its source did not hold yet (it was drawn
+  // from the overview there; the draw waited for the detail, so the next frame has it).
+  std::function<bool()> wants_detail;
 };
+
+// Frames a screenshot draws past its last while its views still want detail (each such draw waits
+// for it, so one is enough unless the data changed meanwhile).
+constexpr int kMaxCatchUpFrames = 2;
 
 SourceOptions source_options(const AppOptions& opt) {
   SourceOptions so;
@@ -303,7 +310,8 @@ SourceOptions source_options(const AppOptions& opt) {
 // last fixed frame is saved as a screenshot and a layout; a failure to write them sets *status to 1.
 void run_frames(GLFWwindow* window, const AppOptions& opt, const Screen& screen, int* status) {
   const bool shot = !opt.screenshot.empty();
-  const int frames = shot ? (opt.frames > 0 ? opt.frames : 3) : opt.frames;
+  int frames = shot ? (opt.frames > 0 ? opt.frames : 3) : opt.frames;
+  int catch_up = 0;
   LayoutDump dump;
   dump.record_items = false;
   FramePacer pacer;
@@ -312,10 +320,17 @@ void run_frames(GLFWwindow* window, const AppOptions& opt, const Screen& screen,
     if (!pacer.next(frames > 0, screen.watched(), screen.playing())) continue;
     new_frame(opt, shot);
     pacer.drawn();
-    const bool last = frames > 0 && frame == frames - 1;
+    bool last = frames > 0 && frame == frames - 1;
     LayoutDump* d = (last && !opt.layout_dump.empty()) ? &dump : nullptr;
     if (d) d->clear();
     screen.draw(d);
+    if (last && shot && catch_up < kMaxCatchUpFrames && screen.wants_detail && screen.wants_detail()) {
+      // A screenshot is of what its views asked for: one more frame, drawn with the detail.
+      ++frames;
+      ++catch_up;
+      last = false;
+      d = nullptr;
+    }
 
     int fb_w = 0, fb_h = 0;
     render(window, &fb_w, &fb_h);
@@ -354,6 +369,7 @@ int run_single(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts) 
     return Watched{s->generation, source.get(), s->state == SourceState::kLive};
   };
   screen.playing = [&] { return st.playing; };
+  screen.wants_detail = [&] { return source && st.detail_request.has_value(); };
   screen.draw = [&](LayoutDump* d) {
     if (source) {
       dash.draw(*current(*source, &reported_error, &status), d);
@@ -401,13 +417,22 @@ int run_compare(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts)
                    a->state == SourceState::kLive || b->state == SourceState::kLive};
   };
   screen.playing = [&] { return cmp.axis().playing; };
+  screen.wants_detail = [&] {
+    return cmp.side(0).state().detail_request.has_value() || cmp.side(1).state().detail_request.has_value();
+  };
   screen.draw = [&](LayoutDump* d) {
     const std::shared_ptr<const Snapshot> a = current(*sources[0], &reported_error[0], &status);
     const std::shared_ptr<const Snapshot> b = current(*sources[1], &reported_error[1], &status);
     cmp.draw(*a, *b, d);
     for (int i = 0; i < 2; ++i) {
-      const std::optional<std::pair<int64_t, int64_t>>& want = cmp.side(i).state().detail_request;
-      if (want) sources[i]->request_detail(want->first, want->second);
+      const ViewState& side = cmp.side(i).state();
+      if (!side.detail_request) continue;
+      sources[i]->request_detail(side.detail_request->first, side.detail_request->second);
+      if (!opt.screenshot.empty()) {  // as run_single's: the frame waits for that detail to be read
+        const double t0 = side.t0, t1 = side.t1;
+        sources[i]->wait_until([&](const Snapshot& s) { return s.timeline && !wanted_detail(*s.timeline, t0, t1); },
+                               opt.settle_timeout_s * 1000);
+      }
     }
     if (const std::optional<int> pick = cmp.take_pick(); pick && cmp.tune()) {
       // A row of the tune set clicked: that run as B.

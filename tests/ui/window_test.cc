@@ -329,10 +329,11 @@ TEST(WindowTest, ALongRecordingShowsItsWholeRunAndTheDetailOfTheRangeShown) {
   EXPECT_GT(bars.non_background, 0.02);
 
   // A second and a half early in the run (well within the budget; ten seconds would not be, and
-  // would be shown from the overview): read and drawn in detail before the screenshot.
+  // would be shown from the overview): read and drawn in detail before the screenshot, even of one
+  // frame (whose draw asks for the detail: the screenshot is of a frame drawn after it).
   const double t0 = std::floor(static_cast<double>(truth.end_ns) * 0.2 / 1e9);
-  r = run_ui({"--detail-rows", rows, "--range", std::to_string(t0) + ":" + std::to_string(t0 + 1.5), "--screenshot",
-              dir.file("z.png"), "--layout-dump", dir.file("z.json"), dir.file("long.db")});
+  r = run_ui({"--detail-rows", rows, "--range", std::to_string(t0) + ":" + std::to_string(t0 + 1.5), "--frames", "1",
+              "--screenshot", dir.file("z.png"), "--layout-dump", dir.file("z.json"), dir.file("long.db")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   layout = load_json(dir.file("z.json"));
   const Json& zoomed = layout.at("detail");
@@ -342,12 +343,27 @@ TEST(WindowTest, ALongRecordingShowsItsWholeRunAndTheDetailOfTheRangeShown) {
   int64_t drawn = 0;
   for (const Json& lane : layout.at("lanes")) drawn += lane.at("drawn").get<int64_t>();
   EXPECT_GT(drawn, 50);
+  // The compare view of the recording with itself, at that range: each side reads the detail its
+  // view asks for before the screenshot, as the single view does.
+  r = run_ui({"--detail-rows", rows, "--range", std::to_string(t0) + ":" + std::to_string(t0 + 1.5), "--frames", "1",
+              "--screenshot", dir.file("c.png"), "--layout-dump", dir.file("c.json"), dir.file("long.db"),
+              dir.file("long.db")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  layout = load_json(dir.file("c.json"));
+  ASSERT_EQ(layout.at("sides").size(), 2u);
+  for (const Json& side : layout.at("sides")) {
+    ASSERT_TRUE(side.contains("detail")) << side.dump();
+    const Json& view = side.at("view_ns");
+    const Json& held = side.at("detail");
+    EXPECT_LE(held.at("t0").get<double>(), view[0].get<double>()) << held.dump() << " " << view.dump();
+    EXPECT_GE(held.at("t1").get<double>(), view[1].get<double>()) << held.dump() << " " << view.dump();
+    EXPECT_TRUE(held.at("overview_ranges").empty()) << held.dump();
+  }
   // Made before the summaries were kept: `ui` builds them first (one line), then shows its overview.
   {
     auto db = Db::open(dir.file("long.db"), Db::Mode::kReadWrite);
     ASSERT_TRUE(db.ok());
-    ASSERT_TRUE((*db)
-->exec(stallscope::testing::kAsVersion1Sql).ok());
+    ASSERT_TRUE((*db)->exec(stallscope::testing::kAsVersion1Sql).ok());
   }
   r = run_ui({"--detail-rows", rows, "--screenshot", dir.file("o.png"), "--layout-dump", dir.file("o.json"),
               dir.file("long.db")});

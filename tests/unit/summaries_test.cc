@@ -381,8 +381,7 @@ TEST_F(SummariesTest, AnOlderRecordingGetsTheSameSummariesOnFirstOpen) {
   auto as_version_1 = [this](const char* complete) {
     auto db = Db::open(path_, Db::Mode::kReadWrite);
     ASSERT_TRUE(db.ok());
-    ASSERT_TRUE((*db)
-->exec(stallscope::testing::kAsVersion1Sql).ok());
+    ASSERT_TRUE((*db)->exec(stallscope::testing::kAsVersion1Sql).ok());
     ASSERT_TRUE((*db)->exec(std::string("UPDATE meta SET value = '") + complete + "' WHERE key = 'complete'").ok());
   };
   as_version_1("0");
