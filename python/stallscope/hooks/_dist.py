@@ -117,9 +117,12 @@ def _quiesce(wait_s=None, grace_s=None) -> float:
     grace_s = QUIESCE_GRACE_S if grace_s is None else grace_s
     t0 = time.monotonic()
     deadline = t0 + wait_s
-    while any(r() is not None for r in _callbacks) and time.monotonic() < deadline:
-        time.sleep(0.001)
-    time.sleep(grace_s)
+    try:
+        while any(r() is not None for r in _callbacks) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(grace_s)
+    except BaseException:  # a Ctrl-C while exiting: the exit goes on as it would have, without a word of ours
+        pass
     return time.monotonic() - t0
 
 
