@@ -113,12 +113,13 @@ def test_a_ddp_job_that_exits_the_moment_its_last_reduction_completes_exits_clea
 QUIESCE = """
 import json, os, threading, torch
 import stallscope.hooks._dist as D
+import stallscope.hooks._state as S
 out = {"none": D._quiesce()}  # no callback ever made: no wait at all
 f = torch.futures.Future()
 child = f.then(D._tracked(lambda fut: fut.value()))
 threading.Timer(0.3, lambda: f.set_result(1)).start()  # completed, and the callback freed, on another thread
 out["waited"] = D._quiesce(grace_s=0)
-out["freed"] = all(r() is None for r in D._callbacks)
+out["freed"] = all(r() is None for r in S._dist_callbacks)
 out["child"] = child.done()
 never = torch.futures.Future()
 never.add_done_callback(D._tracked(lambda fut: None))

@@ -85,25 +85,18 @@ def _done(seq):
         pass
 
 
-# Weak references to the callbacks of ours on futures, pruned of the freed ones as it grows; read
-# by _quiesce at exit. Those of this process only: a forked child inherits the list, not the threads
-# that would free what it names.
-_callbacks: list = []
-_callbacks_pid = 0
-_prune_at = 256
 QUIESCE_WAIT_S = 2.0  # at most, for callbacks still to run or to be freed at exit
 QUIESCE_GRACE_S = 0.02  # then, for the backend's thread to free its works
 
 
 def _tracked(cb):
-    """cb, tracked until it is freed."""
-    global _callbacks, _callbacks_pid, _prune_at
-    if _callbacks_pid != os.getpid():
-        _callbacks, _callbacks_pid = [], os.getpid()
-    if len(_callbacks) >= _prune_at:
-        _callbacks = [r for r in _callbacks if r() is not None]
-        _prune_at = max(256, 2 * len(_callbacks))
-    _callbacks.append(weakref.ref(cb))
+    """cb, tracked until it is freed (in _state._dist_callbacks)."""
+    if S._dist_callbacks_pid != os.getpid():
+        S._dist_callbacks, S._dist_callbacks_pid = [], os.getpid()
+    if len(S._dist_callbacks) >= S._dist_prune_at:
+        S._dist_callbacks = [r for r in S._dist_callbacks if r() is not None]
+        S._dist_prune_at = max(256, 2 * len(S._dist_callbacks))
+    S._dist_callbacks.append(weakref.ref(cb))
     return cb
 
 
@@ -111,14 +104,15 @@ def _quiesce(wait_s=None, grace_s=None) -> float:
     """At exit, before finalization: wait, the GIL released, until every callback of ours has been
     freed, so has run (at most wait_s), then grace_s more. Returns the seconds waited (0 when no
     callback was ever made)."""
-    if not _callbacks or _callbacks_pid != os.getpid():
+    callbacks = S._dist_callbacks
+    if not callbacks or S._dist_callbacks_pid != os.getpid():
         return 0.0
     wait_s = QUIESCE_WAIT_S if wait_s is None else wait_s
     grace_s = QUIESCE_GRACE_S if grace_s is None else grace_s
     t0 = time.monotonic()
     deadline = t0 + wait_s
     try:
-        while any(r() is not None for r in _callbacks) and time.monotonic() < deadline:
+        while any(r() is not None for r in callbacks) and time.monotonic() < deadline:
             time.sleep(0.001)
         time.sleep(grace_s)
     except BaseException:  # a Ctrl-C while exiting: the exit goes on as it would have, without a word of ours

@@ -107,6 +107,12 @@ _dist_installed = False
 _dist_rank_gen = -1  # the session whose database has this process's dist.rank
 _dist_seq = itertools.count()  # the next collective's number in this process
 _dist_tls = threading.local()  # .inside: in a DDP hook of ours (its all_reduce is not recorded again)
+# Weak references to our callbacks on collectives' futures, read by _dist._quiesce at exit: those of
+# the process _dist_callbacks_pid only (a forked child inherits the list, not the threads that would
+# free what it names); pruned of the freed ones when it reaches _dist_prune_at.
+_dist_callbacks: list = []
+_dist_callbacks_pid = 0
+_dist_prune_at = 256
 
 # `stallscope run --loader` (hooks/_swap.py), read once by install(): None for torch (the script's
 # DataLoader untouched: _main then takes exactly the path it takes without --loader), else "tuned"
