@@ -474,7 +474,8 @@ int main(int argc, char** argv) {
   if (windowed) {
     bench::bench_row("dashboard open, whole run shown, " + at, bench::fmt("%.2f s", first_tl_ms / 1e3), "< 1 s", "",
                      first_tl_ms < 1000);
-    bench::bench_row("dashboard memory, peak, " + at, bench::fmt("%.0f MiB", static_cast<double>(rss_peak)), "< 1 GiB", "", rss_peak < 1024);
+    bench::bench_row("dashboard memory, peak, " + at, bench::fmt("%.0f MiB", static_cast<double>(rss_peak)), "< 1 GiB",
+                     "", rss_peak < 1024);
   }
   bench::bench_row(
       std::string(windowed ? "dashboard open, latest part's detail read, " : "dashboard open, whole recording read, ") +
