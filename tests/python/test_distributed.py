@@ -4,7 +4,10 @@ it is, DDP's gradient buckets and the explicit all_reduce are recorded as collec
 ranks with matching numbers, the report names rank 1 the slowest and puts rank 0's wait in the
 collectives, not in its data; and the training's result is the same as without stallscope, with
 DDP's built-in reduction, with a communication hook the program registers itself, and with a
-built-in hook registered after the first forward (when stallscope's timing hook is in place)."""
+built-in hook registered after the first forward (when stallscope's timing hook is in place), the
+DDP module being freed when the program drops it. A job that exits the moment its last reduction
+completes exits cleanly (tests/python/programs/ddp_exit_prog.py), and the exit wait that makes it
+so lasts until stallscope's callbacks are freed and no longer than its bound."""
 
 from __future__ import annotations
 
