@@ -27,6 +27,12 @@ PROG = PROGRAMS / "ddp_prog.py"
 CHECKSUM = re.compile(r"CHECKSUM (\S+)")
 
 
+def ddp_env():
+    """The jobs' environment: gloo on the loopback interface (every rank is on this host), not on
+    whatever the host name resolves to."""
+    return base_env(GLOO_SOCKET_IFNAME="lo")
+
+
 def torchrun(*args):
     exe = shutil.which("torchrun")
     return [exe] if exe else [sys.executable, "-m", "torch.distributed.run"]
@@ -37,7 +43,7 @@ def job(tmp_path, recorded, *extra, name="job.db"):
     db = tmp_path / (name if recorded else "none")
     if recorded:
         cmd = [str(LAUNCHER), "run", "-o", str(db), "--", *cmd]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=base_env(), timeout=180, cwd=tmp_path)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ddp_env(), timeout=180, cwd=tmp_path)
     m = CHECKSUM.search(p.stdout)
     assert p.returncode == 0 and m, f"rc={p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
     if "--free-check" in extra:
@@ -106,7 +112,7 @@ def test_a_ddp_job_that_exits_the_moment_its_last_reduction_completes_exits_clea
         db = tmp_path / f"exit{i}.db"
         cmd = [str(LAUNCHER), "run", "-q", "-o", str(db), "--", *torchrun(), "--standalone", "--nproc_per_node", "2",
                str(PROGRAMS / "ddp_exit_prog.py")]
-        p = subprocess.run(cmd, capture_output=True, text=True, env=base_env(), timeout=180, cwd=tmp_path)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=ddp_env(), timeout=180, cwd=tmp_path)
         assert p.returncode == 0, f"run {i}: rc={p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
         assert "terminate called" not in p.stderr, p.stderr[-3000:]
         # The hooks were in: DDP's buckets timed on both ranks.
@@ -151,7 +157,7 @@ def test_one_recording_per_rank_then_merged(tmp_path):
     # its rank, which `stallscope merge` makes one recording of the job.
     cmd = [*torchrun(), "--standalone", "--nproc_per_node", "2", "--no-python", str(LAUNCHER), "run", "-q",
            "-o", "part-{rank}.db", "--", sys.executable, str(PROG), "--epochs", "1"]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=base_env(), timeout=180, cwd=tmp_path)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ddp_env(), timeout=180, cwd=tmp_path)
     assert p.returncode == 0 and CHECKSUM.search(p.stdout), f"{p.stdout}\n{p.stderr[-3000:]}"
     parts = sorted(tmp_path.glob("part-*.db"))
     assert [f.name for f in parts] == ["part-0.db", "part-1.db"]
