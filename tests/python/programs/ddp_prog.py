@@ -10,6 +10,7 @@ values of the trained parameters, to compare runs with and without stallscope.
                                                      [--free-check]
 """
 import argparse
+import faulthandler
 import gc
 import time
 import weakref
@@ -45,6 +46,8 @@ def main():
                     help="register DDP's built-in ALLREDUCE hook after the first forward")
     ap.add_argument("--free-check", action="store_true", help="drop the DDP module at the end; print FREED")
     a = ap.parse_args()
+    # The job takes seconds; if it ever hangs, say where before the test's 180 s run out.
+    faulthandler.dump_traceback_later(120, exit=False)
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
