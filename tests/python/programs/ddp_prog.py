@@ -78,7 +78,7 @@ def main():
         ref = weakref.ref(model)
         del model, opt
         gc.collect()
-        print("FREED", ref() is None, flush=True)
+        print(f"FREED {ref() is None}", flush=True)  # one write: the ranks share stdout
     dist.destroy_process_group()
     return 0
 
