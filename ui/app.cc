@@ -348,6 +348,17 @@ void run_frames(GLFWwindow* window, const AppOptions& opt, const Screen& screen,
   }
 }
 
+// Asks `source` for the detail the view `st` wants, if any; for a screenshot, the frame waits for it
+// (the picture shows what its view asked for).
+void ask_detail(SnapshotSource& source, const ViewState& st, const AppOptions& opt) {
+  if (!st.detail_request) return;
+  source.request_detail(st.detail_request->first, st.detail_request->second);
+  if (opt.screenshot.empty()) return;
+  const double t0 = st.t0, t1 = st.t1;
+  source.wait_until([&](const Snapshot& s) { return s.timeline && !wanted_detail(*s.timeline, t0, t1); },
+                    opt.settle_timeout_s * 1000);
+}
+
 // One recording, or the session picker until one is picked.
 int run_single(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts) {
   Dashboard dash(fonts);
@@ -373,15 +384,7 @@ int run_single(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts) 
   screen.draw = [&](LayoutDump* d) {
     if (source) {
       dash.draw(*current(*source, &reported_error, &status), d);
-      if (st.detail_request) {
-        source->request_detail(st.detail_request->first, st.detail_request->second);
-        // A screenshot shows what its view asked for: the frame waits for that detail to be read.
-        if (!opt.screenshot.empty()) {
-          const double t0 = st.t0, t1 = st.t1;
-          source->wait_until([&](const Snapshot& s) { return s.timeline && !wanted_detail(*s.timeline, t0, t1); },
-                             opt.settle_timeout_s * 1000);
-        }
-      }
+      ask_detail(*source, st, opt);
       return;
     }
     draw_picker(picker, dash, d);
@@ -424,16 +427,7 @@ int run_compare(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts)
     const std::shared_ptr<const Snapshot> a = current(*sources[0], &reported_error[0], &status);
     const std::shared_ptr<const Snapshot> b = current(*sources[1], &reported_error[1], &status);
     cmp.draw(*a, *b, d);
-    for (int i = 0; i < 2; ++i) {
-      const ViewState& side = cmp.side(i).state();
-      if (!side.detail_request) continue;
-      sources[i]->request_detail(side.detail_request->first, side.detail_request->second);
-      if (!opt.screenshot.empty()) {  // as run_single's: the frame waits for that detail to be read
-        const double t0 = side.t0, t1 = side.t1;
-        sources[i]->wait_until([&](const Snapshot& s) { return s.timeline && !wanted_detail(*s.timeline, t0, t1); },
-                               opt.settle_timeout_s * 1000);
-      }
-    }
+    for (int i = 0; i < 2; ++i) ask_detail(*sources[i], cmp.side(i).state(), opt);
     if (const std::optional<int> pick = cmp.take_pick(); pick && cmp.tune()) {
       // A row of the tune set clicked: that run as B.
       const TuneRun& run = cmp.tune()->runs[static_cast<size_t>(*pick)];
