@@ -34,6 +34,9 @@ struct Input {
   std::unordered_map<int64_t, int64_t> track_id;     // input's counter_tracks.id -> output's
   TableHeads heads;
   std::map<int64_t, int64_t> completions;  // collective seq -> completion (input's clock)
+  // Recorded with --keep-detail and its older detail deleted: its summary rows are carried over
+  // (carry_summaries) instead of being made again from the rows that are left.
+  bool carry = false;
 };
 
 int64_t meta_int(const std::map<std::string, std::string>& m, const char* key) {
@@ -152,6 +155,66 @@ Status check_one_job(const std::vector<Input>& inputs, bool allow_mismatch) {
   return Status::Ok();
 }
 
+// The summary rows of an input whose older detail was deleted, in the output's ids, each bucket
+// moved by the input's clock offset: to the output's bucket where its start lands. Counts and sums
+// are the input's; a bucket's place is within one bucket length of its events' (docs/schema.md).
+Status carry_summaries(Input& in, Writer& out) {
+  Status failed = Status::Ok();
+  int64_t rows = 0;
+  auto shifted = [&](int64_t bucket, int64_t level_ns, int64_t* to) {
+    return !__builtin_add_overflow(bucket, summary_bucket(in.out.offset_ns, level_ns), to);
+  };
+  auto added = [&] {
+    if (++rows % kChunk != 0 || !failed.ok()) return;
+    if (Status c = out.commit(); !c.ok()) failed = c;
+    if (Status b = out.begin(); failed.ok() && !b.ok()) failed = b;
+  };
+  Reader::SummaryVisitor to;
+  to.span = [&](const SpanSummaryRow& r) {
+    auto t = in.thread_id.find(r.thread_id);
+    auto n = in.string_id.find(r.name_id);
+    SpanSummaryRow o = r;
+    if (t == in.thread_id.end() || n == in.string_id.end() || !shifted(r.bucket, r.level_ns, &o.bucket)) return;
+    o.thread_id = t->second;
+    o.name_id = n->second;
+    out.summaries().add_summary(o);
+    added();
+  };
+  to.instant = [&](const InstantSummaryRow& r) {
+    auto t = in.thread_id.find(r.thread_id);
+    auto n = in.string_id.find(r.name_id);
+    InstantSummaryRow o = r;
+    if (t == in.thread_id.end() || n == in.string_id.end() || !shifted(r.bucket, r.level_ns, &o.bucket)) return;
+    o.thread_id = t->second;
+    o.name_id = n->second;
+    out.summaries().add_summary(o);
+    added();
+  };
+  to.counter = [&](const CounterSummaryRow& r) {
+    auto k = in.track_id.find(r.track_id);
+    CounterSummaryRow o = r;
+    if (k == in.track_id.end() || !shifted(r.bucket, r.level_ns, &o.bucket) ||
+        __builtin_add_overflow(r.last_ts_ns, in.out.offset_ns, &o.last_ts_ns))
+      return;
+    o.track_id = k->second;
+    out.summaries().add_summary(o);
+    added();
+  };
+  to.gpu = [&](const GpuSummaryRow& r) {
+    auto p = in.process_id.find(r.process_id);
+    GpuSummaryRow o = r;
+    if (p == in.process_id.end() || !shifted(r.bucket, r.level_ns, &o.bucket)) return;
+    o.process_id = p->second;
+    out.summaries().add_summary(o);
+    added();
+  };
+  if (Status s = out.begin(); !s.ok()) return s;
+  Status s = in.reader->for_each_summary_row(to);
+  if (!s.ok()) return s;
+  if (!failed.ok()) return failed;
+  return out.commit();
+}
+
 }  // namespace
 
 Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>& paths, const std::string& output,
@@ -177,6 +240,11 @@ Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>
     if (!heads.ok()) return in_input(in, heads.status());
     in.heads = *heads;
     if (Status s = read_completions(in); !s.ok()) return in_input(in, s);
+    if (in.meta.count("detail_from_ns") != 0) {
+      auto has = in.reader->has_summaries();
+      if (!has.ok()) return in_input(in, has.status());
+      in.carry = *has;
+    }
     auto [shift, fresh] = host_shift.try_emplace(in.out.host, static_cast<int64_t>(host_shift.size()) * kPidShift);
     in.out.pid_shift = shift->second;
     if (i > 0) {
@@ -251,6 +319,7 @@ Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>
 
   // Spans, input by input, with a flush row (the time index) per kFlushSpans of them.
   for (Input& in : inputs) {
+    out.set_summarize(!in.carry);
     for (int64_t after = 0; after < in.heads.spans; after += kChunk) {
       if (Status s = out.begin(); !s.ok()) return s;
       FlushRow flush;
@@ -327,6 +396,7 @@ Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>
       o.ts_ns += in.out.offset_ns;
       std::optional<int64_t>* args[3] = {&o.arg0, &o.arg1, &o.arg2};
       remap_args(in, name, args);
+      out.set_summarize(!in.carry);
       out.add_instant(o);
       ++in.out.instants;
       if (++written % kChunk == 0) {
@@ -339,6 +409,7 @@ Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>
 
   // Counter samples and GPU activities, input by input.
   for (Input& in : inputs) {
+    out.set_summarize(!in.carry);
     if (Status s = out.begin(); !s.ok()) return s;
     Status s = in.reader->for_each_counter(0, in.heads.counters, [&](const CounterRow& r) {
       out.add_counter(CounterRow{in.track_id[r.track_id], r.ts_ns + in.out.offset_ns, r.value});
@@ -356,6 +427,13 @@ Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>
     }
     if (!s.ok()) return in_input(in, s);
     if (Status c = out.commit(); !c.ok()) return c;
+  }
+
+  out.set_summarize(true);
+  // The summaries of inputs whose older detail was deleted: all of their run, not only what is left.
+  for (Input& in : inputs) {
+    if (!in.carry) continue;
+    if (Status s = carry_summaries(in, out); !s.ok()) return in_input(in, s);
   }
 
   std::vector<MergedInput> result;

@@ -270,6 +270,83 @@ Result<std::vector<SpanSummaryRow>> Reader::span_summaries(int64_t level_ns, con
       });
 }
 
+Status Reader::for_each_summary_row(const SummaryVisitor& to) {
+  if (to.span) {
+    Status s = stream(*db_,
+                      "SELECT level_ns, bucket, thread_id, name_id, grp, count, total_ns, min_ns, max_ns, sketch "
+                      "FROM span_summaries ORDER BY level_ns, bucket",
+                      {}, [&](const Stmt& st) {
+                        SpanSummaryRow r;
+                        r.level_ns = st.int64(0);
+                        r.bucket = st.int64(1);
+                        r.thread_id = st.int64(2);
+                        r.name_id = static_cast<uint32_t>(st.int64(3));
+                        r.grp = st.int64(4);
+                        r.count = st.int64(5);
+                        r.total_ns = st.int64(6);
+                        r.min_ns = st.int64(7);
+                        r.max_ns = st.int64(8);
+                        r.sketch = st.blob(9);
+                        to.span(r);
+                      });
+    if (!s.ok()) return s;
+  }
+  if (to.instant) {
+    Status s = stream(*db_,
+                      "SELECT level_ns, bucket, thread_id, name_id, grp, count FROM instant_summaries "
+                      "ORDER BY level_ns, bucket",
+                      {}, [&](const Stmt& st) {
+                        InstantSummaryRow r;
+                        r.level_ns = st.int64(0);
+                        r.bucket = st.int64(1);
+                        r.thread_id = st.int64(2);
+                        r.name_id = static_cast<uint32_t>(st.int64(3));
+                        r.grp = st.int64(4);
+                        r.count = st.int64(5);
+                        to.instant(r);
+                      });
+    if (!s.ok()) return s;
+  }
+  if (to.counter) {
+    Status s = stream(*db_,
+                      "SELECT level_ns, bucket, track_id, count, sum, min, max, last_ts_ns, last FROM "
+                      "counter_summaries ORDER BY level_ns, bucket",
+                      {}, [&](const Stmt& st) {
+                        CounterSummaryRow r;
+                        r.level_ns = st.int64(0);
+                        r.bucket = st.int64(1);
+                        r.track_id = st.int64(2);
+                        r.count = st.int64(3);
+                        r.sum = st.real(4);
+                        r.min = st.real(5);
+                        r.max = st.real(6);
+                        r.last_ts_ns = st.int64(7);
+                        r.last = st.real(8);
+                        to.counter(r);
+                      });
+    if (!s.ok()) return s;
+  }
+  if (to.gpu) {
+    Status s = stream(*db_,
+                      "SELECT level_ns, bucket, process_id, device, kind, count, total_ns, bytes FROM gpu_summaries "
+                      "ORDER BY level_ns, bucket",
+                      {}, [&](const Stmt& st) {
+                        GpuSummaryRow r;
+                        r.level_ns = st.int64(0);
+                        r.bucket = st.int64(1);
+                        r.process_id = st.int64(2);
+                        r.device = st.int64(3);
+                        r.kind = st.text(4);
+                        r.count = st.int64(5);
+                        r.total_ns = st.int64(6);
+                        r.bytes = st.int64(7);
+                        to.gpu(r);
+                      });
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
 Result<std::optional<int64_t>> Reader::first_span_bucket(int64_t level_ns, uint32_t name_id, std::optional<int64_t> grp,
                                                          bool last) {
   return edge_bucket("span_summaries", level_ns, name_id, grp, last);

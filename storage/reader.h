@@ -112,6 +112,15 @@ class Reader {
   // The same, of the buckets first_bucket..last_bucket only (the key's order: no scan of the level).
   Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids,
                                                            int64_t first_bucket, int64_t last_bucket);
+  // Every row of the summary tables, table by table, in the key's order, to the callbacks that are
+  // set: what `merge` carries over from a recording whose older detail was deleted.
+  struct SummaryVisitor {
+    std::function<void(const SpanSummaryRow&)> span;
+    std::function<void(const InstantSummaryRow&)> instant;
+    std::function<void(const CounterSummaryRow&)> counter;
+    std::function<void(const GpuSummaryRow&)> gpu;
+  };
+  Status for_each_summary_row(const SummaryVisitor& to);
   // The first bucket of `level_ns` with a span named `name_id` of group `grp` (nullopt: none).
   // With `last`, the last such bucket; without `grp`, of any group.
   Result<std::optional<int64_t>> first_span_bucket(int64_t level_ns, uint32_t name_id, std::optional<int64_t> grp,

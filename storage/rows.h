@@ -91,4 +91,18 @@ struct InstantSummaryRow {
   int64_t count = 0;
 };
 
+struct CounterSummaryRow {
+  int64_t level_ns = 0, bucket = 0, track_id = 0;
+  int64_t count = 0;
+  double sum = 0, min = 0, max = 0;
+  int64_t last_ts_ns = 0;
+  double last = 0;
+};
+
+struct GpuSummaryRow {
+  int64_t level_ns = 0, bucket = 0, process_id = 0, device = 0;
+  std::string kind;
+  int64_t count = 0, total_ns = 0, bytes = 0;
+};
+
 }  // namespace stallscope

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 namespace stallscope {
@@ -314,6 +315,77 @@ void Summaries::add_gpu(const GpuActivityRow& r) {
     a.total = saturating_add(a.total, std::max<int64_t>(0, r.dur_ns));
     if (r.kind == "memcpy" || r.kind == "memset") a.bytes = saturating_add(a.bytes, std::max<int64_t>(0, r.bytes));
   }
+}
+
+namespace {
+// The index of `level_ns` in kSummaryLevelsNs, and where its bucket starts (held at the int64
+// limits: a damaged file's bucket can be anything).
+std::optional<size_t> level_index(int64_t level_ns) {
+  for (size_t l = 0; l < kLevels; ++l) {
+    if (kSummaryLevelsNs[l] == level_ns) return l;
+  }
+  return std::nullopt;
+}
+int64_t bucket_start(int64_t bucket, int64_t level_ns) {
+  int64_t t = 0;
+  if (__builtin_mul_overflow(bucket, level_ns, &t))
+    return bucket > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  return t;
+}
+}  // namespace
+
+void Summaries::add_summary(const SpanSummaryRow& r) {
+  const auto l = level_index(r.level_ns);
+  if (!l || r.count <= 0) return;
+  Impl& m = *impl_;
+  auto sketch = DurationSketch::decode(r.sketch);
+  if (!sketch.ok()) {
+    if (m.error.ok()) m.error = sketch.status();
+    return;
+  }
+  m.spans.see(bucket_start(r.bucket, r.level_ns));
+  SpanAgg& a = m.spans.at({*l, r.bucket, r.thread_id, r.name_id, r.grp}, m.error);
+  a.count = saturating_add(a.count, r.count);
+  a.total = saturating_add(a.total, r.total_ns);
+  a.min = std::min(a.min, r.min_ns);
+  a.max = std::max(a.max, r.max_ns);
+  a.sketch.merge(*sketch);
+}
+
+void Summaries::add_summary(const InstantSummaryRow& r) {
+  const auto l = level_index(r.level_ns);
+  if (!l || r.count <= 0) return;
+  Impl& m = *impl_;
+  m.instants.see(bucket_start(r.bucket, r.level_ns));
+  InstantAgg& a = m.instants.at({*l, r.bucket, r.thread_id, r.name_id, r.grp}, m.error);
+  a.count = saturating_add(a.count, r.count);
+}
+
+void Summaries::add_summary(const CounterSummaryRow& r) {
+  const auto l = level_index(r.level_ns);
+  if (!l || r.count <= 0) return;
+  Impl& m = *impl_;
+  m.counters.see(bucket_start(r.bucket, r.level_ns));
+  CounterAgg& a = m.counters.at({*l, r.bucket, r.track_id}, m.error);
+  a.min = a.count ? std::min(a.min, r.min) : r.min;
+  a.max = a.count ? std::max(a.max, r.max) : r.max;
+  a.sum += r.sum;
+  a.count = saturating_add(a.count, r.count);
+  if (r.last_ts_ns >= a.last_ts) {
+    a.last_ts = r.last_ts_ns;
+    a.last = r.last;
+  }
+}
+
+void Summaries::add_summary(const GpuSummaryRow& r) {
+  const auto l = level_index(r.level_ns);
+  if (!l || r.count <= 0) return;
+  Impl& m = *impl_;
+  m.gpu.see(bucket_start(r.bucket, r.level_ns));
+  GpuAgg& a = m.gpu.at({*l, r.bucket, r.process_id, r.device, r.kind}, m.error);
+  a.count = saturating_add(a.count, r.count);
+  a.total = saturating_add(a.total, r.total_ns);
+  a.bytes = saturating_add(a.bytes, r.bytes);
 }
 
 Status Summaries::write() {

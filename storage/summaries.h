@@ -52,6 +52,14 @@ class Summaries {
   void add_counter(const CounterRow& row);
   void add_gpu(const GpuActivityRow& row);
 
+  // Rows of another recording's summary tables (already in this recording's ids and buckets),
+  // added to the same buckets' aggregates: `merge` carries the summaries of an input whose older
+  // detail was deleted. A row of a level this build does not keep is left out.
+  void add_summary(const SpanSummaryRow& row);
+  void add_summary(const InstantSummaryRow& row);
+  void add_summary(const CounterSummaryRow& row);
+  void add_summary(const GpuSummaryRow& row);
+
   // Writes every bucket changed since the last call, inside the caller's open transaction, then
   // forgets those that end more than one of their own lengths before the latest time their table
   // has seen.

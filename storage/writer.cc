@@ -161,12 +161,12 @@ int64_t Writer::add_span(const SpanRow& r) {
   bind_opt(s, 7, r.arg1);
   bind_opt(s, 8, r.arg2);
   keep(s.run());
-  summaries_->add_span(r);
+  if (summarize_) summaries_->add_span(r);
   return db_->last_insert_rowid();
 }
 
 void Writer::add_instant(const InstantRow& r) {
-  summaries_->add_instant(r);
+  if (summarize_) summaries_->add_instant(r);
   Stmt& s = *instant_;
   s.bind(1, r.thread_id).bind(2, r.ts_ns).bind(3, static_cast<int64_t>(r.name_id));
   bind_opt(s, 4, r.arg0);
@@ -181,7 +181,7 @@ int64_t Writer::add_counter_track(const CounterTrackRow& r) {
 }
 
 void Writer::add_counter(const CounterRow& r) {
-  summaries_->add_counter(r);
+  if (summarize_) summaries_->add_counter(r);
   keep(counter_->bind(1, r.track_id).bind(2, r.ts_ns).bind(3, r.value).run());
 }
 
@@ -197,7 +197,7 @@ void Writer::add_flush(const FlushRow& r) {
 }
 
 void Writer::add_gpu_activity(const GpuActivityRow& r) {
-  summaries_->add_gpu(r);
+  if (summarize_) summaries_->add_gpu(r);
   Stmt& s = *gpu_;
   s.bind(1, r.process_id).bind(2, r.device).bind(3, r.stream).bind(4, r.context).bind(5, std::string_view(r.kind));
   s.bind(6, r.start_ns).bind(7, r.dur_ns).bind(8, static_cast<int64_t>(r.name_id));

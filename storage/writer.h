@@ -62,6 +62,10 @@ class Writer {
   Status finish();
   Db& db() { return *db_; }
   const Summaries& summaries() const { return *summaries_; }
+  // Whether the row writers add their rows to the summaries (on by default). `merge` turns it off
+  // for an input whose summary rows it carries over instead (Summaries::add_summary).
+  void set_summarize(bool on) { summarize_ = on; }
+  Summaries& summaries() { return *summaries_; }
 
  private:
   explicit Writer(std::unique_ptr<Db> db) : db_(std::move(db)) {}
@@ -73,6 +77,7 @@ class Writer {
       track_, counter_, flush_, gpu_;
   Status batch_status_;
   std::unique_ptr<Summaries> summaries_;
+  bool summarize_ = true;
 
   // --keep-detail: what each commit drained (its flush time and the largest id of each table
   // then), oldest first, and what was deleted so far.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/sketch.h"
+#include "storage/merge.h"
 #include "storage/reader.h"
 #include "storage/sqlite.h"
 #include "storage/upgrade.h"
@@ -555,6 +556,67 @@ TEST(KeepDetailTest, OldDetailIsDeletedAndTheSummariesKeepAllOfIt) {
     EXPECT_GT(count(d, q), 2000) << q;
   }
   EXPECT_LT(count(d, "SELECT count(*) FROM spans"), count(**full, "SELECT count(*) FROM spans") / 4);
+}
+
+// `merge` of a recording made with --keep-detail: the merged file holds that input's summaries of
+// the whole run (not only of the detail it kept), its ids the merged file's, each bucket moved by
+// the input's clock offset (2.5 s: 2 buckets of 1 s, none of 10 s and 100 s). The other input's
+// summaries are made from its rows, as before. Before merges carried them, the kept input's part
+// of the merged summaries covered its last 30-38 s only.
+TEST(KeepDetailTest, MergeCarriesTheSummariesOfTheDeletedPart) {
+  testing::TempDir dir;
+  const std::string kept = dir.file("kept.db"), all = dir.file("all.db"), job = dir.file("job.db");
+  constexpr int64_t kS = 1'000'000'000;
+  write_drains(kept, 30 * kS);
+  write_drains(all, 0);
+  for (auto [path, mono] : {std::pair{all, int64_t{1000} * kS}, std::pair{kept, int64_t{1000} * kS + 2'500'000'000}}) {
+    auto db = Db::open(path, Db::Mode::kReadWrite);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)
+                    ->exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('host', 'node-a'), ('start_mono_ns', '" +
+                           std::to_string(mono) + "')")
+                    .ok());
+  }
+  auto merged = merge_recordings({all, kept}, job);
+  ASSERT_TRUE(merged.ok()) << merged.status().message();
+  ASSERT_EQ((*merged)[1].offset_ns, 2'500'000'000);
+
+  // One input's rows of each summary table as text, its key column (thread, track or process:
+  // the input's only one) left out, buckets moved by `shift_ns` (floored per level).
+  auto rows_of = [](const std::string& path, std::optional<int64_t> key, int64_t shift_ns) {
+    std::vector<std::string> out;
+    auto db = Db::open(path, Db::Mode::kReadOnly);
+    EXPECT_TRUE(db.ok());
+    if (!db.ok()) return out;
+    for (const char* table : {"span_summaries", "instant_summaries", "counter_summaries", "gpu_summaries"}) {
+      auto st = (*db)->prepare(std::string("SELECT * FROM ") + table + " ORDER BY 1, 2, 3, 4, 5");
+      EXPECT_TRUE(st.ok());
+      while ((*st)->step()) {
+        if (key && (*st)->int64(2) != *key) continue;
+        const int64_t level = (*st)->int64(0);
+        std::string row = std::string(table) + "|" + std::to_string(level) + "|" +
+                          std::to_string((*st)->int64(1) + summary_bucket(shift_ns, level));
+        for (int c = 3; c < (*st)->columns(); ++c) {
+          // counter_summaries.last_ts_ns is a time: moved by the offset itself
+          const bool time = std::string(table) == "counter_summaries" && c == 7;
+          row += "|" + (time ? std::to_string((*st)->int64(c) + shift_ns) : (*st)->blob(c));
+        }
+        out.push_back(row);
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const auto kept_rows = rows_of(kept, std::nullopt, 2'500'000'000);
+  ASSERT_GT(kept_rows.size(), 800u);
+  EXPECT_EQ(rows_of(job, 2, 0), kept_rows);  // the kept input's thread, track and process are the second
+  EXPECT_EQ(rows_of(job, 1, 0), rows_of(all, std::nullopt, 0));
+  // The merged rows of the kept input hold every span of its run: 200 s of 10 per 100 ms.
+  auto db = Db::open(job, Db::Mode::kReadOnly);
+  ASSERT_TRUE(db.ok());
+  EXPECT_EQ(count(**db, "SELECT sum(count) FROM span_summaries WHERE thread_id = 2 AND level_ns = 100000000000"),
+            20000);
+  EXPECT_LT(count(**db, "SELECT count(*) FROM spans WHERE thread_id = 2"), 20000 / 4);
 }
 
 }  // namespace
