@@ -206,6 +206,47 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
   return true;
 }
 
+// torch's intra-op threads beside the workers (whatif.h, thread_candidates): the model predicts
+// the loop with the step on one thread, beside the workers at that count's best setting, faster
+// than the best DataLoader setting alone by min_gain. The step's whole recorded CPU is put on the
+// one thread, so the gain is a floor as far as the step goes; what it does not price is how much
+// the intra-op threads lose waiting for each other beside busy workers, which one thread removes
+// (docs/decisions.md, "torch's intra-op threads beside the workers").
+void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommendation>* out) {
+  if (!w.available || !w.best || !w.threads_best) return;
+  const WhatIfCandidate& rec = w.candidates.front();
+  const WhatIfCandidate& best = w.candidates[*w.best];
+  const WhatIfCandidate& t = w.thread_candidates[*w.threads_best];
+  const std::string args = t.setting.arguments();
+  const bool same = t.setting.num_workers == best.setting.num_workers &&
+                    t.setting.prefetch_factor == best.setting.prefetch_factor &&
+                    t.setting.persistent_workers == best.setting.persistent_workers;
+  Recommendation x;
+  x.id = vocab::kRecLimitTorchThreads;
+  x.severity = gain_severity(w.threads_gain);
+  x.expected_speedup = w.threads_gain;
+  x.action = "call torch.set_num_threads(1) in the training process" + (same ? std::string() : ", with " + args) +
+             " (predicted " + speedup(w.threads_gain) + " over the DataLoader setting alone)";
+  x.message = "torch runs the training step on " + std::to_string(w.inputs.torch_threads) +
+              " intra-op threads, which spin in next() (" + duration_ms(w.inputs.others_cpu_ms) +
+              " of CPU per call) and need every core at once for each parallel region: beside busy workers on " +
+              std::to_string(w.inputs.usable_cores) +
+              " usable cores they take CPU from the workers and wait for "
+              "each other. " +
+              model_basis(w) + prediction(rec, t) + " with " + args + " and torch.set_num_threads(1), the step's " +
+              duration_ms(w.inputs.compute_cpu_ms) + " of CPU all on one thread, against " +
+              fixed(best.samples_per_s, 1) + " samples/s with " + best.setting.arguments() +
+              " alone. Set it before the training loop; the workers already run torch "
+              "on one thread.";
+  x.evidence = model_evidence(r, w);
+  x.evidence["suggested"] = args;
+  x.evidence["suggested_num_workers"] = t.setting.num_workers;
+  x.evidence["suggested_torch_threads"] = 1;
+  x.evidence["predicted_samples_per_s"] = t.samples_per_s;
+  x.evidence["predicted_gain"] = w.threads_gain;
+  out->push_back(std::move(x));
+}
+
 // Data-bound with no setting that helps: the fetch itself must get cheaper, and the model says
 // what half the fetch time would be worth.
 void slow_dataset_getitem(const Report& r, const WhatIf& w, std::vector<Recommendation>* out) {
@@ -422,8 +463,9 @@ std::vector<Recommendation> recommend(const Report& r) {
   if (l != nullptr && r.data_bound && r.steps > 0 && r.input_wait_fraction * r.wall_s >= kMinInputWaitS) {
     if (!model_settings(r, r.whatif, &out)) {
       fewer_workers(r, r.whatif, &out);
-      slow_dataset_getitem(r, r.whatif, &out);
+      if (!r.whatif.threads_best) slow_dataset_getitem(r, r.whatif, &out);
     }
+    limit_torch_threads(r, r.whatif, &out);
     enable_pin_memory(r, *l, &out);
   }
   if (r.mode == vocab::kModeGpu) {

@@ -132,6 +132,18 @@ Json whatif_json(const WhatIf& w) {
     cands.push_back(std::move(y));
   }
   x["candidates"] = std::move(cands);
+  Json threads = Json::array();
+  for (const WhatIfCandidate& c : w.thread_candidates) {
+    Json y = setting_json(c.setting);
+    y["torch_threads"] = c.setting.torch_threads;
+    y["samples_per_s"] = c.samples_per_s;
+    y["stall"] = c.stall;
+    y["steady_step_ms"] = c.steady_step_ms;
+    threads.push_back(std::move(y));
+  }
+  x["thread_candidates"] = std::move(threads);
+  x["threads_best"] = w.threads_best ? Json(*w.threads_best) : Json();
+  x["threads_gain"] = w.threads_gain;
   const WhatIfInputs& in = w.inputs;
   Json inputs = Json::object();
   inputs["usable_cores"] = in.usable_cores;

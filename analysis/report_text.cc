@@ -128,6 +128,14 @@ std::string whatif_lines(const Report& r) {
                           " or more (the least gain worth a change: 5% plus the model's fit error)",
             100, "    ") +
        "\n";
+  if (w.threads_best) {
+    const WhatIfCandidate& t = w.thread_candidates[*w.threads_best];
+    o += wrap("  with torch.set_num_threads(1): " + t.setting.arguments() + ", predicted " + fixed(t.samples_per_s, 1) +
+                  " samples/s (" + fixed(w.threads_gain, 2) +
+                  "x the advised setting alone; the step's CPU all on one thread)",
+              100, "    ") +
+         "\n";
+  }
   o += wrap("  what bounds the loop: " + w.bound_text, 100, "    ") + "\n";
   for (const std::string& a : w.assumptions) o += wrap("  assumes: " + a, 100, "    ") + "\n";
   return o;

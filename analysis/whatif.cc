@@ -66,8 +66,14 @@ class Sim {
         limit_(n_ > 0 ? std::max<int64_t>(1, st.prefetch_factor) * n_ : 0),
         steps_(steps),
         cores_(static_cast<double>(std::max<int64_t>(1, in.usable_cores))),
-        gang_(static_cast<int>(std::clamp<int64_t>(in.torch_threads, 1, std::max<int64_t>(1, in.usable_cores)))),
+        rec_gang_(static_cast<int>(std::clamp<int64_t>(in.torch_threads, 1, std::max<int64_t>(1, in.usable_cores)))),
+        gang_(st.torch_threads > 0 ? static_cast<int>(std::clamp<int64_t>(st.torch_threads, 1, rec_gang_)) : rec_gang_),
         others_k_(std::max(1, gang_ - 1)),
+        // Fewer intra-op threads than recorded: the parallel part's work on fewer threads (its
+        // recorded wall on all of them, times their count: the CPU it took, spinning included),
+        // and only the remaining threads spinning in next().
+        gang_scale_(static_cast<double>(rec_gang_) / gang_),
+        others_scale_(rec_gang_ > 1 ? static_cast<double>(gang_ - 1) / (rec_gang_ - 1) : 1.0),
         workers_(static_cast<size_t>(n_)),
         queues_(static_cast<size_t>(n_)),
         wphase_(static_cast<size_t>(n_), 0),
@@ -129,7 +135,8 @@ class Sim {
       const StepDemand& d = step_demand(handed_);
       switch (cstage_++) {
         case 0:
-          set(&others_, d.others_cpu_s > 0 ? Phase::kCpu : Phase::kIdle, d.others_cpu_s / others_k_);
+          set(&others_, d.others_cpu_s * others_scale_ > 0 ? Phase::kCpu : Phase::kIdle,
+              d.others_cpu_s * others_scale_ / others_k_);
           if (n_ == 0) {
             set(&consumer_, Phase::kCpu, fetch_demand(handed_).cpu_s);
           } else if (!ready_[static_cast<size_t>(handed_)]) {
@@ -163,7 +170,7 @@ class Sim {
           // spinning inside the step is in the step's recorded CPU). Other threads (T = 1: a
           // pin-memory thread, the user's) go on.
           if (gang_ > 1) others_.phase = Phase::kIdle;
-          set(&consumer_, Phase::kGang, d.gang_s);
+          set(&consumer_, Phase::kGang, d.gang_s * gang_scale_);
           break;
         case 4: set(&consumer_, Phase::kCpu, d.serial_cpu_s); break;
         case 5: set(&consumer_, Phase::kWait, d.wait_s); break;
@@ -279,8 +286,10 @@ class Sim {
   const WhatIfInputs& in_;
   const int64_t n_, limit_, steps_;
   const double cores_;
-  const int gang_;
+  const int rec_gang_;  // intra-op threads recorded
+  const int gang_;      // and simulated
   const int others_k_;  // threads the others' CPU is spread over: the intra-op threads but one
+  const double gang_scale_, others_scale_;
   Actor consumer_, others_;
   int cstage_ = 0;
   bool pending_consumer_ = false;
@@ -768,6 +777,33 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
       w.gain_prefetch_factor = alone([&](LoaderSetting& st) { st.prefetch_factor = to.prefetch_factor; });
       w.gain_persistent_workers = alone([&](LoaderSetting& st) { st.persistent_workers = to.persistent_workers; });
     }
+  }
+  // torch on one intra-op thread, at each worker count's best DataLoader setting found above.
+  if (std::clamp<int64_t>(in.torch_threads, 1, in.usable_cores) > 1) {
+    std::map<int64_t, const WhatIfCandidate*> per_count;
+    for (const WhatIfCandidate& c : w.candidates) {
+      auto [it, added] = per_count.emplace(c.setting.num_workers, &c);
+      if (!added && c.samples_per_s > it->second->samples_per_s) it->second = &c;
+    }
+    for (const auto& [n, c] : per_count) {
+      LoaderSetting st = c->setting;
+      st.torch_threads = 1;
+      w.thread_candidates.push_back(to_candidate(st));
+    }
+    size_t tp = 0;
+    for (size_t i = 1; i < w.thread_candidates.size(); ++i) {
+      if (score(w.thread_candidates[i]) > score(w.thread_candidates[tp])) tp = i;
+    }
+    const double tp_score = score(w.thread_candidates[tp]);
+    for (size_t i = 0; i < w.thread_candidates.size(); ++i) {
+      if (score(w.thread_candidates[i]) >= tp_score * (1 - kTie) &&
+          cost(w.thread_candidates[i].setting) < cost(w.thread_candidates[tp].setting)) {
+        tp = i;
+      }
+    }
+    const double base = w.candidates[pick].samples_per_s;
+    w.threads_gain = base > 0 ? w.thread_candidates[tp].samples_per_s / base : 1;
+    if (w.threads_gain >= w.min_gain) w.threads_best = tp;
   }
   w.available = true;
 

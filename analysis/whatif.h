@@ -36,6 +36,9 @@ struct LoaderSetting {
   int64_t prefetch_factor = 2;  // meaningful with num_workers > 0
   bool persistent_workers = false;
   bool pin_memory = false;
+  // torch's intra-op threads in the training process (torch.set_num_threads): 0 leaves them as
+  // recorded. Not a DataLoader argument: only the candidates of WhatIf::thread_candidates set it.
+  int64_t torch_threads = 0;
   bool operator==(const LoaderSetting&) const = default;
   // The DataLoader arguments to paste: "num_workers=4, prefetch_factor=2, persistent_workers=True"
   // (prefetch_factor and persistent_workers only with workers).
@@ -103,6 +106,14 @@ struct WhatIf {
   std::string bound;       // what bounds the loop at the best setting: "cpu", "compute", "fetch", "start-up"
   std::string bound_text;  // one sentence
   std::string confidence;  // "high", "medium", "low"
+  // torch's intra-op threads cut to one (torch.set_num_threads(1)) in the training process, for
+  // a recording whose step ran on more: the same worker counts, each at the best prefetch and
+  // persistence found above, predicted with the step's work all on one thread (the recorded
+  // step's CPU on every thread: an upper bound, as the parallel region's spinning is in it) and no
+  // intra-op threads spinning in next(). Empty when the step ran on one thread.
+  std::vector<WhatIfCandidate> thread_candidates;
+  std::optional<size_t> threads_best;  // index into thread_candidates, when it beats `best` by min_gain
+  double threads_gain = 1;             // threads_best's prediction / best's
   // The same loop if fetching a batch took half the time (CPU and waiting), at the advised
   // setting: what "make __getitem__ cheaper" is worth.
   double cheaper_fetch_samples_per_s = 0;

@@ -240,6 +240,7 @@ inline constexpr const char* kRecWorkerMemoryGrowth = "worker_memory_growth";
 inline constexpr const char* kRecPageableH2d = "pageable_h2d";
 inline constexpr const char* kRecHostSync = "host_sync";
 inline constexpr const char* kRecMoveTransformsToGpu = "move_transforms_to_gpu";
+inline constexpr const char* kRecLimitTorchThreads = "limit_torch_threads";
 inline constexpr const char* kRecommendationIds[] = {kRecIncreaseNumWorkers,
                                                      kRecReduceNumWorkers,
                                                      kRecSlowDatasetGetitem,
@@ -249,7 +250,8 @@ inline constexpr const char* kRecommendationIds[] = {kRecIncreaseNumWorkers,
                                                      kRecWorkerMemoryGrowth,
                                                      kRecPageableH2d,
                                                      kRecHostSync,
-                                                     kRecMoveTransformsToGpu};
+                                                     kRecMoveTransformsToGpu,
+                                                     kRecLimitTorchThreads};
 
 // Severities, most urgent first.
 inline constexpr const char* kSeverityHigh = "high";

@@ -233,7 +233,7 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
       if ((c.fetch_cpu || c.compute_cpu) && batch % c.mark_every == 0) {
         const int64_t in_next = n == 0 ? cpu_us(c.fetch_cpu.value_or(1.0), handed - call) : 0;
         const int64_t before = first_mark ? -1 : cpu_us(c.compute_cpu.value_or(1.0), c.compute_ns);
-        b.instant(main, "dl.cpu", handed, int64_t{0}, in_next, before);  // no other threads
+        b.instant(main, "dl.cpu", handed, c.others_cpu_us, in_next, before);
         first_mark = false;
       }
       if (first) truth.epoch_start_ns.push_back(handed - begin);

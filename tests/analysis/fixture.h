@@ -83,6 +83,7 @@ struct SimConfig {
   std::optional<double> fetch_cpu, compute_cpu;
   int mark_every = 1;  // the training thread's marks on every n-th batch only (the hooks' sampling)
   int torch_threads = 1;
+  int64_t others_cpu_us = 0;  // the training process's other threads' CPU in each marked next()
   // meta usable_cores (not written when unset): the cores the what-if model shares out.
   std::optional<int> usable_cores = 16;
   bool finish = true;   // mark complete and checkpoint

@@ -117,6 +117,28 @@ TEST(WhatIfSimTest, ParallelStepSlowsWhenWorkersTakeItsCores) {
   EXPECT_GE(simulate(in, workers(2), 600).step_s, 27.5 * kS * 0.995);
 }
 
+// torch.set_num_threads(1) (LoaderSetting::torch_threads): the parallel part's work on one thread
+// (its wall times the recorded threads: the CPU it took) and no intra-op thread spinning in next().
+// The loop of OthersSpinningInNextTakeCoresFromTheWorkers: per pair of batches 66 ms of fetch and
+// 2 x (2 x 0.2 + 1.8) ms of step on 2 cores, 17.6 ms per batch, where 2 threads took 19.85.
+TEST(WhatIfSimTest, OneIntraOpThreadTakesTheStepsCpuAndNoSpinning) {
+  StepDemand step;
+  step.gang_s = 0.2 * kS;
+  step.serial_cpu_s = 1.8 * kS;
+  step.others_cpu_s = 9 * kS;
+  const WhatIfInputs in = inputs(2, 2, step, Demand{33 * kS, 0});
+  LoaderSetting one = workers(2);
+  one.torch_threads = 1;
+  EXPECT_NEAR(simulate(in, one, 600).step_s, 17.6 * kS, 0.02 * 17.6 * kS);
+  LoaderSetting none = workers(0);
+  none.torch_threads = 1;
+  EXPECT_NEAR(simulate(in, none, 400).step_s, 35.2 * kS, 0.01 * 35.2 * kS);  // fetch plus the step
+  // Asked for as many threads as recorded: the same as not asking.
+  LoaderSetting same = workers(2);
+  same.torch_threads = 2;
+  EXPECT_DOUBLE_EQ(simulate(in, same, 600).step_s, simulate(in, workers(2), 600).step_s);
+}
+
 // prefetch_factor: a slow batch every so often drains a shallow queue; a deep one hides it.
 TEST(WhatIfSimTest, DeeperPrefetchHidesSlowBatches) {
   WhatIfInputs in;
@@ -269,6 +291,48 @@ TEST_F(WhatIfTest, StartingWorkersThatWereNotRecordedIsPriced) {
 }
 
 // The reference loader is not modelled; a run without steady steps neither.
+// A step on 2 intra-op threads (2 ms of CPU in 1.2 ms) that spin 8 ms in each next(), a 30-ms
+// CPU fetch without workers, 2 cores: the model predicts each worker count with torch on one
+// thread too, and with 2 workers that beats the advised setting by more than min_gain (the
+// spinning's CPU goes to the workers), which limit_torch_threads advises. Recorded on one thread,
+// there is nothing to cut.
+TEST_F(WhatIfTest, OneIntraOpThreadIsPredictedAndAdvisedWhereItGains) {
+  SimConfig c;
+  c.epochs = 2;
+  c.compute_ns = 1200 * kUs;
+  c.fetch_cpu = 1.0;
+  c.compute_cpu = 2000.0 / 1200.0;
+  c.torch_threads = 2;
+  c.others_cpu_us = 8000;
+  const Report r = run(c, 2);
+  const WhatIf& w = r.whatif;
+  ASSERT_TRUE(w.available) << w.why_not;
+  ASSERT_FALSE(w.thread_candidates.empty());
+  for (const WhatIfCandidate& t : w.thread_candidates) EXPECT_EQ(t.setting.torch_threads, 1);
+  ASSERT_TRUE(w.threads_best.has_value());
+  const WhatIfCandidate& t = w.thread_candidates[*w.threads_best];
+  EXPECT_EQ(t.setting.num_workers, 2);
+  EXPECT_GE(w.threads_gain, w.min_gain);
+  EXPECT_NEAR(t.samples_per_s / w.candidates[*w.best].samples_per_s, w.threads_gain, 1e-9);
+  bool advised = false;
+  for (const Recommendation& rec : r.recommendations) {
+    if (rec.id != std::string("limit_torch_threads")) continue;
+    advised = true;
+    EXPECT_NE(rec.action.find("torch.set_num_threads(1)"), std::string::npos) << rec.action;
+    EXPECT_EQ(rec.evidence["suggested_torch_threads"], 1);
+  }
+  EXPECT_TRUE(advised);
+
+  c.torch_threads = 1;
+  c.compute_cpu = 1.0;
+  c.others_cpu_us = 0;
+  const Report one = run(c, 2);
+  ASSERT_TRUE(one.whatif.available) << one.whatif.why_not;
+  EXPECT_TRUE(one.whatif.thread_candidates.empty());
+  EXPECT_FALSE(one.whatif.threads_best.has_value());
+  for (const Recommendation& rec : one.recommendations) EXPECT_NE(rec.id, std::string("limit_torch_threads"));
+}
+
 TEST_F(WhatIfTest, NotAvailableSaysWhy) {
   SimConfig c;
   c.batches_per_epoch = 2;

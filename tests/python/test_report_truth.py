@@ -24,7 +24,7 @@ EXAMPLES = REPO / "examples"
 THROUGHPUT = re.compile(r"(?P<samples>\d+) samples in (?P<total>[0-9.]+) s \((?P<rate>\d+) samples/s\)")
 MEASURED = re.compile(r"measured (?P<frac>[0-9.]+) \(wait in next\(\) (?P<wait>[0-9.]+) s")
 SPEED_IDS = {"increase_num_workers", "reduce_num_workers", "enable_persistent_workers", "increase_prefetch_factor",
-             "enable_pin_memory", "slow_dataset_getitem"}
+             "enable_pin_memory", "slow_dataset_getitem", "limit_torch_threads"}
 
 
 def report_for(tmp_path, script, *args):
@@ -152,3 +152,51 @@ def test_iterable_dataset(tmp_path):
     check_figures(rep, truth)
     assert rep["loader"]["dataset_type"] == "iterable"
     assert rep["queue"]["empty_fraction"] is not None
+
+
+WORKLOAD = REPO / "bench" / "advice_workload.py"
+
+
+def workload_rate(flags):
+    r = subprocess.run([sys.executable, str(WORKLOAD), *flags], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("RESULT "))
+    return float(line.split()[3])
+
+
+def workload_flags(c):
+    f = ["--workers", str(c["num_workers"])]
+    if c["num_workers"] > 0:
+        f += ["--prefetch", str(c["prefetch_factor"]), "--persistent", str(int(c["persistent_workers"]))]
+    if c.get("torch_threads"):
+        f += ["--threads", str(c["torch_threads"])]
+    return f
+
+
+def test_torch_threads_beside_cpu_bound_workers_are_cut_to_one(tmp_path):
+    # 1 ms of CPU per sample in __getitem__, a small MLP step on torch's default intra-op threads
+    # (the machine's cores), no workers: the model advises workers, and torch on one thread beside
+    # them (its intra-op threads spin in next() and wait for each other beside busy workers).
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: torch runs one intra-op thread already")
+    flags = ["--cpu-ms", "1.0", "--batches", "40"]
+    db = tmp_path / "threads.db"
+    r = run_recorded(db, [WORKLOAD, *flags, "--workers", "0"], timeout=180)
+    assert r.rc == 0, r.stderr
+    out = subprocess.run([str(LAUNCHER), "report", "--json", str(db)], capture_output=True, text=True, check=True)
+    rep = json.loads(out.stdout)
+    w = rep["whatif"]
+    assert w["available"] and w["inputs"]["torch_threads"] >= 2, w
+    assert "limit_torch_threads" in ids(rep), (rep["recommendations"], w["threads_gain"], w["min_gain"])
+    advised = w["thread_candidates"][w["threads_best"]]
+    assert advised["torch_threads"] == 1 and advised["num_workers"] > 0, advised
+    # Follow it: against the original and the DataLoader advice alone, interleaved, by the loop's
+    # own clock. It must beat both (3 % of room for the noise of a shared machine).
+    rates = {"original": [], "loader_alone": [], "advised": []}
+    for _ in range(2):
+        rates["original"].append(workload_rate([*flags, "--workers", "0"]))
+        rates["loader_alone"].append(workload_rate([*flags, *workload_flags(w["best"])]))
+        rates["advised"].append(workload_rate([*flags, *workload_flags(advised)]))
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    assert med["advised"] >= 0.97 * med["original"], rates
+    assert med["advised"] >= 1.03 * med["loader_alone"], rates
