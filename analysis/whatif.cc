@@ -853,6 +853,16 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   w.assumptions.push_back("the " + cores_s + " are shared evenly among runnable threads; torch's " +
                           std::to_string(in.torch_threads) +
                           " intra-op thread(s) advance together, as fast as the slowest");
+  const int64_t gang = std::clamp<int64_t>(in.torch_threads, 1, in.usable_cores);
+  const WhatIfCandidate& advised = w.candidates[pick];
+  if (gang > 1 && advised.setting.num_workers > 0 && fetch_cpu_share >= 0.25 &&
+      static_cast<double>(advised.setting.num_workers) * fetch_cpu_share + static_cast<double>(gang) > cores) {
+    w.assumptions.push_back(
+        "beside workers that compute, torch's " + std::to_string(gang) +
+        " intra-op threads wait for each other longer than an even share of the cores gives: a parallel region "
+        "needs all of them at once. The predictions with such workers may be high (on a 2-core VM by up to 30 %, "
+        "docs/decisions.md); torch.set_num_threads(1) removes the wait");
+  }
   if (in.others_cpu_ms >= 0.05 * std::max(in.fetch_cpu_ms, in.compute_cpu_ms)) {
     w.assumptions.push_back(
         "the training process's other threads stay busy in next() as recorded (" + duration_ms(in.others_cpu_ms) +

@@ -322,6 +322,13 @@ TEST_F(WhatIfTest, OneIntraOpThreadIsPredictedAndAdvisedWhereItGains) {
     EXPECT_EQ(rec.evidence["suggested_torch_threads"], 1);
   }
   EXPECT_TRUE(advised);
+  auto warns = [](const WhatIf& x) {
+    for (const std::string& a : x.assumptions) {
+      if (a.find("wait for each other longer") != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(warns(w));  // 2 workers that compute and 2 intra-op threads on 2 cores
 
   c.torch_threads = 1;
   c.compute_cpu = 1.0;
@@ -331,6 +338,7 @@ TEST_F(WhatIfTest, OneIntraOpThreadIsPredictedAndAdvisedWhereItGains) {
   EXPECT_TRUE(one.whatif.thread_candidates.empty());
   EXPECT_FALSE(one.whatif.threads_best.has_value());
   for (const Recommendation& rec : one.recommendations) EXPECT_NE(rec.id, std::string("limit_torch_threads"));
+  EXPECT_FALSE(warns(one.whatif));
 }
 
 TEST_F(WhatIfTest, NotAvailableSaysWhy) {
