@@ -676,6 +676,15 @@ Result<std::vector<Reader::SpanTotal>> Reader::span_totals(int64_t level_ns) {
       });
 }
 
+Result<std::vector<Reader::CounterTotal>> Reader::counter_totals(int64_t level_ns) {
+  return collect<CounterTotal>(*db_,
+                               "SELECT bucket, track_id, count, sum FROM counter_summaries WHERE level_ns = " +
+                                   std::to_string(level_ns) + " ORDER BY bucket",
+                               [](const Stmt& st) {
+                                 return CounterTotal{st.int64(0), st.int64(1), st.int64(2), st.real(3)};
+                               });
+}
+
 Result<std::vector<Reader::GpuTotal>> Reader::gpu_totals(int64_t level_ns) {
   return collect<GpuTotal>(*db_,
                            "SELECT bucket, device, sum(count), sum(total_ns) FROM gpu_summaries WHERE level_ns = " +

@@ -155,6 +155,12 @@ class Reader {
     int64_t bucket = 0, device = 0, count = 0, total_ns = 0;
   };
   Result<std::vector<SpanTotal>> span_totals(int64_t level_ns);
+  // Counter samples per (bucket, track): their count and sum, for a bucket's mean.
+  struct CounterTotal {
+    int64_t bucket = 0, track_id = 0, count = 0;
+    double sum = 0;
+  };
+  Result<std::vector<CounterTotal>> counter_totals(int64_t level_ns);
   Result<std::vector<GpuTotal>> gpu_totals(int64_t level_ns);
   Result<std::vector<std::pair<int64_t, int64_t>>> rows_per_bucket(int64_t level_ns);
   // The ids of the strings `values` (absent ones left out).

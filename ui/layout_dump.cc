@@ -74,6 +74,8 @@ Json dump_json(const LayoutDump& d) {
   root["queue_empty_drawn"] = d.queue_empty_drawn;
   root["heat_rows"] = d.heat_rows;
   root["heat_cells"] = d.heat_cells;
+  root["heat_cells_overview"] = d.heat_cells_overview;
+  root["queue_overview_columns"] = d.queue_overview_columns;
   root["heat_metric"] = d.heat_metric;
   root["stall_rects"] = d.stall_rects;
   if (d.windowed) {

@@ -2,8 +2,10 @@
 #include "ui/overview.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
+#include "common/vocabulary.h"
 #include "storage/summaries.h"
 
 namespace stallscope::ui {
@@ -23,6 +25,26 @@ int64_t Overview::rows_in(int64_t t0, int64_t t1) const {
   int64_t n = 0;
   for (int64_t b = b0; b <= b1; ++b) n += rows[static_cast<size_t>(b)];
   return n;
+}
+
+bool Overview::Prefix::add(size_t a, size_t b, double* sum_out, double* n_out) const {
+  if (b + 1 >= n.size() || a > b) return false;
+  const double k = n[b + 1] - n[a];
+  if (k <= 0) return false;
+  *sum_out += sum[b + 1] - sum[a];
+  *n_out += k;
+  return true;
+}
+
+bool Overview::buckets(int64_t t0, int64_t t1, size_t* a, size_t* b) const {
+  if (rows.empty() || t1 <= t0 || t1 <= first_ns || t0 >= end_ns) return false;
+  const int64_t lo = std::max<int64_t>(summary_bucket(t0, level_ns) - first_bucket, 0);
+  const int64_t hi =
+      std::min<int64_t>(summary_bucket(t1 - 1, level_ns) - first_bucket, static_cast<int64_t>(rows.size()) - 1);
+  if (hi < lo) return false;
+  *a = static_cast<size_t>(lo);
+  *b = static_cast<size_t>(hi);
+  return true;
 }
 
 std::optional<std::pair<int64_t, int64_t>> wanted_detail(const Timeline& tl, double v0, double v1) {
@@ -124,11 +146,106 @@ Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns, int64
     share.busy.assign(o->rows.size(), 0.0f);
     o->threads.emplace(thread, std::move(share));
   }
+  // Prefix sums of per-bucket values (NaN-free: each bucket's sum and count).
+  const size_t nb = o->rows.size();
+  auto prefix_of = [nb](const std::vector<double>& sum, const std::vector<double>& n) {
+    Overview::Prefix p;
+    p.sum.assign(nb + 1, 0.0);
+    p.n.assign(nb + 1, 0.0);
+    for (size_t i = 0; i < nb; ++i) {
+      p.sum[i + 1] = p.sum[i] + sum[i];
+      p.n[i + 1] = p.n[i] + n[i];
+    }
+    return p;
+  };
+  std::map<int64_t, std::pair<std::vector<double>, std::vector<double>>> fetch_sums;  // thread -> (ns, count)
   for (const Reader::SpanTotal& t : *totals) {
     const int64_t i = index(t.bucket);
     if (i < 0 || main_name[t.thread_id] != t.name_id) continue;
-    float& b = o->threads[t.thread_id].busy[static_cast<size_t>(i)];
-    b = std::min(1.0f, b + static_cast<float>(static_cast<double>(std::max<int64_t>(t.total_ns, 0)) / level));
+    Overview::Share& share = o->threads[t.thread_id];
+    const double total = static_cast<double>(std::max<int64_t>(t.total_ns, 0));
+    float& b = share.busy[static_cast<size_t>(i)];
+    b = std::min(1.0f, b + static_cast<float>(total / level));
+    if (share.style == Style::kFetch && t.count > 0) {
+      auto& [ns, n] = fetch_sums[t.thread_id];
+      if (ns.empty()) {
+        ns.assign(nb, 0.0);
+        n.assign(nb, 0.0);
+      }
+      ns[static_cast<size_t>(i)] += total;
+      n[static_cast<size_t>(i)] += static_cast<double>(std::min<int64_t>(t.count, int64_t{1} << 40));
+    }
+  }
+  for (const auto& [thread, sums] : fetch_sums) o->fetches.emplace(thread, prefix_of(sums.first, sums.second));
+
+  // The processes of the threads, and their /proc counters.
+  auto processes = r.processes();
+  if (!processes.ok()) return processes.status();
+  auto threads = r.threads();
+  if (!threads.ok()) return threads.status();
+  std::map<int64_t, int64_t> pid_of_process;
+  for (const ProcessRow& p : *processes) pid_of_process[p.id] = p.pid;
+  for (const ThreadRow& t : *threads) {
+    auto p = pid_of_process.find(t.process_id);
+    if (p != pid_of_process.end() && o->threads.count(t.id)) o->thread_pid[t.id] = p->second;
+  }
+  auto tracks = r.counter_tracks();
+  if (!tracks.ok()) return tracks.status();
+  std::map<int64_t, std::pair<int64_t, int>> track_of;  // track id -> (pid, metric)
+  for (const CounterTrackRow& t : *tracks) {
+    const int metric = counter_metric(vocab::counter_of(t.name));
+    if (metric >= 0) track_of[t.id] = {t.pid, metric};
+  }
+  if (!track_of.empty()) {
+    auto counters = r.counter_totals(o->level_ns);
+    if (!counters.ok()) return counters.status();
+    using Sums = std::array<std::pair<std::vector<double>, std::vector<double>>, kCounterMetricCount>;
+    std::map<int64_t, Sums> counter_sums;  // pid -> metric -> (sum, count)
+    for (const Reader::CounterTotal& c : *counters) {
+      const int64_t i = index(c.bucket);
+      auto t = track_of.find(c.track_id);
+      if (i < 0 || t == track_of.end() || c.count <= 0 || !std::isfinite(c.sum)) continue;
+      auto& [sum, n] = counter_sums[t->second.first][static_cast<size_t>(t->second.second)];
+      if (sum.empty()) {
+        sum.assign(nb, 0.0);
+        n.assign(nb, 0.0);
+      }
+      sum[static_cast<size_t>(i)] += c.sum;
+      n[static_cast<size_t>(i)] += static_cast<double>(std::min<int64_t>(c.count, int64_t{1} << 40));
+    }
+    for (auto& [pid, sums] : counter_sums) {
+      auto& out = o->counters[pid];
+      for (size_t m = 0; m < sums.size(); ++m) {
+        if (!sums[m].first.empty()) out[m] = prefix_of(sums[m].first, sums[m].second);
+      }
+    }
+  }
+
+  // Batches sent and not yet received, per loader, at each bucket's end.
+  auto flow_ids = r.string_ids({"dl.sent", "dl.recv"});
+  if (!flow_ids.ok()) return flow_ids.status();
+  if (flow_ids->count("dl.sent") && flow_ids->count("dl.recv")) {
+    const uint32_t sent = flow_ids->at("dl.sent");
+    auto flow = r.instant_summaries(o->level_ns, {sent, flow_ids->at("dl.recv")});
+    if (!flow.ok()) return flow.status();
+    std::map<int64_t, std::vector<int64_t>> delta;  // loader -> per bucket
+    for (const InstantSummaryRow& row : *flow) {
+      const int64_t i = index(row.bucket);
+      if (i < 0 || row.grp < 0) continue;
+      auto& d = delta[row.grp];
+      if (d.empty()) d.assign(nb, 0);
+      const int64_t n = std::clamp<int64_t>(row.count, 0, int64_t{1} << 40);
+      d[static_cast<size_t>(i)] += row.name_id == sent ? n : -n;
+    }
+    for (const auto& [loader, d] : delta) {
+      std::vector<int32_t>& out = o->outstanding[loader];
+      out.resize(nb);
+      int64_t run = 0;
+      for (size_t i = 0; i < nb; ++i) {
+        run += d[i];
+        out[i] = static_cast<int32_t>(std::clamp<int64_t>(run, 0, INT32_MAX));
+      }
+    }
   }
 
   auto gpu = r.gpu_totals(o->level_ns);

@@ -9,6 +9,7 @@
 // device likewise.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -41,6 +42,29 @@ struct Overview {
   };
   std::map<int64_t, Share> threads;  // by threads.id
   std::map<int64_t, Share> devices;  // GPU busy by device
+
+  // Sums over buckets as prefix arrays (size() + 1 entries each): the mean over the buckets a..b
+  // is (sum[b + 1] - sum[a]) / (n[b + 1] - n[a]), in constant time whatever the zoom.
+  struct Prefix {
+    std::vector<double> sum, n;
+    // Adds to the sums of buckets a..b; false when they hold nothing.
+    bool add(size_t a, size_t b, double* sum_out, double* n_out) const;
+  };
+  // What the workers panel shows where no detail is held:
+  //  - per process (pid), the samples of its /proc counters by CounterMetric (proc.cpu,
+  //    proc.runq_wait, proc.rss; the mean of a bucket's samples);
+  //  - per thread whose main activity is a fetch (Style::kFetch), its fetches' time and count;
+  //  - every thread's process.
+  std::map<int64_t, std::array<Prefix, kCounterMetricCount>> counters;
+  std::map<int64_t, Prefix> fetches;
+  std::map<int64_t, int64_t> thread_pid;
+  // What the queue panel shows there: per loader (the L of dl.sent and dl.recv), the batches sent
+  // and not yet received at the end of each bucket, counted from the start of the recording (in
+  // flight or ready). Exact at the buckets' ends: the summaries count every dl.sent and dl.recv.
+  std::map<int64_t, std::vector<int32_t>> outstanding;
+
+  // The buckets a..b that [t0, t1) touches, clamped to the overview; false when it misses it.
+  bool buckets(int64_t t0, int64_t t1, size_t* a, size_t* b) const;
   int64_t first_ns = 0, end_ns = 0;  // the buckets that hold rows: first start, last end
   int64_t total_rows = 0;
 

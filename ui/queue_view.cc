@@ -2,12 +2,16 @@
 // (sent to a worker, not yet put) and ready (put, not yet handed to the loop), the analysis's
 // exact step functions. Periods when nothing was ready while the loop iterated are marked red:
 // that is when next() has to wait. One pixel column costs two lower_bounds and a min/max pyramid
-// query, whatever the zoom.
+// query, whatever the zoom. Outside the detail held (a long recording), the overview's batches
+// sent and not yet received at each summary interval's end.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "ui/format.h"
+#include "ui/overview.h"
 #include "ui/palette.h"
 #include "ui/panel.h"
 #include "ui/row_draw.h"
@@ -19,6 +23,7 @@ namespace {
 
 constexpr ImU32 kReady = IM_COL32(104, 200, 120, 255);
 constexpr ImU32 kFlight = IM_COL32(90, 150, 235, 255);
+constexpr ImU32 kOutstanding = IM_COL32(150, 160, 190, 200);  // in flight or ready, from the summaries
 
 // Draws one series as a min/max band per pixel column up to t_end (the end of the recording: the
 // last value is not known to hold past it); returns the columns drawn.
@@ -92,7 +97,17 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
     end_panel();
     return;
   }
-  const float vmax = static_cast<float>(std::max({an->ready.max_value(), an->in_flight.max_value(), 1}));
+  // Outside the detail held (a long recording): the main loader's batches sent and not yet
+  // received at each bucket's end, from the overview (the summaries).
+  const std::vector<int32_t>* outstanding = nullptr;
+  if (f.tl && f.tl->overview && an->report.main_loader) {
+    auto it = f.tl->overview->outstanding.find(*an->report.main_loader);
+    if (it != f.tl->overview->outstanding.end() && !it->second.empty()) outstanding = &it->second;
+  }
+  int32_t outstanding_max = 0;
+  if (outstanding) outstanding_max = *std::max_element(outstanding->begin(), outstanding->end());
+  const float vmax =
+      static_cast<float>(std::max({an->ready.max_value(), an->in_flight.max_value(), outstanding_max, 1}));
   dl->PushClipRect(ImVec2(ax.x0, wp.y), ImVec2(ax.x1, wp.y + ws.y), true);
   // Grid: a line per batch of depth (or a few lines when deep).
   const int step = vmax <= 8 ? 1 : static_cast<int>(std::ceil(vmax / 8));
@@ -118,6 +133,25 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
         d.cache->draw(dl, k, [&] { return draw_series(dl, s, ax, f.data_t1, ytop, ybot, vmax, col); }));
   };
   const int cols = series(an->in_flight, kFlight) + series(an->ready, kReady);
+  int overview_cols = 0;
+  if (outstanding) {
+    const Overview& o = *f.tl->overview;
+    const float h = ybot - ytop;
+    auto y = [&](int32_t v) { return ybot - h * std::clamp(static_cast<float>(v) / vmax, 0.0f, 1.0f); };
+    for (float x = std::floor(ax.x0); x < ax.x1; x += 1.0f) {
+      const int64_t ta = static_cast<int64_t>(ax.t(x)), tb = static_cast<int64_t>(ax.t(x + 1.0f));
+      if (tb > f.tl->detail_t0 && ta < f.tl->detail_t1) continue;  // the detail's own plot is there
+      size_t a = 0, b = 0;
+      if (!o.buckets(ta, tb, &a, &b)) continue;
+      int32_t lo = INT32_MAX, hi = 0;
+      for (size_t i = a; i <= b; ++i) {
+        lo = std::min(lo, (*outstanding)[i]);
+        hi = std::max(hi, (*outstanding)[i]);
+      }
+      dl->AddRectFilled(ImVec2(x, y(hi) - 1), ImVec2(x + 1, y(lo) + 1), kOutstanding);
+      ++overview_cols;
+    }
+  }
   if (f.now_ns >= ax.t0 && f.now_ns <= ax.t1) {
     const float x = ax.x(f.now_ns);
     dl->AddLine(ImVec2(x, wp.y), ImVec2(x, wp.y + ws.y), f.replay ? IM_COL32(255, 255, 255, 200) : kGood, 1.5f);
@@ -129,6 +163,7 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
   dl->AddText(ImVec2(ax.x0 - 16, ybot - 10), kTextDim, "0");
   if (f.dump) {
     f.dump->queue_columns = cols;
+    f.dump->queue_overview_columns = overview_cols;
     f.dump->queue_empty_drawn = static_cast<int>(empty);
   }
 
@@ -139,8 +174,17 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
     dl->AddLine(ImVec2(m.x, wp.y), ImVec2(m.x, wp.y + ws.y), IM_COL32(255, 255, 255, 60));
     ImGui::BeginTooltip();
     ImGui::Text("at %s", fmt_time(static_cast<double>(t), 4).c_str());
-    ImGui::TextColored(ImColor(kReady), "ready      %d", an->ready.at(t));
-    ImGui::TextColored(ImColor(kFlight), "in flight  %d", an->in_flight.at(t));
+    size_t a = 0, b = 0;
+    if (outstanding && !(t >= f.tl->detail_t0 && t < f.tl->detail_t1) && f.tl->overview->buckets(t, t + 1, &a, &b)) {
+      const Overview& o = *f.tl->overview;
+      ImGui::TextColored(ImColor(kOutstanding), "sent, not yet received  %d", (*outstanding)[b]);
+      ImGui::TextDisabled("at the end of %s-%s (the summaries; the detail of this part is not read)",
+                          fmt_time(static_cast<double>(o.bucket_start(b)), 0).c_str(),
+                          fmt_time(static_cast<double>(o.bucket_start(b + 1)), 0).c_str());
+    } else {
+      ImGui::TextColored(ImColor(kReady), "ready      %d", an->ready.at(t));
+      ImGui::TextColored(ImColor(kFlight), "in flight  %d", an->in_flight.at(t));
+    }
     if (an->report.queue.empty_fraction) {
       ImGui::TextDisabled("nothing ready %.0f%% of the loop's time", *an->report.queue.empty_fraction * 100);
     }

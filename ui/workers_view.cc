@@ -3,10 +3,12 @@
 // for a core: oversubscription), resident memory, or mean fetch time. Shares the timeline's time
 // axis. Cells are kCellPx wide; each is a time-weighted mean from prefix sums (counters) or a
 // difference of prefix sums over the fetch row (fetch time), so a frame costs O(cells log n).
+// Outside the detail held (a long recording), cells come from the overview's prefix sums.
 #include <algorithm>
 #include <cmath>
 
 #include "ui/format.h"
+#include "ui/overview.h"
 #include "ui/palette.h"
 #include "ui/panel.h"
 #include "ui/time_axis.h"
@@ -123,6 +125,59 @@ void strip_values(const Frame& f, const Strip& s, int metric, const TimeAxis& ax
   }
 }
 
+// Whether cell c's time lies in the detail held (all of a recording read whole).
+bool held(const Frame& f, const TimeAxis& ax, int c) {
+  const float x = ax.x0 + static_cast<float>(c) * kCellPx;
+  const int64_t ta = static_cast<int64_t>(ax.t(x)), tb = static_cast<int64_t>(ax.t(x + kCellPx));
+  return !f.tl->overview || (tb > f.tl->detail_t0 && ta < f.tl->detail_t1);
+}
+
+// Cells outside the detail held (a long recording's overview, from the summaries): the strip's
+// processes' counters (its lane's, and those of the workers of earlier epochs that held its
+// place), or its threads' fetches, over the buckets each cell touches.
+void overview_values(const Frame& f, const Strip& s, int metric, const TimeAxis& ax, int ncells, double* values) {
+  if (!f.tl || !f.tl->overview) return;
+  const Overview& o = *f.tl->overview;
+  std::vector<int64_t> threads, pids = s.pids;
+  if (s.lane) {
+    threads = s.lane->overview_threads;
+    for (int64_t t : threads) {
+      auto p = o.thread_pid.find(t);
+      if (p != o.thread_pid.end() && std::find(pids.begin(), pids.end(), p->second) == pids.end()) {
+        pids.push_back(p->second);
+      }
+    }
+  }
+  std::vector<const Overview::Prefix*> sources;
+  if (metric == 3) {
+    for (int64_t t : threads) {
+      auto it = o.fetches.find(t);
+      if (it != o.fetches.end()) sources.push_back(&it->second);
+    }
+  } else {
+    for (int64_t pid : pids) {
+      auto it = o.counters.find(pid);
+      if (it != o.counters.end() && !it->second[static_cast<size_t>(metric)].n.empty()) {
+        sources.push_back(&it->second[static_cast<size_t>(metric)]);
+      }
+    }
+  }
+  if (sources.empty()) return;
+  for (int c = 0; c < ncells; ++c) {
+    if (values[c] >= 0) continue;
+    // Only where no detail is held: inside it, a cell without data had none.
+    if (held(f, ax, c)) continue;
+    const float x = ax.x0 + static_cast<float>(c) * kCellPx;
+    const int64_t ta = static_cast<int64_t>(ax.t(x)), tb = static_cast<int64_t>(ax.t(x + kCellPx));
+    size_t a = 0, b = 0;
+    if (!o.buckets(ta, tb, &a, &b)) continue;
+    double sum = 0, n = 0;
+    for (const Overview::Prefix* p : sources) p->add(a, b, &sum, &n);
+    if (n <= 0) continue;
+    values[c] = sum / n;  // fetch time: ns per fetch, as the detail's (busy / count)
+  }
+}
+
 std::string value_text(int metric, double v) {
   switch (metric) {
     case 0: return fmt_double(v, 2) + " cores";
@@ -201,12 +256,14 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
   if (fresh) {
     values.assign(nvalues, -1);
     for (size_t s = first_in_view; s < end_in_view; ++s) {
-      strip_values(f, strips[s], metric, ax, ncells, values.data() + s * static_cast<size_t>(ncells));
+      double* row = values.data() + s * static_cast<size_t>(ncells);
+      strip_values(f, strips[s], metric, ax, ncells, row);
+      overview_values(f, strips[s], metric, ax, ncells, row);
     }
   }
   double vmax = metric == 0 ? 1.0 : metric == 1 ? 0.5 : 0.0;
   for (double v : values) vmax = std::max(vmax, v);
-  int cells = 0;
+  int cells = 0, from_overview = 0;
   // Strips that do not all fit (a compare half) scroll above the colour scale, not under it.
   const bool overflow = kTopBar + static_cast<float>(strips.size()) * (kStripH + 2) + kScaleRoom > ws.y;
   const float strips_y1 = wp.y + ws.y - (overflow ? kScaleRoom - 2 : 0);
@@ -241,6 +298,7 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
       const float x = ax.x0 + static_cast<float>(c) * kCellPx;
       dl->AddRectFilled(ImVec2(x, y0), ImVec2(x + kCellPx, y1), ramp(static_cast<float>(v / vmax)));
       ++cells;
+      if (f.dump && !held(f, ax, c)) ++from_overview;
     }
     if (hl) dl->AddRect(ImVec2(ax.x0, y0 - 1), ImVec2(ax.x1, y1 + 1), kAccent, 0, 0, 2.0f);
   }
@@ -263,6 +321,7 @@ void draw_workers(Frame& f, const ImVec2& pos, const ImVec2& size) {
   if (f.dump) {
     f.dump->heat_rows = static_cast<int>(strips.size());
     f.dump->heat_cells = cells;
+    f.dump->heat_cells_overview = from_overview;
   }
   if (f.now_ns >= ax.t0 && f.now_ns <= ax.t1) {
     const float x = ax.x(f.now_ns);

@@ -321,6 +321,12 @@ TEST(WindowTest, ALongRecordingShowsItsWholeRunAndTheDetailOfTheRangeShown) {
   EXPECT_GT(whole.at("t0").get<int64_t>(), truth.end_ns / 2);  // the latest part
   ASSERT_EQ(whole.at("overview_ranges").size(), 1u);
   for (const Json& lane : layout.at("lanes")) EXPECT_GT(lane.at("overview").get<int64_t>(), 2) << lane.dump();
+  // The queue and workers panels there too, from the summaries: the queue's band across the part
+  // of the run before the detail (927 of about 1,300 columns when written), and the run-queue
+  // strips of the training process and the two workers (the latter of every epoch, each in the
+  // lane of its worker id; 693 cells).
+  EXPECT_GT(layout.at("queue_overview_columns").get<int>(), 400);
+  EXPECT_GT(layout.at("heat_cells_overview").get<int>(), 300);
   // The bars are on screen: the main lane's row left of the detail is not the background alone.
   const Image img = load_png(dir.file("w.png"));
   const Json& main_rect = layout.at("lanes")[0].at("rect");
