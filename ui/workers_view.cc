@@ -27,7 +27,7 @@ const char* const kMetricNames[] = {"CPU", "run queue", "RSS", "fetch time"};
 ImU32 ramp(float t) {
   static const ImU32 stops[] = {IM_COL32(20, 24, 60, 255), IM_COL32(96, 34, 120, 255), IM_COL32(190, 60, 80, 255),
                                 IM_COL32(245, 140, 40, 255), IM_COL32(250, 235, 110, 255)};
-  t = std::clamp(t, 0.0f, 1.0f) * 4.0f;
+  t = (t >= 0.0f ? std::min(t, 1.0f) : 0.0f) * 4.0f;  // NaN (a damaged file's values) as 0
   const int i = std::min(3, static_cast<int>(t));
   return mix(stops[i], stops[i + 1], t - static_cast<float>(i));
 }
@@ -174,7 +174,8 @@ void overview_values(const Frame& f, const Strip& s, int metric, const TimeAxis&
     double sum = 0, n = 0;
     for (const Overview::Prefix* p : sources) p->add(a, b, &sum, &n);
     if (n <= 0) continue;
-    values[c] = sum / n;  // fetch time: ns per fetch, as the detail's (busy / count)
+    const double v = sum / n;                       // fetch time: ns per fetch, as the detail's (busy / count)
+    if (std::isfinite(v) && v >= 0) values[c] = v;  // a damaged file's sums may be anything
   }
 }
 
