@@ -169,27 +169,20 @@ Status carry_summaries(Input& in, Writer& out) {
     if (Status c = out.commit(); !c.ok()) failed = c;
     if (Status b = out.begin(); failed.ok() && !b.ok()) failed = b;
   };
+  // Span and instant summaries: per thread and name.
+  auto by_thread = [&](const auto& r) {
+    auto t = in.thread_id.find(r.thread_id);
+    auto n = in.string_id.find(r.name_id);
+    auto o = r;
+    if (t == in.thread_id.end() || n == in.string_id.end() || !shifted(r.bucket, r.level_ns, &o.bucket)) return;
+    o.thread_id = t->second;
+    o.name_id = n->second;
+    out.summaries().add_summary(o);
+    added();
+  };
   Reader::SummaryVisitor to;
-  to.span = [&](const SpanSummaryRow& r) {
-    auto t = in.thread_id.find(r.thread_id);
-    auto n = in.string_id.find(r.name_id);
-    SpanSummaryRow o = r;
-    if (t == in.thread_id.end() || n == in.string_id.end() || !shifted(r.bucket, r.level_ns, &o.bucket)) return;
-    o.thread_id = t->second;
-    o.name_id = n->second;
-    out.summaries().add_summary(o);
-    added();
-  };
-  to.instant = [&](const InstantSummaryRow& r) {
-    auto t = in.thread_id.find(r.thread_id);
-    auto n = in.string_id.find(r.name_id);
-    InstantSummaryRow o = r;
-    if (t == in.thread_id.end() || n == in.string_id.end() || !shifted(r.bucket, r.level_ns, &o.bucket)) return;
-    o.thread_id = t->second;
-    o.name_id = n->second;
-    out.summaries().add_summary(o);
-    added();
-  };
+  to.span = by_thread;
+  to.instant = by_thread;
   to.counter = [&](const CounterSummaryRow& r) {
     auto k = in.track_id.find(r.track_id);
     CounterSummaryRow o = r;

@@ -249,102 +249,26 @@ Status Reader::build_temporary_summaries(const std::function<void(int64_t done, 
 
 Result<std::vector<SpanSummaryRow>> Reader::span_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids) {
   if (name_ids.empty()) return std::vector<SpanSummaryRow>{};
-  return collect<SpanSummaryRow>(
-      *db_,
-      "SELECT level_ns, bucket, thread_id, name_id, grp, count, total_ns, min_ns, max_ns, sketch FROM span_summaries "
-      "WHERE level_ns = " +
-          std::to_string(level_ns) + " AND name_id IN (" + id_list(name_ids) + ") ORDER BY bucket",
-      [](const Stmt& s) {
-        SpanSummaryRow r;
-        r.level_ns = s.int64(0);
-        r.bucket = s.int64(1);
-        r.thread_id = s.int64(2);
-        r.name_id = static_cast<uint32_t>(s.int64(3));
-        r.grp = s.int64(4);
-        r.count = s.int64(5);
-        r.total_ns = s.int64(6);
-        r.min_ns = s.int64(7);
-        r.max_ns = s.int64(8);
-        r.sketch = s.blob(9);
-        return r;
-      });
+  return collect<SpanSummaryRow>(*db_,
+                                 std::string("SELECT ") + kSpanSummaryColumns +
+                                     " FROM span_summaries WHERE level_ns = " + std::to_string(level_ns) +
+                                     " AND name_id IN (" + id_list(name_ids) + ") ORDER BY bucket",
+                                 decode_span_summary);
 }
 
 Status Reader::for_each_summary_row(const SummaryVisitor& to) {
-  if (to.span) {
-    Status s = stream(*db_,
-                      "SELECT level_ns, bucket, thread_id, name_id, grp, count, total_ns, min_ns, max_ns, sketch "
-                      "FROM span_summaries ORDER BY level_ns, bucket",
-                      {}, [&](const Stmt& st) {
-                        SpanSummaryRow r;
-                        r.level_ns = st.int64(0);
-                        r.bucket = st.int64(1);
-                        r.thread_id = st.int64(2);
-                        r.name_id = static_cast<uint32_t>(st.int64(3));
-                        r.grp = st.int64(4);
-                        r.count = st.int64(5);
-                        r.total_ns = st.int64(6);
-                        r.min_ns = st.int64(7);
-                        r.max_ns = st.int64(8);
-                        r.sketch = st.blob(9);
-                        to.span(r);
-                      });
-    if (!s.ok()) return s;
-  }
-  if (to.instant) {
-    Status s = stream(*db_,
-                      "SELECT level_ns, bucket, thread_id, name_id, grp, count FROM instant_summaries "
-                      "ORDER BY level_ns, bucket",
-                      {}, [&](const Stmt& st) {
-                        InstantSummaryRow r;
-                        r.level_ns = st.int64(0);
-                        r.bucket = st.int64(1);
-                        r.thread_id = st.int64(2);
-                        r.name_id = static_cast<uint32_t>(st.int64(3));
-                        r.grp = st.int64(4);
-                        r.count = st.int64(5);
-                        to.instant(r);
-                      });
-    if (!s.ok()) return s;
-  }
-  if (to.counter) {
-    Status s = stream(*db_,
-                      "SELECT level_ns, bucket, track_id, count, sum, min, max, last_ts_ns, last FROM "
-                      "counter_summaries ORDER BY level_ns, bucket",
-                      {}, [&](const Stmt& st) {
-                        CounterSummaryRow r;
-                        r.level_ns = st.int64(0);
-                        r.bucket = st.int64(1);
-                        r.track_id = st.int64(2);
-                        r.count = st.int64(3);
-                        r.sum = st.real(4);
-                        r.min = st.real(5);
-                        r.max = st.real(6);
-                        r.last_ts_ns = st.int64(7);
-                        r.last = st.real(8);
-                        to.counter(r);
-                      });
-    if (!s.ok()) return s;
-  }
-  if (to.gpu) {
-    Status s = stream(*db_,
-                      "SELECT level_ns, bucket, process_id, device, kind, count, total_ns, bytes FROM gpu_summaries "
-                      "ORDER BY level_ns, bucket",
-                      {}, [&](const Stmt& st) {
-                        GpuSummaryRow r;
-                        r.level_ns = st.int64(0);
-                        r.bucket = st.int64(1);
-                        r.process_id = st.int64(2);
-                        r.device = st.int64(3);
-                        r.kind = st.text(4);
-                        r.count = st.int64(5);
-                        r.total_ns = st.int64(6);
-                        r.bytes = st.int64(7);
-                        to.gpu(r);
-                      });
-    if (!s.ok()) return s;
-  }
-  return Status::Ok();
+  // Each table in the key's order, to its callback when one is set.
+  auto each = [&](const char* columns, const char* table, const auto& decode, const auto& row) -> Status {
+    if (!row) return Status::Ok();
+    return stream(*db_, std::string("SELECT ") + columns + " FROM " + table + " ORDER BY level_ns, bucket", {},
+                  [&](const Stmt& st) { row(decode(st)); });
+  };
+  if (Status s = each(kSpanSummaryColumns, "span_summaries", decode_span_summary, to.span); !s.ok()) return s;
+  if (Status s = each(kInstantSummaryColumns, "instant_summaries", decode_instant_summary, to.instant); !s.ok())
+    return s;
+  if (Status s = each(kCounterSummaryColumns, "counter_summaries", decode_counter_summary, to.counter); !s.ok())
+    return s;
+  return each(kGpuSummaryColumns, "gpu_summaries", decode_gpu_summary, to.gpu);
 }
 
 Result<std::optional<int64_t>> Reader::first_span_bucket(int64_t level_ns, uint32_t name_id, std::optional<int64_t> grp,
@@ -382,19 +306,10 @@ Result<std::vector<InstantSummaryRow>> Reader::instant_summaries(int64_t level_n
   if (name_ids.empty()) return std::vector<InstantSummaryRow>{};
   return collect<InstantSummaryRow>(
       *db_,
-      "SELECT level_ns, bucket, thread_id, name_id, grp, count FROM instant_summaries WHERE level_ns = " +
+      std::string("SELECT ") + kInstantSummaryColumns + " FROM instant_summaries WHERE level_ns = " +
           std::to_string(level_ns) + " AND bucket BETWEEN " + std::to_string(first_bucket) + " AND " +
           std::to_string(last_bucket) + " AND name_id IN (" + id_list(name_ids) + ") ORDER BY bucket",
-      [](const Stmt& s) {
-        InstantSummaryRow r;
-        r.level_ns = s.int64(0);
-        r.bucket = s.int64(1);
-        r.thread_id = s.int64(2);
-        r.name_id = static_cast<uint32_t>(s.int64(3));
-        r.grp = s.int64(4);
-        r.count = s.int64(5);
-        return r;
-      });
+      decode_instant_summary);
 }
 
 Result<std::vector<SpanRow>> Reader::first_spans_per_thread(const std::vector<uint32_t>& name_ids) {

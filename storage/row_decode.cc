@@ -48,4 +48,57 @@ GpuActivityRow decode_gpu_activity(const Stmt& s) {
   return r;
 }
 
+SpanSummaryRow decode_span_summary(const Stmt& s) {
+  SpanSummaryRow r;
+  r.level_ns = s.int64(0);
+  r.bucket = s.int64(1);
+  r.thread_id = s.int64(2);
+  r.name_id = static_cast<uint32_t>(s.int64(3));
+  r.grp = s.int64(4);
+  r.count = s.int64(5);
+  r.total_ns = s.int64(6);
+  r.min_ns = s.int64(7);
+  r.max_ns = s.int64(8);
+  r.sketch = s.blob(9);
+  return r;
+}
+
+InstantSummaryRow decode_instant_summary(const Stmt& s) {
+  InstantSummaryRow r;
+  r.level_ns = s.int64(0);
+  r.bucket = s.int64(1);
+  r.thread_id = s.int64(2);
+  r.name_id = static_cast<uint32_t>(s.int64(3));
+  r.grp = s.int64(4);
+  r.count = s.int64(5);
+  return r;
+}
+
+CounterSummaryRow decode_counter_summary(const Stmt& s) {
+  CounterSummaryRow r;
+  r.level_ns = s.int64(0);
+  r.bucket = s.int64(1);
+  r.track_id = s.int64(2);
+  r.count = s.int64(3);
+  r.sum = s.real(4);
+  r.min = s.real(5);
+  r.max = s.real(6);
+  r.last_ts_ns = s.int64(7);
+  r.last = s.real(8);
+  return r;
+}
+
+GpuSummaryRow decode_gpu_summary(const Stmt& s) {
+  GpuSummaryRow r;
+  r.level_ns = s.int64(0);
+  r.bucket = s.int64(1);
+  r.process_id = s.int64(2);
+  r.device = s.int64(3);
+  r.kind = s.text(4);
+  r.count = s.int64(5);
+  r.total_ns = s.int64(6);
+  r.bytes = s.int64(7);
+  return r;
+}
+
 }  // namespace stallscope

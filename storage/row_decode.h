@@ -1,5 +1,5 @@
-// How a row of spans, instants or gpu_activities is read: the column list and the decoder, in one
-// place for every reader of those tables (Reader, the analysis's bulk load, the dashboard's tail).
+// How a row of spans, instants, gpu_activities or a summary table is read: the column list and the
+// decoder, in one place for every reader of those tables (Reader, the analysis's bulk load, the dashboard's tail).
 #pragma once
 
 #include <optional>
@@ -15,6 +15,14 @@ inline constexpr const char* kGpuActivityColumns =
     "id, process_id, device, stream, context, kind, start_ns, dur_ns, name_id, bytes, copy_kind, src_kind, dst_kind, "
     "correlation_id";
 
+// The summary tables (docs/schema.md, "Summaries").
+inline constexpr const char* kSpanSummaryColumns =
+    "level_ns, bucket, thread_id, name_id, grp, count, total_ns, min_ns, max_ns, sketch";
+inline constexpr const char* kInstantSummaryColumns = "level_ns, bucket, thread_id, name_id, grp, count";
+inline constexpr const char* kCounterSummaryColumns =
+    "level_ns, bucket, track_id, count, sum, min, max, last_ts_ns, last";
+inline constexpr const char* kGpuSummaryColumns = "level_ns, bucket, process_id, device, kind, count, total_ns, bytes";
+
 // NULL -> nullopt.
 inline std::optional<int64_t> column_opt(const Stmt& s, int c) {
   if (s.is_null(c)) return std::nullopt;
@@ -25,5 +33,9 @@ inline std::optional<int64_t> column_opt(const Stmt& s, int c) {
 SpanRow decode_span(const Stmt& s);
 InstantRow decode_instant(const Stmt& s);
 GpuActivityRow decode_gpu_activity(const Stmt& s);
+SpanSummaryRow decode_span_summary(const Stmt& s);
+InstantSummaryRow decode_instant_summary(const Stmt& s);
+CounterSummaryRow decode_counter_summary(const Stmt& s);
+GpuSummaryRow decode_gpu_summary(const Stmt& s);
 
 }  // namespace stallscope
