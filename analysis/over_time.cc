@@ -27,7 +27,7 @@ int64_t add_held(int64_t a, int64_t b) {
 // Accumulated per period: the sketches of the fetch durations merge across buckets and threads.
 struct Acc {
   OverTimePeriod p;
-  DurationSketch fetch;
+  DurationSketch fetch, step;
 };
 
 }  // namespace
@@ -242,11 +242,47 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
       a->p.steps = add_held(a->p.steps, row.count);
     }
   }
+  auto handoffs = reader.handoff_summaries(choice.level_ns);
+  if (!handoffs.ok()) return handoffs.status();
+  if (*handoffs) {
+    // A batch whose collated size the recording does not hold counts as the loader's batch_size,
+    // as the report counts it.
+    std::optional<int64_t> batch_size;
+    for (const LoaderStats& l : r.loaders) {
+      if (l.id == out.loader) batch_size = l.config.batch_size;
+    }
+    for (auto& [k, a] : acc) a.p.batches = 0;
+    for (const HandoffSummaryRow& row : **handoffs) {
+      Acc* a = period_of(row.bucket);
+      if (a == nullptr || row.loader != out.loader || train_threads.count(row.thread_id) == 0) continue;
+      a->p.batches = add_held(*a->p.batches, row.batches);
+      a->p.samples = add_held(a->p.samples, row.samples);
+      if (row.unsized > 0) {
+        if (batch_size && *batch_size > 0) {
+          int64_t n = 0;
+          a->p.samples = add_held(a->p.samples, __builtin_mul_overflow(row.unsized, *batch_size, &n) ? INT64_MAX : n);
+        } else {
+          a->p.samples = add_held(a->p.samples, row.unsized);
+          a->p.samples_unknown = add_held(a->p.samples_unknown, row.unsized);
+        }
+      }
+      if (row.steps > 0) {
+        auto sketch = DurationSketch::decode(row.step_sketch);
+        if (!sketch.ok()) return Status::Error(reader.path() + ": handoff_summaries: " + sketch.status().message());
+        a->step.merge(*sketch);
+      }
+    }
+  }
   Acc total;
   auto finish = [](Acc& a) {
     if (!a.fetch.empty()) {
       a.p.fetch_p50_ms = static_cast<double>(a.fetch.quantile(0.5)) / 1e6;
       a.p.fetch_p99_ms = static_cast<double>(a.fetch.quantile(0.99)) / 1e6;
+    }
+    if (!a.step.empty()) {
+      a.p.step_p50_ms = static_cast<double>(a.step.quantile(0.5)) / 1e6;
+      a.p.step_p90_ms = static_cast<double>(a.step.quantile(0.9)) / 1e6;
+      a.p.step_p99_ms = static_cast<double>(a.step.quantile(0.99)) / 1e6;
     }
   };
   for (auto& [k, a] : acc) {
@@ -257,6 +293,12 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
     total.p.steps = add_held(total.p.steps, a.p.steps);
     total.p.fetches = add_held(total.p.fetches, a.p.fetches);
     total.fetch.merge(a.fetch);
+    if (a.p.batches) {
+      total.p.batches = add_held(total.p.batches.value_or(0), *a.p.batches);
+      total.p.samples = add_held(total.p.samples, a.p.samples);
+      total.p.samples_unknown = add_held(total.p.samples_unknown, a.p.samples_unknown);
+      total.step.merge(a.step);
+    }
     finish(a);
     out.periods.push_back(a.p);
   }

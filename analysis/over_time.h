@@ -29,11 +29,23 @@ struct OverTimePeriod {
   // batches are not fetched in worker processes (num_workers=0, the reference loader's threads).
   int64_t fetches = 0;
   std::optional<double> fetch_p50_ms, fetch_p99_ms;
+  // Its batches handed in the period (next() calls that ended in it with a batch), their samples
+  // (each batch's collated size, else the loader's batch_size, else 1, counted in
+  // samples_unknown), and the step times that ended in it (the gap since the previous hand-off,
+  // as the report's step time; quantiles from the merged sketches, within 1 %). All from
+  // handoff_summaries: unset (batches nullopt) for a recording made before that table was kept.
+  std::optional<int64_t> batches;
+  int64_t samples = 0, samples_unknown = 0;
+  std::optional<double> step_p50_ms, step_p90_ms, step_p99_ms;
 
   double length_s() const { return static_cast<double>(t1_ns - t0_ns) / 1e9; }
   // Share of the period spent waiting in next(); may pass 1 where a call that started in the
   // period went on past its end.
   double wait_fraction() const { return t1_ns > t0_ns ? wait_s / length_s() : 0.0; }
+  std::optional<double> samples_per_s() const {
+    if (!batches || t1_ns <= t0_ns) return std::nullopt;
+    return static_cast<double>(samples) / length_s();
+  }
 };
 
 struct OverTime {

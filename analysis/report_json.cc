@@ -178,6 +178,13 @@ Json over_time_period_json(const OverTimePeriod& p) {
   j["fetches"] = p.fetches;
   j["fetch_p50_ms"] = p.fetch_p50_ms;
   j["fetch_p99_ms"] = p.fetch_p99_ms;
+  j["batches"] = p.batches;
+  j["samples"] = p.batches ? Json(p.samples) : Json();
+  j["samples_unknown"] = p.batches ? Json(p.samples_unknown) : Json();
+  j["samples_per_s"] = p.samples_per_s();
+  j["step_p50_ms"] = p.step_p50_ms;
+  j["step_p90_ms"] = p.step_p90_ms;
+  j["step_p99_ms"] = p.step_p99_ms;
   return j;
 }
 

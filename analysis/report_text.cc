@@ -200,12 +200,19 @@ std::string over_time_lines(const Report& r) {
   std::string o = "\nOver time (training loader " + std::to_string(ot.loader) + ", per " + period_length(ot.period_ns) +
                   ", from the recording's summaries)\n";
   const bool hours = ot.periods.back().t1_ns >= int64_t{3600} * 1'000'000'000;
+  // The hand-off columns where the recording has handoff_summaries.
+  const bool handoffs = ot.total.batches.has_value();
   o += "  " + pad("period", 24) + pad("next() calls", 13, true) + pad("waiting", 9, true) + pad("steps", 10, true) +
+       (handoffs ? pad("samples/s", 11, true) + pad("step p50", 11, true) : std::string()) +
        pad("fetch p50", 11, true) + pad("fetch p99", 11, true) + "\n";
   auto row = [&](const std::string& what, const OverTimePeriod& p) {
     o += "  " + pad(what, 24) + pad(grouped(p.next_calls), 13, true) + pad(percent(p.wait_fraction()), 9, true) +
-         pad(grouped(p.steps), 10, true) + pad(or_dash(p.fetch_p50_ms, duration_ms), 11, true) +
-         pad(or_dash(p.fetch_p99_ms, duration_ms), 11, true) + "\n";
+         pad(grouped(p.steps), 10, true) +
+         (handoffs ? pad(or_dash(p.samples_per_s(), [](double v) { return fixed(v, 1); }), 11, true) +
+                         pad(or_dash(p.step_p50_ms, duration_ms), 11, true)
+                   : std::string()) +
+         pad(or_dash(p.fetch_p50_ms, duration_ms), 11, true) + pad(or_dash(p.fetch_p99_ms, duration_ms), 11, true) +
+         "\n";
   };
   for (const OverTimePeriod& p : ot.periods)
     row(period_clock(p.t0_ns, hours) + " - " + period_clock(p.t1_ns, hours), p);
@@ -277,13 +284,24 @@ std::string render_text(const Report& r) {
   // A long recording read from a later point: the whole run's own figures, from the summaries.
   if (r.detail_from_ns && r.over_time.available && r.over_time.total.t1_ns > r.over_time.total.t0_ns) {
     const OverTimePeriod& w = r.over_time.total;
-    o +=
-        "  Whole run        " + fixed(w.length_s(), 3) + " s from the summaries: next() calls " +
-        grouped(w.next_calls) + ", waiting " + percent(w.wait_fraction()) +
-        (w.steps > 0 ? ", steps " + grouped(w.steps) : std::string()) +
-        (w.fetch_p50_ms ? ", fetch p50 " + duration_ms(*w.fetch_p50_ms) + " p99 " + or_dash(w.fetch_p99_ms, duration_ms)
-                        : std::string()) +
-        "\n";
+    o += "  Whole run        " + fixed(w.length_s(), 3) + " s from the summaries: next() calls " +
+         grouped(w.next_calls) + ", waiting " + percent(w.wait_fraction()) +
+         (w.batches ? ", batches " + grouped(*w.batches) + ", samples " + grouped(w.samples) + " (" +
+                          or_dash(w.samples_per_s(), [](double v) { return fixed(v, 1); }) + " samples/s)"
+                    : std::string()) +
+         "\n";
+    // Its times on a second line, under the first's figures.
+    std::vector<std::string> times;
+    if (w.step_p50_ms) {
+      times.push_back("step p50 " + duration_ms(*w.step_p50_ms) + " p90 " + or_dash(w.step_p90_ms, duration_ms) +
+                      " p99 " + or_dash(w.step_p99_ms, duration_ms));
+    }
+    if (w.steps > 0) times.push_back("optimizer steps " + grouped(w.steps));
+    if (w.fetch_p50_ms) {
+      times.push_back("fetch p50 " + duration_ms(*w.fetch_p50_ms) + " p99 " + or_dash(w.fetch_p99_ms, duration_ms));
+    }
+    for (size_t i = 0; i < times.size(); ++i) o += (i == 0 ? std::string(19, ' ') : ", ") + times[i];
+    if (!times.empty()) o += "\n";
   }
   for (const LoaderStats& l : r.loaders) {
     if (r.main_loader && l.id == *r.main_loader) continue;

@@ -201,6 +201,14 @@ Status carry_summaries(Input& in, Writer& out) {
     out.summaries().add_summary(o);
     added();
   };
+  to.handoff = [&](const HandoffSummaryRow& r) {
+    auto t = in.thread_id.find(r.thread_id);
+    HandoffSummaryRow o = r;
+    if (t == in.thread_id.end() || !shifted(r.bucket, r.level_ns, &o.bucket)) return;
+    o.thread_id = t->second;
+    out.summaries().add_summary(o);
+    added();
+  };
   if (Status s = out.begin(); !s.ok()) return s;
   Status s = in.reader->for_each_summary_row(to);
   if (!s.ok()) return s;

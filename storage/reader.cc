@@ -243,6 +243,32 @@ Result<bool> Reader::has_summaries() {
   return !n->empty() && n->front() == 2;
 }
 
+namespace {
+// Whether `table` is there, in the file or among the connection's temporary tables.
+Result<bool> has_table(Db& db, const char* table) {
+  auto n = db.prepare(
+      "SELECT count(*) FROM (SELECT name FROM sqlite_master WHERE type = 'table' UNION ALL "
+      "SELECT name FROM sqlite_temp_master WHERE type = 'table') WHERE name = ?1");
+  if (!n.ok()) return n.status();
+  (*n)->bind(1, std::string_view(table));
+  if ((*n)->step()) return (*n)->int64(0) > 0;
+  return (*n)->status();
+}
+}  // namespace
+
+Result<std::optional<std::vector<HandoffSummaryRow>>> Reader::handoff_summaries(int64_t level_ns) {
+  auto has = has_table(*db_, "handoff_summaries");
+  if (!has.ok()) return has.status();
+  if (!*has) return std::optional<std::vector<HandoffSummaryRow>>();
+  auto rows = collect<HandoffSummaryRow>(*db_,
+                                         std::string("SELECT ") + kHandoffSummaryColumns +
+                                             " FROM handoff_summaries WHERE level_ns = " + std::to_string(level_ns) +
+                                             " ORDER BY bucket",
+                                         decode_handoff_summary);
+  if (!rows.ok()) return rows.status();
+  return std::optional<std::vector<HandoffSummaryRow>>(std::move(*rows));
+}
+
 Status Reader::build_temporary_summaries(const std::function<void(int64_t done, int64_t total)>& progress) {
   return stallscope::build_temporary_summaries(*db_, progress);
 }
@@ -268,7 +294,11 @@ Status Reader::for_each_summary_row(const SummaryVisitor& to) {
     return s;
   if (Status s = each(kCounterSummaryColumns, "counter_summaries", decode_counter_summary, to.counter); !s.ok())
     return s;
-  return each(kGpuSummaryColumns, "gpu_summaries", decode_gpu_summary, to.gpu);
+  if (Status s = each(kGpuSummaryColumns, "gpu_summaries", decode_gpu_summary, to.gpu); !s.ok()) return s;
+  if (!to.handoff) return Status::Ok();
+  auto has = has_table(*db_, "handoff_summaries");
+  if (!has.ok()) return has.status();
+  return *has ? each(kHandoffSummaryColumns, "handoff_summaries", decode_handoff_summary, to.handoff) : Status::Ok();
 }
 
 Result<std::optional<int64_t>> Reader::first_span_bucket(int64_t level_ns, uint32_t name_id, std::optional<int64_t> grp,

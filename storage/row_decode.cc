@@ -48,14 +48,24 @@ GpuActivityRow decode_gpu_activity(const Stmt& s) {
   return r;
 }
 
-SpanSummaryRow decode_span_summary(const Stmt& s) {
-  SpanSummaryRow r;
+namespace {
+// The key and count columns that span_summaries and instant_summaries share, in that order:
+// level_ns, bucket, thread_id, name_id, grp, count.
+template <typename Row>
+Row decode_summary_key(const Stmt& s) {
+  Row r;
   r.level_ns = s.int64(0);
   r.bucket = s.int64(1);
   r.thread_id = s.int64(2);
   r.name_id = static_cast<uint32_t>(s.int64(3));
   r.grp = s.int64(4);
   r.count = s.int64(5);
+  return r;
+}
+}  // namespace
+
+SpanSummaryRow decode_span_summary(const Stmt& s) {
+  auto r = decode_summary_key<SpanSummaryRow>(s);
   r.total_ns = s.int64(6);
   r.min_ns = s.int64(7);
   r.max_ns = s.int64(8);
@@ -63,16 +73,7 @@ SpanSummaryRow decode_span_summary(const Stmt& s) {
   return r;
 }
 
-InstantSummaryRow decode_instant_summary(const Stmt& s) {
-  InstantSummaryRow r;
-  r.level_ns = s.int64(0);
-  r.bucket = s.int64(1);
-  r.thread_id = s.int64(2);
-  r.name_id = static_cast<uint32_t>(s.int64(3));
-  r.grp = s.int64(4);
-  r.count = s.int64(5);
-  return r;
-}
+InstantSummaryRow decode_instant_summary(const Stmt& s) { return decode_summary_key<InstantSummaryRow>(s); }
 
 CounterSummaryRow decode_counter_summary(const Stmt& s) {
   CounterSummaryRow r;
@@ -98,6 +99,23 @@ GpuSummaryRow decode_gpu_summary(const Stmt& s) {
   r.count = s.int64(5);
   r.total_ns = s.int64(6);
   r.bytes = s.int64(7);
+  return r;
+}
+
+HandoffSummaryRow decode_handoff_summary(const Stmt& s) {
+  HandoffSummaryRow r;
+  r.level_ns = s.int64(0);
+  r.bucket = s.int64(1);
+  r.thread_id = s.int64(2);
+  r.loader = s.int64(3);
+  r.batches = s.int64(4);
+  r.samples = s.int64(5);
+  r.unsized = s.int64(6);
+  r.steps = s.int64(7);
+  r.step_total_ns = s.int64(8);
+  r.step_min_ns = s.int64(9);
+  r.step_max_ns = s.int64(10);
+  r.step_sketch = s.blob(11);
   return r;
 }
 

@@ -22,6 +22,9 @@ inline constexpr const char* kInstantSummaryColumns = "level_ns, bucket, thread_
 inline constexpr const char* kCounterSummaryColumns =
     "level_ns, bucket, track_id, count, sum, min, max, last_ts_ns, last";
 inline constexpr const char* kGpuSummaryColumns = "level_ns, bucket, process_id, device, kind, count, total_ns, bytes";
+inline constexpr const char* kHandoffSummaryColumns =
+    "level_ns, bucket, thread_id, loader, batches, samples, unsized, steps, step_total_ns, step_min_ns, step_max_ns, "
+    "step_sketch";
 
 // NULL -> nullopt.
 inline std::optional<int64_t> column_opt(const Stmt& s, int c) {
@@ -37,5 +40,6 @@ SpanSummaryRow decode_span_summary(const Stmt& s);
 InstantSummaryRow decode_instant_summary(const Stmt& s);
 CounterSummaryRow decode_counter_summary(const Stmt& s);
 GpuSummaryRow decode_gpu_summary(const Stmt& s);
+HandoffSummaryRow decode_handoff_summary(const Stmt& s);
 
 }  // namespace stallscope

@@ -90,6 +90,12 @@ CREATE TABLE gpu_summaries (
   level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, process_id INTEGER NOT NULL, device INTEGER NOT NULL,
   kind TEXT NOT NULL, count INTEGER NOT NULL, total_ns INTEGER NOT NULL, bytes INTEGER NOT NULL,
   PRIMARY KEY (level_ns, bucket, process_id, device, kind)) WITHOUT ROWID;
+CREATE TABLE handoff_summaries (
+  level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, thread_id INTEGER NOT NULL, loader INTEGER NOT NULL,
+  batches INTEGER NOT NULL, samples INTEGER NOT NULL, unsized INTEGER NOT NULL, steps INTEGER NOT NULL,
+  step_total_ns INTEGER NOT NULL, step_min_ns INTEGER NOT NULL, step_max_ns INTEGER NOT NULL,
+  step_sketch BLOB NOT NULL,
+  PRIMARY KEY (level_ns, bucket, thread_id, loader)) WITHOUT ROWID;
 )sql";
 
 constexpr const char* kSummaryUnitsSql = R"sql(
@@ -106,7 +112,13 @@ INSERT INTO units VALUES
   ('counter_summaries', 'last_ts_ns', 'ns', 'time of the interval''s last value'),
   ('gpu_summaries', 'level_ns', 'ns', 'length of the interval'),
   ('gpu_summaries', 'total_ns', 'ns', 'summed durations of the activities that start in the interval'),
-  ('gpu_summaries', 'bytes', 'bytes', 'bytes copied or set by them');
+  ('gpu_summaries', 'bytes', 'bytes', 'bytes copied or set by them'),
+  ('handoff_summaries', 'level_ns', 'ns', 'length of the interval'),
+  ('handoff_summaries', 'batches', 'batches', 'next() calls of the loader that handed a batch and ended in the interval'),
+  ('handoff_summaries', 'samples', 'samples', 'collated size of those batches whose size the recording holds'),
+  ('handoff_summaries', 'unsized', 'batches', 'those batches whose collated size the recording does not hold'),
+  ('handoff_summaries', 'step_total_ns', 'ns', 'summed step times (gap since the previous hand-off) ending in the interval'),
+  ('handoff_summaries', 'step_sketch', 'ns', 'quantile sketch of those step times, 1 % relative error');
 )sql";
 
 }  // namespace

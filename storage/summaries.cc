@@ -2,8 +2,10 @@
 #include "storage/summaries.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <unordered_map>
 
@@ -36,10 +38,20 @@ struct GpuAgg {
   int64_t count = 0, total = 0, bytes = 0;
 };
 
+struct HandoffAgg {
+  int64_t batches = 0, samples = 0, unsized = 0;
+  int64_t steps = 0, step_total = 0, step_min = std::numeric_limits<int64_t>::max(),
+          step_max = std::numeric_limits<int64_t>::min();
+  DurationSketch sketch;
+};
+
 // Keys start with (level index, bucket).
 using SpanKey = std::tuple<size_t, int64_t, int64_t, int64_t, int64_t>;     // thread, name, grp
 using CounterKey = std::tuple<size_t, int64_t, int64_t>;                    // track
 using GpuKey = std::tuple<size_t, int64_t, int64_t, int64_t, std::string>;  // process, device, kind
+using HandoffKey = std::tuple<size_t, int64_t, int64_t, int64_t>;           // thread, loader
+// A batch of one loader of one process: (process row, loader, batch index).
+using BatchKey = std::tuple<int64_t, int64_t, int64_t>;
 
 struct KeyHash {
   template <typename... T>
@@ -126,9 +138,54 @@ struct Summaries::Impl {
   Buckets<SpanKey, InstantAgg> instants;
   Buckets<CounterKey, CounterAgg> counters;
   Buckets<GpuKey, GpuAgg> gpu;
-  std::unique_ptr<Stmt> span_get, span_put, instant_get, instant_put, counter_get, counter_put, gpu_get, gpu_put;
+  Buckets<HandoffKey, HandoffAgg> handoffs;
+  std::unique_ptr<Stmt> span_get, span_put, instant_get, instant_put, counter_get, counter_put, gpu_get, gpu_put,
+      handoff_get, handoff_put;
   Status error;
+
+  // What joins a hand-off to its batch's size. Every map is bounded: what outgrows its bound is
+  // dropped, and the batches it would have sized count as unsized.
+  static constexpr size_t kMaxPending = 1 << 14;        // batches collated and not handed, or the reverse
+  static constexpr size_t kMaxEarly = 256;              // collates of one process not yet known as a worker
+  std::unordered_map<int64_t, int64_t> thread_process;  // thread row -> process row
+  std::unordered_map<int64_t, int64_t> process_pid;     // process row -> pid
+  std::unordered_map<int64_t, std::pair<int64_t, int64_t>> worker_of;  // worker pid -> (parent process row, loader)
+  struct Collate {
+    int64_t a0 = 0, a1 = 0, a2 = 0, start = 0;
+  };
+  std::unordered_map<int64_t, Collate> last_collate;  // thread row -> its latest dl.collate
+  // Either side waits in order of arrival: the same batch index of a later epoch can arrive before
+  // the earlier one's other side (a late drain; an older recording's rows, table by table).
+  std::map<BatchKey, std::deque<int64_t>> sizes;                    // a worker's collates, not yet handed
+  std::map<BatchKey, std::deque<std::vector<HandoffKey>>> unsized;  // hand-offs not yet sized: their buckets
+  size_t sizes_n = 0, unsized_n = 0;
+  std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> early;  // pid -> (batch, samples)
+  std::map<std::pair<int64_t, int64_t>, int64_t> last_handoff;  // (thread row, loader) -> its latest end
+
+  void size_later(const BatchKey& b, int64_t samples);
 };
+
+// A worker's collate of batch `b`: sizes the hand-off already counted, or waits for it.
+void Summaries::Impl::size_later(const BatchKey& b, int64_t samples) {
+  auto it = unsized.find(b);
+  if (it == unsized.end()) {
+    if (sizes_n >= kMaxPending) {
+      sizes.clear();
+      sizes_n = 0;
+    }
+    sizes[b].push_back(samples);
+    ++sizes_n;
+    return;
+  }
+  for (const HandoffKey& k : it->second.front()) {
+    HandoffAgg& a = handoffs.at(k, error);
+    a.samples = saturating_add(a.samples, samples);
+    if (a.unsized > 0) --a.unsized;
+  }
+  it->second.pop_front();
+  --unsized_n;
+  if (it->second.empty()) unsized.erase(it);
+}
 
 Summaries::Summaries(Db& db) : db_(db) {}
 Summaries::~Summaries() = default;
@@ -157,6 +214,10 @@ Status Summaries::prepare() {
        "SELECT count, total_ns, bytes FROM gpu_summaries WHERE level_ns = ? AND bucket = ? AND process_id = ? AND "
        "device = ? AND kind = ?"},
       {&m.gpu_put, "INSERT OR REPLACE INTO gpu_summaries VALUES (?,?,?,?,?,?,?,?)"},
+      {&m.handoff_get,
+       "SELECT batches, samples, unsized, steps, step_total_ns, step_min_ns, step_max_ns, step_sketch FROM "
+       "handoff_summaries WHERE level_ns = ? AND bucket = ? AND thread_id = ? AND loader = ?"},
+      {&m.handoff_put, "INSERT OR REPLACE INTO handoff_summaries VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"},
   };
   for (const Item& it : items) {
     auto s = db_.prepare(it.sql);
@@ -253,6 +314,37 @@ Status Summaries::prepare() {
     s.bind(i, a.count).bind(i + 1, a.total).bind(i + 2, a.bytes);
     return s.run();
   };
+  auto bind_handoff_key = [](Stmt& s, const HandoffKey& k) {
+    s.bind(1, kSummaryLevelsNs[std::get<0>(k)]).bind(2, std::get<1>(k)).bind(3, std::get<2>(k));
+    s.bind(4, std::get<3>(k));
+    return 5;
+  };
+  m.handoffs.load = [&m, bind_handoff_key, read](const HandoffKey& k, HandoffAgg& a) {
+    bind_handoff_key(*m.handoff_get, k);
+    return read(*m.handoff_get, [&a](Stmt& s) {
+      a.batches = s.int64(0);
+      a.samples = s.int64(1);
+      a.unsized = s.int64(2);
+      a.steps = s.int64(3);
+      a.step_total = s.int64(4);
+      if (a.steps > 0) {
+        a.step_min = s.int64(5);
+        a.step_max = s.int64(6);
+      }
+      auto sk = DurationSketch::decode(s.blob(7));
+      if (!sk.ok()) return sk.status();
+      a.sketch = std::move(*sk);
+      return Status::Ok();
+    });
+  };
+  m.handoffs.store = [&m, bind_handoff_key](const HandoffKey& k, const HandoffAgg& a) {
+    Stmt& s = *m.handoff_put;
+    const int i = bind_handoff_key(s, k);
+    s.bind(i, a.batches).bind(i + 1, a.samples).bind(i + 2, a.unsized).bind(i + 3, a.steps);
+    s.bind(i + 4, a.step_total).bind(i + 5, a.steps > 0 ? a.step_min : 0).bind(i + 6, a.steps > 0 ? a.step_max : 0);
+    s.bind_blob(i + 7, a.sketch.encode());
+    return s.run();
+  };
   return Status::Ok();
 }
 
@@ -262,7 +354,20 @@ void Summaries::on_string(uint32_t id, std::string_view value) {
   } else {
     grouped_names_.erase(id);
   }
+  const std::pair<std::unordered_set<uint32_t>*, std::string_view> named[] = {
+      {&next_names_, "dl.next"}, {&collate_names_, "dl.collate"}, {&worker_start_names_, "dl.worker_start"}};
+  for (const auto& [set, name] : named) {
+    if (value == name) {
+      set->insert(id);
+    } else {
+      set->erase(id);
+    }
+  }
 }
+
+void Summaries::on_process(int64_t process_id, int64_t pid) { impl_->process_pid[process_id] = pid; }
+
+void Summaries::on_thread(int64_t thread_id, int64_t process_id) { impl_->thread_process[thread_id] = process_id; }
 
 void Summaries::add_span(const SpanRow& r) {
   if (!r.dur_ns) return;
@@ -279,6 +384,95 @@ void Summaries::add_span(const SpanRow& r) {
     a.max = std::max(a.max, dur);
     a.sketch.add_bin(bin, 1);
   }
+  if (next_names_.count(r.name_id) != 0) {
+    add_handoff(r);
+  } else if (collate_names_.count(r.name_id) != 0) {
+    add_collate(r);
+  }
+}
+
+// A dl.collate: the thread's latest (a next() call on the same thread that ends after it may hand
+// it), and, in a worker process, its batch's size for the hand-off.
+void Summaries::add_collate(const SpanRow& r) {
+  Impl& m = *impl_;
+  const Impl::Collate c{r.arg0.value_or(-1), r.arg1.value_or(0), r.arg2.value_or(0), r.start_ns};
+  m.last_collate[r.thread_id] = c;
+  auto proc = m.thread_process.find(r.thread_id);
+  if (proc == m.thread_process.end()) return;
+  auto pid = m.process_pid.find(proc->second);
+  if (pid == m.process_pid.end()) return;
+  auto w = m.worker_of.find(pid->second);
+  if (w != m.worker_of.end()) {  // a worker's: arg0 is the batch, arg1 its samples
+    m.size_later({w->second.first, w->second.second, c.a0}, c.a1);
+    return;
+  }
+  // Not known as a worker (yet: its dl.worker_start may come in a later drain), or the training
+  // process's own (num_workers=0, sized by the next() around it): kept a little while.
+  auto& early = m.early[pid->second];
+  if (early.size() < Impl::kMaxEarly) early.emplace_back(c.a0, c.a1);
+  if (m.early.size() > Impl::kMaxPending) m.early.clear();
+}
+
+// A dl.next that handed a batch (arg1 >= 0): counted where it ended, with its size and step time.
+void Summaries::add_handoff(const SpanRow& r) {
+  const int64_t loader = r.arg0.value_or(-1), batch = r.arg1.value_or(-1);
+  if (batch < 0 || loader < 0) return;  // StopIteration, or a call that raised
+  Impl& m = *impl_;
+  const int64_t end = saturating_add(r.start_ns, *r.dur_ns);
+  std::optional<int64_t> samples;
+  auto lc = m.last_collate.find(r.thread_id);
+  if (lc != m.last_collate.end() && lc->second.a0 == loader && lc->second.a1 == batch &&
+      lc->second.start >= r.start_ns) {
+    samples = lc->second.a2;  // num_workers=0: collated inside this call
+  }
+  auto proc = m.thread_process.find(r.thread_id);
+  const BatchKey key{proc != m.thread_process.end() ? proc->second : -1, loader, batch};
+  if (!samples) {
+    if (auto it = m.sizes.find(key); it != m.sizes.end()) {
+      samples = it->second.front();
+      it->second.pop_front();
+      --m.sizes_n;
+      if (it->second.empty()) m.sizes.erase(it);
+    }
+  }
+  // The step that ends here: since the latest hand-off of the same loader on this thread.
+  std::optional<int64_t> step;
+  const std::pair<int64_t, int64_t> series{r.thread_id, loader};
+  if (auto lh = m.last_handoff.find(series); lh != m.last_handoff.end()) {
+    step = std::max<int64_t>(0, end - lh->second);
+    lh->second = std::max(lh->second, end);
+  } else {
+    m.last_handoff.emplace(series, end);
+  }
+  const int32_t bin = step ? DurationSketch::bin_of(*step) : 0;
+  m.handoffs.see(end);
+  std::vector<HandoffKey> keys;
+  for (size_t l = 0; l < kLevels; ++l) {
+    HandoffKey k{l, summary_bucket(end, kSummaryLevelsNs[l]), r.thread_id, loader};
+    HandoffAgg& a = m.handoffs.at(k, m.error);
+    ++a.batches;
+    if (step) {
+      ++a.steps;
+      a.step_total = saturating_add(a.step_total, *step);
+      a.step_min = std::min(a.step_min, *step);
+      a.step_max = std::max(a.step_max, *step);
+      a.sketch.add_bin(bin, 1);
+    }
+    if (samples) {
+      a.samples = saturating_add(a.samples, *samples);
+    } else {
+      ++a.unsized;
+      keys.push_back(k);
+    }
+  }
+  if (!keys.empty()) {
+    if (m.unsized_n >= Impl::kMaxPending) {
+      m.unsized.clear();
+      m.unsized_n = 0;
+    }
+    m.unsized[key].push_back(std::move(keys));
+    ++m.unsized_n;
+  }
 }
 
 void Summaries::add_instant(const InstantRow& r) {
@@ -287,6 +481,16 @@ void Summaries::add_instant(const InstantRow& r) {
   m.instants.see(r.ts_ns);
   for (size_t l = 0; l < kLevels; ++l) {
     ++m.instants.at({l, summary_bucket(r.ts_ns, kSummaryLevelsNs[l]), r.thread_id, r.name_id, grp}, m.error).count;
+  }
+  if (worker_start_names_.count(r.name_id) == 0 || !r.arg0 || !r.arg2) return;
+  // dl.worker_start (loader, worker, pid): that pid's collates size the loader's batches.
+  auto proc = m.thread_process.find(r.thread_id);
+  if (proc == m.thread_process.end()) return;
+  if (m.worker_of.size() >= Impl::kMaxPending) m.worker_of.clear();
+  m.worker_of[*r.arg2] = {proc->second, *r.arg0};
+  if (auto early = m.early.find(*r.arg2); early != m.early.end()) {
+    for (const auto& [batch, samples] : early->second) m.size_later({proc->second, *r.arg0, batch}, samples);
+    m.early.erase(early);
   }
 }
 
@@ -388,6 +592,29 @@ void Summaries::add_summary(const GpuSummaryRow& r) {
   a.bytes = saturating_add(a.bytes, r.bytes);
 }
 
+void Summaries::add_summary(const HandoffSummaryRow& r) {
+  const auto l = level_index(r.level_ns);
+  if (!l || r.batches <= 0) return;
+  Impl& m = *impl_;
+  auto sketch = DurationSketch::decode(r.step_sketch);
+  if (!sketch.ok()) {
+    if (m.error.ok()) m.error = sketch.status();
+    return;
+  }
+  m.handoffs.see(bucket_start(r.bucket, r.level_ns));
+  HandoffAgg& a = m.handoffs.at({*l, r.bucket, r.thread_id, r.loader}, m.error);
+  a.batches = saturating_add(a.batches, r.batches);
+  a.samples = saturating_add(a.samples, r.samples);
+  a.unsized = saturating_add(a.unsized, r.unsized);
+  if (r.steps > 0) {
+    a.steps = saturating_add(a.steps, r.steps);
+    a.step_total = saturating_add(a.step_total, r.step_total_ns);
+    a.step_min = std::min(a.step_min, r.step_min_ns);
+    a.step_max = std::max(a.step_max, r.step_max_ns);
+    a.sketch.merge(*sketch);
+  }
+}
+
 Status Summaries::write() {
   Impl& m = *impl_;
   if (!m.error.ok()) {
@@ -398,11 +625,14 @@ Status Summaries::write() {
   if (Status s = m.spans.write_and_forget(); !s.ok()) return s;
   if (Status s = m.instants.write_and_forget(); !s.ok()) return s;
   if (Status s = m.counters.write_and_forget(); !s.ok()) return s;
+  if (Status s = m.handoffs.write_and_forget(); !s.ok()) return s;
   return m.gpu.write_and_forget();
 }
 
 size_t Summaries::buckets_in_memory() const {
-  return impl_ ? impl_->spans.size() + impl_->instants.size() + impl_->counters.size() + impl_->gpu.size() : 0;
+  return impl_ ? impl_->spans.size() + impl_->instants.size() + impl_->counters.size() + impl_->gpu.size() +
+                     impl_->handoffs.size()
+               : 0;
 }
 
 }  // namespace stallscope

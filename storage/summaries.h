@@ -8,6 +8,13 @@
 // where they happen. Names whose arg0 is a loader id wherever they are recorded (kGroupedByLoader)
 // are summarised per loader (`grp` = arg0); other names have grp -1.
 //
+// Hand-offs (handoff_summaries): each `dl.next` that handed a batch counts in the interval where it
+// ended, per thread and loader, with the batch's collated size and the step time that ended there
+// (the gap since that loader's previous hand-off on the thread). The size comes from the batch's
+// `dl.collate`: on the same thread, inside the call (num_workers=0), or in a worker process of the
+// loader (dl.worker_start names its pid) for the same batch index, whichever of the two rows
+// arrives first; a batch whose collate never comes is counted `unsized`.
+//
 // Buckets are written in the transaction of the rows they summarise, so a reader (or a recording
 // cut off mid-run) sees summaries that agree with the detail rows committed with them. Recent
 // buckets stay in memory; a row that arrives for a bucket already forgotten (a long span ending,
@@ -51,6 +58,10 @@ class Summaries {
   void add_instant(const InstantRow& row);
   void add_counter(const CounterRow& row);
   void add_gpu(const GpuActivityRow& row);
+  // The processes and threads the writer adds (their row ids): a hand-off's batch size is looked
+  // up among the collates of its process's workers.
+  void on_process(int64_t process_id, int64_t pid);
+  void on_thread(int64_t thread_id, int64_t process_id);
 
   // Rows of another recording's summary tables (already in this recording's ids and buckets),
   // added to the same buckets' aggregates: `merge` carries the summaries of an input whose older
@@ -59,6 +70,7 @@ class Summaries {
   void add_summary(const InstantSummaryRow& row);
   void add_summary(const CounterSummaryRow& row);
   void add_summary(const GpuSummaryRow& row);
+  void add_summary(const HandoffSummaryRow& row);
 
   // Writes every bucket changed since the last call, inside the caller's open transaction, then
   // forgets those that end more than one of their own lengths before the latest time their table
@@ -67,10 +79,13 @@ class Summaries {
   size_t buckets_in_memory() const;
 
  private:
+  void add_handoff(const SpanRow& row);
+  void add_collate(const SpanRow& row);
   struct Impl;
   Db& db_;
   std::unique_ptr<Impl> impl_;
   std::unordered_set<uint32_t> grouped_names_;
+  std::unordered_set<uint32_t> next_names_, collate_names_, worker_start_names_;
 };
 
 }  // namespace stallscope

@@ -59,6 +59,16 @@ Status build(Db& db, bool temporary, int64_t& done, const UpgradeProgress& progr
     while ((*st)->step()) sums.on_string(static_cast<uint32_t>((*st)->int64(0)), (*st)->text(1));
     if (!(*st)->status().ok()) return (*st)->status();
   }
+  {
+    auto st = db.prepare("SELECT id, pid FROM processes");
+    if (!st.ok()) return st.status();
+    while ((*st)->step()) sums.on_process((*st)->int64(0), (*st)->int64(1));
+    if (!(*st)->status().ok()) return (*st)->status();
+    auto th = db.prepare("SELECT id, process_id FROM threads");
+    if (!th.ok()) return th.status();
+    while ((*th)->step()) sums.on_thread((*th)->int64(0), (*th)->int64(1));
+    if (!(*th)->status().ok()) return (*th)->status();
+  }
   auto total = db.query_int(
       "SELECT (SELECT count(*) FROM spans) + (SELECT count(*) FROM instants) + (SELECT count(*) FROM counters) + "
       "(SELECT count(*) FROM gpu_activities)");
@@ -68,11 +78,13 @@ Status build(Db& db, bool temporary, int64_t& done, const UpgradeProgress& progr
   const std::string spans = std::string("SELECT ") + kSpanColumns + " FROM spans ORDER BY id";
   const std::string instants = std::string("SELECT ") + kInstantColumns + " FROM instants ORDER BY id";
   const std::string gpu = std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities ORDER BY id";
+  // Instants first: a worker's dl.worker_start then comes before its collates, which size the
+  // hand-offs of handoff_summaries.
   Status s = feed(
-      db, sums, spans, [&sums](Stmt& r) { sums.add_span(decode_span(r)); }, done, *total, progress);
+      db, sums, instants, [&sums](Stmt& r) { sums.add_instant(decode_instant(r)); }, done, *total, progress);
   if (!s.ok()) return s;
   s = feed(
-      db, sums, instants, [&sums](Stmt& r) { sums.add_instant(decode_instant(r)); }, done, *total, progress);
+      db, sums, spans, [&sums](Stmt& r) { sums.add_span(decode_span(r)); }, done, *total, progress);
   if (!s.ok()) return s;
   s = feed(
       db, sums, "SELECT track_id, ts_ns, value FROM counters ORDER BY rowid",

@@ -129,7 +129,9 @@ int64_t Writer::add_process(const ProcessRow& r) {
   bind_opt(*process_, 6, r.exit_code);
   bind_opt(*process_, 7, r.exit_signal);
   keep(process_->run());
-  return db_->last_insert_rowid();
+  const int64_t id = db_->last_insert_rowid();
+  summaries_->on_process(id, r.pid);
+  return id;
 }
 
 void Writer::update_process_end(int64_t id, std::optional<int64_t> end_ns, std::optional<int64_t> exit_code,
@@ -147,7 +149,9 @@ void Writer::update_process_cmdline(int64_t id, std::string_view cmdline) {
 
 int64_t Writer::add_thread(const ThreadRow& r) {
   keep(thread_->bind(1, r.process_id).bind(2, r.tid).bind(3, std::string_view(r.name)).run());
-  return db_->last_insert_rowid();
+  const int64_t id = db_->last_insert_rowid();
+  summaries_->on_thread(id, r.process_id);
+  return id;
 }
 
 void Writer::set_thread_name(int64_t id, std::string_view name) { keep(thread_name_->bind(1, name).bind(2, id).run()); }

@@ -66,6 +66,7 @@ class OverTimeFromRecording : public ::testing::Test {
     c.persistent_workers = true;
     c.compute_ns = 100 * kMs;
     c.fetch_ns = [](int epoch, int batch) { return (epoch == 0 ? 60 : 240) * kMs + (batch % 7) * kMs; };
+    c.last_batch_size = 5;  // drop_last=False: a batch of 32 would count 27 samples too many
     c.finish = false;
     truth_ = simulate(b, c);
     // The steps: one after each hand-off, written after the rest (their buckets are read back).
@@ -163,6 +164,61 @@ TEST_F(OverTimeFromRecording, PeriodsAgreeWithTheDetailRows) {
   EXPECT_GT(ot->periods.back().wait_fraction(), 0.1);
   EXPECT_LT(*ot->periods.front().fetch_p50_ms, 70);
   EXPECT_GT(*ot->periods.back().fetch_p50_ms, 230);
+}
+
+// The training loader's hand-offs from handoff_summaries: batches, samples (each batch's collated
+// size, joined to the worker that collated it) and the step times' quantiles, over the whole run
+// and per period, against the report of every row.
+TEST_F(OverTimeFromRecording, BatchesSamplesAndStepTimesAgreeWithTheReportOfEveryRow) {
+  record();
+  auto reader = Reader::open(path_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  const Report r = analyzed(**reader);
+  auto ot = over_time(**reader, r);
+  ASSERT_TRUE(ot.ok()) << ot.status().message();
+  ASSERT_TRUE(ot->available) << ot->note;
+  ASSERT_TRUE(ot->total.batches.has_value());
+  EXPECT_EQ(*ot->total.batches, 3 * 250);
+  EXPECT_EQ(*ot->total.batches, r.steps);
+  EXPECT_EQ(ot->total.samples, 3 * (249 * 32 + 5));
+  EXPECT_EQ(ot->total.samples, r.samples);
+  EXPECT_EQ(ot->total.samples_unknown, 0);
+  // The step times: the gaps between the hand-offs, each quantile within 1 % of the exact value of
+  // its rank.
+  std::vector<int64_t> gaps;
+  for (size_t i = 1; i < truth_.handoffs.size(); ++i) gaps.push_back(truth_.handoffs[i] - truth_.handoffs[i - 1]);
+  std::sort(gaps.begin(), gaps.end());
+  ASSERT_EQ(gaps.size(), 3u * 250 - 1);
+  for (auto [q, got] : {std::pair{0.5, ot->total.step_p50_ms}, std::pair{0.9, ot->total.step_p90_ms},
+                        std::pair{0.99, ot->total.step_p99_ms}}) {
+    ASSERT_TRUE(got.has_value()) << q;
+    const double exact = static_cast<double>(gaps[static_cast<size_t>(q * static_cast<double>(gaps.size() - 1))]);
+    EXPECT_LE(std::fabs(*got * 1e6 - exact), 0.01 * exact + 1) << q;
+  }
+  EXPECT_NEAR(*ot->total.step_p50_ms, *r.step_time.p50_ms, 0.01 * *r.step_time.p50_ms + 0.01);
+  // Per period: the hand-offs that ended in it.
+  int64_t batches = 0;
+  for (size_t k = 0; k < ot->periods.size(); ++k) {
+    const OverTimePeriod& p = ot->periods[k];
+    const int64_t lo = k == 0 ? INT64_MIN : p.t0_ns;
+    const int64_t hi = k + 1 == ot->periods.size() ? INT64_MAX : p.t1_ns;
+    const auto n =
+        std::count_if(truth_.handoffs.begin(), truth_.handoffs.end(), [&](int64_t h) { return h >= lo && h < hi; });
+    ASSERT_TRUE(p.batches.has_value());
+    EXPECT_EQ(*p.batches, n) << "period " << k;
+    batches += *p.batches;
+  }
+  EXPECT_EQ(batches, *ot->total.batches);
+  // The text's over-time table and the JSON carry them.
+  Report with = r;
+  with.over_time = *ot;
+  const Json j = to_json(with);
+  EXPECT_EQ(j["over_time"]["total"]["batches"].get<int64_t>(), 750);
+  EXPECT_EQ(j["over_time"]["total"]["samples"].get<int64_t>(), r.samples);
+  EXPECT_NEAR(j["over_time"]["total"]["samples_per_s"].get<double>(),
+              static_cast<double>(r.samples) / ot->total.length_s(), 1e-6);
+  const std::string text = render_text(with);
+  EXPECT_NE(text.find("samples/s   step p50"), std::string::npos) << text;
 }
 
 TEST_F(OverTimeFromRecording, TheReportShowsItInTextAndJson) {
@@ -313,6 +369,11 @@ TEST_F(OverTimeFromRecording, ALongRecordingIsReadFromItsLatestPartAndTheSummari
   EXPECT_EQ(ot->total.steps, whole_ot->total.steps);
   EXPECT_EQ(ot->total.fetches, whole_ot->total.fetches);
   EXPECT_EQ(ot->total.fetch_p99_ms, whole_ot->total.fetch_p99_ms);
+  EXPECT_EQ(ot->total.batches, whole_ot->total.batches);
+  EXPECT_EQ(ot->total.batches, whole.steps);  // the whole run's, where the report's cover the latest part
+  EXPECT_LT(r.steps, whole.steps);
+  EXPECT_EQ(ot->total.samples, whole.samples);
+  EXPECT_EQ(ot->total.step_p99_ms, whole_ot->total.step_p99_ms);
   EXPECT_LE(ot->periods.front().t0_ns, whole.window_start_ns + kS);
   double wait_ns = 0;
   for (const SpanRow& sp : all->spans) {

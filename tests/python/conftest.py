@@ -178,6 +178,11 @@ class Recording:
              "instant_summaries", "thread_id, name_id, grp, count"),
             ("track_id, count(*), min(value), max(value)", "counters WHERE ts_ns >= 0", "ts_ns", "GROUP BY 1, 2",
              "counter_summaries", "track_id, count, min, max"),
+            # hand-offs: next() calls that handed a batch, where they ended
+            ("thread_id, arg0, count(*)",
+             ("spans WHERE dur_ns IS NOT NULL AND arg0 >= 0 AND arg1 >= 0 AND start_ns + dur_ns >= 0 AND name_id IN "
+              "(SELECT id FROM strings WHERE value = 'dl.next')"), "(start_ns + dur_ns)", "GROUP BY 1, 2, 3",
+             "handoff_summaries", "thread_id, loader, batches"),
         ]
         for level in (10**9, 10**10, 10**11):
             pairs = [(f"SELECT {time} / {level}, {cols} FROM {source} {group}",

@@ -19,7 +19,7 @@ import pytest
 from conftest import LAUNCHER, LOADER_PROG, NEEDS_OTHER_USER, Recording, as_other, base_env, run_recorded
 
 pytestmark = pytest.mark.torch
-TABLES = ("span_summaries", "instant_summaries", "counter_summaries", "gpu_summaries")
+TABLES = ("span_summaries", "instant_summaries", "counter_summaries", "gpu_summaries", "handoff_summaries")
 
 
 def summary_rows(db):
@@ -55,7 +55,8 @@ def report(db, *args, runner=subprocess.run):
 def recording(tmp_path_factory):
     """A real loop with workers, recorded once: (path, its summary rows, its report --json)."""
     db = tmp_path_factory.mktemp("summaries") / "run.db"
-    r = run_recorded(db, [LOADER_PROG, "--workers", "2", "--two-loaders", "--epochs", "2"])
+    # 26 samples in batches of 4: each epoch's last batch holds 2, which only the workers' collates tell
+    r = run_recorded(db, [LOADER_PROG, "--workers", "2", "--two-loaders", "--epochs", "2", "--samples", "26"])
     assert r.rc == 0, r.stderr
     assert version(db) == 2
     rows = summary_rows(db)
@@ -143,10 +144,33 @@ def test_report_detail_reads_the_latest_part_and_the_whole_run_from_the_summarie
     text = report(db, "--detail", detail).stdout
     window_line = next(ln for ln in text.splitlines() if ln.startswith("  Training window"))
     assert "the latest part, from " in window_line, window_line
-    whole_line = next(ln for ln in text.splitlines() if ln.startswith("  Whole run"))
+    lines = text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("  Whole run"))
+    whole_line, times_line = lines[at], lines[at + 1]
     total = whole["over_time"]["total"]
     assert f"next() calls {total['next_calls']:,}" in whole_line, whole_line
     assert f"waiting {100 * total['wait_fraction']:.1f}%" in whole_line, whole_line
+    # The training loader's batches, samples and step times from the hand-off summaries: the whole
+    # run's, as the report of every event counts them (the last batch of each epoch is 2 of 26).
+    assert total["batches"] == whole["steps"] == 2 * 7, (total, whole["steps"])
+    assert total["samples"] == whole["samples"] == 2 * 26 and total["samples_unknown"] == 0
+    assert part["steps"] < whole["steps"]
+    # Step times: the gaps between the training loader's hand-offs (next() calls that handed a
+    # batch), each quantile within the sketch's 1 % of the exact value of its rank.
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        ends = [e for (e,) in con.execute(
+            "SELECT start_ns + dur_ns FROM spans WHERE name_id = (SELECT id FROM strings WHERE value = 'dl.next') "
+            "AND arg0 = ? AND arg1 >= 0 AND dur_ns IS NOT NULL ORDER BY 1", (whole["training_loader"]["loader"],))]
+    finally:
+        con.close()
+    gaps = sorted((b - a) / 1e6 for a, b in itertools.pairwise(ends))
+    assert len(ends) == total["batches"]
+    for q, key in ((0.5, "step_p50_ms"), (0.9, "step_p90_ms"), (0.99, "step_p99_ms")):
+        exact = gaps[int(q * (len(gaps) - 1))]
+        assert total[key] == pytest.approx(exact, rel=0.01, abs=1e-6), (key, total[key], gaps)
+    assert f"batches {total['batches']:,}, samples {total['samples']:,}" in whole_line, whole_line
+    assert times_line.startswith(" " * 19 + "step p50 ") and "fetch p50 " in times_line, times_line
     assert "Whole run" not in report(db).stdout  # read whole: its figures are the whole run's
     # all: every event, the same document as the default for a recording this short
     assert json.loads(report(db, "--json", "--detail", "all").stdout) == whole

@@ -316,7 +316,8 @@ TEST_F(SummariesTest, SketchesOfAllIntervalsGiveTheRunsQuantiles) {
 // Every row of the summary tables, sketches included, as text.
 std::vector<std::string> summary_rows(Db& db) {
   std::vector<std::string> out;
-  for (const char* table : {"span_summaries", "instant_summaries", "counter_summaries", "gpu_summaries"}) {
+  for (const char* table :
+       {"span_summaries", "instant_summaries", "counter_summaries", "gpu_summaries", "handoff_summaries"}) {
     auto st = db.prepare(std::string("SELECT * FROM ") + table + " ORDER BY 1, 2, 3, 4, 5");
     EXPECT_TRUE(st.ok());
     while ((*st)->step()) {
@@ -355,6 +356,7 @@ TEST_F(SummariesTest, AnOlderRecordingGetsTheSameSummariesOnFirstOpen) {
       s.start_ns = now;
       s.dur_ns = static_cast<int64_t>(rng() % 9'000'000);
       s.arg0 = i % 3;
+      s.arg1 = i % 11 == 0 ? -1 : i;  // dl.next: a batch handed, or StopIteration
       wr.add_span(s);
       if (i % 9 == 0) wr.add_instant(InstantRow{0, th, now, 1, 0, {}, {}});
       if (i % 13 == 0) wr.add_counter(CounterRow{track, now, static_cast<double>(i % 17)});
@@ -518,6 +520,129 @@ int64_t count(Db& db, const std::string& sql) {
   auto n = db.query_int(sql);
   EXPECT_TRUE(n.ok()) << sql << ": " << n.status().message();
   return n.ok() ? *n : -1;
+}
+
+// handoff_summaries: each next() call that handed a batch, its size from the batch's collate
+// whichever arrives first (a worker's, once its dl.worker_start names its pid, even when that
+// comes after the collate; or the collate inside the call, num_workers=0), the step since the
+// previous hand-off; a batch never collated counts as unsized, StopIteration not at all.
+TEST(HandoffSummariesTest, EachHandedBatchIsCountedAndSizedFromItsCollate) {
+  testing::TempDir dir;
+  const std::string path = dir.file("run.db");
+  constexpr int64_t kMs = 1'000'000;
+  {
+    auto w = Writer::create(path);
+    ASSERT_TRUE(w.ok());
+    Writer& wr = **w;
+    ASSERT_TRUE(wr.begin().ok());
+    wr.add_string(1, "dl.next");
+    wr.add_string(2, "dl.collate");
+    wr.add_string(3, "dl.worker_start");
+    const int64_t train = wr.add_process(ProcessRow{0, 100, {}, "train", 0, {}, {}, {}});
+    const int64_t worker = wr.add_process(ProcessRow{0, 200, 100, "worker", 0, {}, {}, {}});
+    const int64_t main = wr.add_thread(ThreadRow{0, train, 100, "main"});
+    const int64_t wt = wr.add_thread(ThreadRow{0, worker, 200, "worker"});
+    auto span = [&](int64_t thread, uint32_t name, int64_t start, int64_t dur, int64_t a0, int64_t a1, int64_t a2) {
+      SpanRow s;
+      s.thread_id = thread;
+      s.name_id = name;
+      s.start_ns = start;
+      s.dur_ns = dur;
+      s.arg0 = a0;
+      s.arg1 = a1;
+      s.arg2 = a2;
+      wr.add_span(s);
+    };
+    // Loader 0, one worker: batch 0 collated (5 samples) before its dl.worker_start is written.
+    span(wt, 2, 1 * kMs, 1 * kMs, /*B*/ 0, /*samples*/ 5, /*G*/ 0);
+    wr.add_instant(InstantRow{0, main, 0, 3, int64_t{0}, int64_t{0}, int64_t{200}});
+    span(main, 1, 0, 10 * kMs, /*L*/ 0, /*B*/ 0, /*E*/ 0);
+    // Batch 1 handed before its collate is written (the next drain), which then sizes it.
+    span(main, 1, 20 * kMs, 5 * kMs, 0, 1, 0);
+    ASSERT_TRUE(wr.commit().ok());
+    ASSERT_TRUE(wr.begin().ok());
+    span(wt, 2, 12 * kMs, 1 * kMs, 1, 7, 0);
+    // Batch 2 is never collated; then StopIteration (arg1 -1).
+    span(main, 1, 40 * kMs, 2 * kMs, 0, 2, 0);
+    span(main, 1, 50 * kMs, 1 * kMs, 0, -1, 0);
+    // Loader 1 without workers: the collate inside the call sizes it (3 samples).
+    span(main, 2, 61 * kMs, 1 * kMs, /*L*/ 1, /*B*/ 0, /*samples*/ 3);
+    span(main, 1, 60 * kMs, 4 * kMs, 1, 0, 0);
+    ASSERT_TRUE(wr.set_meta("complete", "1").ok());
+    ASSERT_TRUE(wr.commit().ok());
+    ASSERT_TRUE(wr.finish().ok());
+  }
+  auto reader = Reader::open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  for (int64_t level : kSummaryLevelsNs) {
+    auto rows = (*reader)->handoff_summaries(level);
+    ASSERT_TRUE(rows.ok()) << rows.status().message();
+    ASSERT_TRUE(rows->has_value());
+    ASSERT_EQ((*rows)->size(), 2u) << level;  // one bucket, two loaders
+    std::map<int64_t, HandoffSummaryRow> by_loader;
+    for (const HandoffSummaryRow& r : **rows) by_loader[r.loader] = r;
+    const HandoffSummaryRow& l0 = by_loader[0];
+    EXPECT_EQ(l0.bucket, 0);
+    EXPECT_EQ(l0.batches, 3);
+    EXPECT_EQ(l0.samples, 5 + 7);
+    EXPECT_EQ(l0.unsized, 1);
+    // Steps end at 25 and 42 ms: 25 - 10 and 42 - 25.
+    EXPECT_EQ(l0.steps, 2);
+    EXPECT_EQ(l0.step_total_ns, 32 * kMs);
+    EXPECT_EQ(l0.step_min_ns, 15 * kMs);
+    EXPECT_EQ(l0.step_max_ns, 17 * kMs);
+    auto sketch = DurationSketch::decode(l0.step_sketch);
+    ASSERT_TRUE(sketch.ok());
+    EXPECT_EQ(sketch->count(), 2u);
+    const HandoffSummaryRow& l1 = by_loader[1];
+    EXPECT_EQ(l1.batches, 1);
+    EXPECT_EQ(l1.samples, 3);
+    EXPECT_EQ(l1.unsized, 0);
+    EXPECT_EQ(l1.steps, 0);
+  }
+}
+
+// The same batch index handed in two epochs before either collate is written (a late drain, or an
+// older recording's rows read table by table): each hand-off is sized by its own epoch's collate,
+// in order, none left unsized.
+TEST(HandoffSummariesTest, TheSameBatchOfTwoEpochsIsSizedInOrder) {
+  testing::TempDir dir;
+  const std::string path = dir.file("run.db");
+  constexpr int64_t kMs = 1'000'000;
+  {
+    auto w = Writer::create(path);
+    ASSERT_TRUE(w.ok());
+    Writer& wr = **w;
+    ASSERT_TRUE(wr.begin().ok());
+    wr.add_string(1, "dl.next");
+    wr.add_string(2, "dl.collate");
+    wr.add_string(3, "dl.worker_start");
+    const int64_t train = wr.add_process(ProcessRow{0, 100, {}, "train", 0, {}, {}, {}});
+    const int64_t main = wr.add_thread(ThreadRow{0, train, 100, "main"});
+    std::vector<int64_t> workers;
+    for (int64_t pid : {200, 201}) {  // a worker per epoch (not persistent)
+      workers.push_back(
+          wr.add_thread(ThreadRow{0, wr.add_process(ProcessRow{0, pid, 100, "w", 0, {}, {}, {}}), pid, "w"}));
+      wr.add_instant(InstantRow{0, main, 0, 3, int64_t{0}, int64_t{0}, pid});
+    }
+    auto span = [&](int64_t thread, uint32_t name, int64_t start, int64_t a0, int64_t a1, int64_t a2) {
+      wr.add_span(SpanRow{0, thread, start, 1 * kMs, name, 0, a0, a1, a2});
+    };
+    span(main, 1, 10 * kMs, 0, 0, 0);  // epoch 0's batch 0
+    span(main, 1, 20 * kMs, 0, 0, 1);  // epoch 1's batch 0
+    span(workers[0], 2, 5 * kMs, 0, 6, 0);
+    span(workers[1], 2, 15 * kMs, 0, 9, 0);
+    ASSERT_TRUE(wr.commit().ok());
+    ASSERT_TRUE(wr.finish().ok());
+  }
+  auto reader = Reader::open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto rows = (*reader)->handoff_summaries(kSummaryLevelsNs[0]);
+  ASSERT_TRUE(rows.ok() && rows->has_value());
+  ASSERT_EQ((*rows)->size(), 1u);
+  EXPECT_EQ((*rows)->front().batches, 2);
+  EXPECT_EQ((*rows)->front().samples, 6 + 9);
+  EXPECT_EQ((*rows)->front().unsized, 0);
 }
 
 TEST(KeepDetailTest, OldDetailIsDeletedAndTheSummariesKeepAllOfIt) {
