@@ -257,6 +257,8 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
       if (a == nullptr || row.loader != out.loader || train_threads.count(row.thread_id) == 0) continue;
       a->p.batches = add_held(*a->p.batches, row.batches);
       a->p.samples = add_held(a->p.samples, row.samples);
+      a->p.starts = add_held(a->p.starts, row.starts);
+      a->p.start_s += static_cast<double>(row.start_total_ns) / 1e9;
       if (row.unsized > 0) {
         if (batch_size && *batch_size > 0) {
           int64_t n = 0;
@@ -297,6 +299,8 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
       total.p.batches = add_held(total.p.batches.value_or(0), *a.p.batches);
       total.p.samples = add_held(total.p.samples, a.p.samples);
       total.p.samples_unknown = add_held(total.p.samples_unknown, a.p.samples_unknown);
+      total.p.starts = add_held(total.p.starts, a.p.starts);
+      total.p.start_s += a.p.start_s;
       total.step.merge(a.step);
     }
     finish(a);

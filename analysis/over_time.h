@@ -36,12 +36,19 @@ struct OverTimePeriod {
   // handoff_summaries: unset (batches nullopt) for a recording made before that table was kept.
   std::optional<int64_t> batches;
   int64_t samples = 0, samples_unknown = 0;
+  // Its starts (DataLoader.__iter__: dl.epoch_begin to the epoch's first next() call) that began in
+  // the period, and their time. With wait_s, the report's data stall: the report's "starting the
+  // loader" also takes the workers' start-up inside that first call from "waiting in next()".
+  int64_t starts = 0;
+  double start_s = 0;
   std::optional<double> step_p50_ms, step_p90_ms, step_p99_ms;
 
   double length_s() const { return static_cast<double>(t1_ns - t0_ns) / 1e9; }
   // Share of the period spent waiting in next(); may pass 1 where a call that started in the
   // period went on past its end.
   double wait_fraction() const { return t1_ns > t0_ns ? wait_s / length_s() : 0.0; }
+  // Waiting in next() and starting the loader, as a share of the period: the report's data stall.
+  double stall_fraction() const { return t1_ns > t0_ns ? (wait_s + start_s) / length_s() : 0.0; }
   std::optional<double> samples_per_s() const {
     if (!batches || t1_ns <= t0_ns) return std::nullopt;
     return static_cast<double>(samples) / length_s();

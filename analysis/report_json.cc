@@ -182,6 +182,9 @@ Json over_time_period_json(const OverTimePeriod& p) {
   j["samples"] = p.batches ? Json(p.samples) : Json();
   j["samples_unknown"] = p.batches ? Json(p.samples_unknown) : Json();
   j["samples_per_s"] = p.samples_per_s();
+  j["loader_starts"] = p.batches ? Json(p.starts) : Json();
+  j["loader_start_s"] = p.batches ? Json(p.start_s) : Json();
+  j["stall_fraction"] = p.batches ? Json(p.stall_fraction()) : Json();
   j["step_p50_ms"] = p.step_p50_ms;
   j["step_p90_ms"] = p.step_p90_ms;
   j["step_p99_ms"] = p.step_p99_ms;

@@ -290,7 +290,11 @@ std::string render_text(const Report& r) {
                           or_dash(w.samples_per_s(), [](double v) { return fixed(v, 1); }) + " samples/s)"
                     : std::string()) +
          "\n";
-    // Its times on a second line, under the first's figures.
+    // The stall by cause, then the times, on lines of their own under the first's figures.
+    if (w.batches) {
+      o += std::string(19, ' ') + "data stall " + percent(w.stall_fraction()) + " (waiting in next() " +
+           fixed(w.wait_s, 3) + " s, in DataLoader.__iter__ " + fixed(w.start_s, 3) + " s)\n";
+    }
     std::vector<std::string> times;
     if (w.step_p50_ms) {
       times.push_back("step p50 " + duration_ms(*w.step_p50_ms) + " p90 " + or_dash(w.step_p90_ms, duration_ms) +

@@ -116,6 +116,8 @@ HandoffSummaryRow decode_handoff_summary(const Stmt& s) {
   r.step_min_ns = s.int64(9);
   r.step_max_ns = s.int64(10);
   r.step_sketch = s.blob(11);
+  r.starts = s.int64(12);
+  r.start_total_ns = s.int64(13);
   return r;
 }
 

@@ -24,7 +24,7 @@ inline constexpr const char* kCounterSummaryColumns =
 inline constexpr const char* kGpuSummaryColumns = "level_ns, bucket, process_id, device, kind, count, total_ns, bytes";
 inline constexpr const char* kHandoffSummaryColumns =
     "level_ns, bucket, thread_id, loader, batches, samples, unsized, steps, step_total_ns, step_min_ns, step_max_ns, "
-    "step_sketch";
+    "step_sketch, starts, start_total_ns";
 
 // NULL -> nullopt.
 inline std::optional<int64_t> column_opt(const Stmt& s, int c) {

@@ -93,13 +93,15 @@ struct InstantSummaryRow {
 
 // One interval of one loader's hand-offs on one thread (handoff_summaries): the next() calls that
 // handed a batch, counted in the interval where they ended; their samples (the batches' collated
-// sizes, where the recording has them); and the step times ending there (each the gap since the
-// previous hand-off of the same loader on that thread).
+// sizes, where the recording has them); the step times ending there (each the gap since the
+// previous hand-off of the same loader on that thread); and the loader's starts (its
+// DataLoader.__iter__: dl.epoch_begin to the epoch's first next() call), counted where they began.
 struct HandoffSummaryRow {
   int64_t level_ns = 0, bucket = 0, thread_id = 0, loader = 0;
   int64_t batches = 0, samples = 0, unsized = 0;  // unsized: batches whose collated size is not known
   int64_t steps = 0, step_total_ns = 0, step_min_ns = 0, step_max_ns = 0;
   std::string step_sketch;  // DurationSketch::encode() of the step times
+  int64_t starts = 0, start_total_ns = 0;
 };
 
 struct CounterSummaryRow {

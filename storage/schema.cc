@@ -94,7 +94,7 @@ CREATE TABLE handoff_summaries (
   level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, thread_id INTEGER NOT NULL, loader INTEGER NOT NULL,
   batches INTEGER NOT NULL, samples INTEGER NOT NULL, unsized INTEGER NOT NULL, steps INTEGER NOT NULL,
   step_total_ns INTEGER NOT NULL, step_min_ns INTEGER NOT NULL, step_max_ns INTEGER NOT NULL,
-  step_sketch BLOB NOT NULL,
+  step_sketch BLOB NOT NULL, starts INTEGER NOT NULL, start_total_ns INTEGER NOT NULL,
   PRIMARY KEY (level_ns, bucket, thread_id, loader)) WITHOUT ROWID;
 )sql";
 
@@ -118,7 +118,8 @@ INSERT INTO units VALUES
   ('handoff_summaries', 'samples', 'samples', 'collated size of those batches whose size the recording holds'),
   ('handoff_summaries', 'unsized', 'batches', 'those batches whose collated size the recording does not hold'),
   ('handoff_summaries', 'step_total_ns', 'ns', 'summed step times (gap since the previous hand-off) ending in the interval'),
-  ('handoff_summaries', 'step_sketch', 'ns', 'quantile sketch of those step times, 1 % relative error');
+  ('handoff_summaries', 'step_sketch', 'ns', 'quantile sketch of those step times, 1 % relative error'),
+  ('handoff_summaries', 'start_total_ns', 'ns', 'summed loader starts (dl.epoch_begin to the first next()) that began in the interval');
 )sql";
 
 }  // namespace

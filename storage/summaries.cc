@@ -39,7 +39,7 @@ struct GpuAgg {
 };
 
 struct HandoffAgg {
-  int64_t batches = 0, samples = 0, unsized = 0;
+  int64_t batches = 0, samples = 0, unsized = 0, starts = 0, start_total = 0;
   int64_t steps = 0, step_total = 0, step_min = std::numeric_limits<int64_t>::max(),
           step_max = std::numeric_limits<int64_t>::min();
   DurationSketch sketch;
@@ -161,6 +161,10 @@ struct Summaries::Impl {
   size_t sizes_n = 0, unsized_n = 0;
   std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> early;  // pid -> (batch, samples)
   std::map<std::pair<int64_t, int64_t>, int64_t> last_handoff;  // (thread row, loader) -> its latest end
+  // (thread row, loader) -> its dl.epoch_begin times not yet followed by a next() call (an older
+  // recording's instants are all read before its spans).
+  std::map<std::pair<int64_t, int64_t>, std::deque<int64_t>> begun;
+  static constexpr size_t kMaxBegun = 1 << 14;
 
   void size_later(const BatchKey& b, int64_t samples);
 };
@@ -215,9 +219,9 @@ Status Summaries::prepare() {
        "device = ? AND kind = ?"},
       {&m.gpu_put, "INSERT OR REPLACE INTO gpu_summaries VALUES (?,?,?,?,?,?,?,?)"},
       {&m.handoff_get,
-       "SELECT batches, samples, unsized, steps, step_total_ns, step_min_ns, step_max_ns, step_sketch FROM "
-       "handoff_summaries WHERE level_ns = ? AND bucket = ? AND thread_id = ? AND loader = ?"},
-      {&m.handoff_put, "INSERT OR REPLACE INTO handoff_summaries VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"},
+       "SELECT batches, samples, unsized, steps, step_total_ns, step_min_ns, step_max_ns, step_sketch, starts, "
+       "start_total_ns FROM handoff_summaries WHERE level_ns = ? AND bucket = ? AND thread_id = ? AND loader = ?"},
+      {&m.handoff_put, "INSERT OR REPLACE INTO handoff_summaries VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
   };
   for (const Item& it : items) {
     auto s = db_.prepare(it.sql);
@@ -334,6 +338,8 @@ Status Summaries::prepare() {
       auto sk = DurationSketch::decode(s.blob(7));
       if (!sk.ok()) return sk.status();
       a.sketch = std::move(*sk);
+      a.starts = s.int64(8);
+      a.start_total = s.int64(9);
       return Status::Ok();
     });
   };
@@ -342,7 +348,7 @@ Status Summaries::prepare() {
     const int i = bind_handoff_key(s, k);
     s.bind(i, a.batches).bind(i + 1, a.samples).bind(i + 2, a.unsized).bind(i + 3, a.steps);
     s.bind(i + 4, a.step_total).bind(i + 5, a.steps > 0 ? a.step_min : 0).bind(i + 6, a.steps > 0 ? a.step_max : 0);
-    s.bind_blob(i + 7, a.sketch.encode());
+    s.bind_blob(i + 7, a.sketch.encode()).bind(i + 8, a.starts).bind(i + 9, a.start_total);
     return s.run();
   };
   return Status::Ok();
@@ -354,8 +360,10 @@ void Summaries::on_string(uint32_t id, std::string_view value) {
   } else {
     grouped_names_.erase(id);
   }
-  const std::pair<std::unordered_set<uint32_t>*, std::string_view> named[] = {
-      {&next_names_, "dl.next"}, {&collate_names_, "dl.collate"}, {&worker_start_names_, "dl.worker_start"}};
+  const std::pair<std::unordered_set<uint32_t>*, std::string_view> named[] = {{&next_names_, "dl.next"},
+                                                                              {&collate_names_, "dl.collate"},
+                                                                              {&worker_start_names_, "dl.worker_start"},
+                                                                              {&epoch_begin_names_, "dl.epoch_begin"}};
   for (const auto& [set, name] : named) {
     if (value == name) {
       set->insert(id);
@@ -385,6 +393,7 @@ void Summaries::add_span(const SpanRow& r) {
     a.sketch.add_bin(bin, 1);
   }
   if (next_names_.count(r.name_id) != 0) {
+    add_start(r);
     add_handoff(r);
   } else if (collate_names_.count(r.name_id) != 0) {
     add_collate(r);
@@ -411,6 +420,30 @@ void Summaries::add_collate(const SpanRow& r) {
   auto& early = m.early[pid->second];
   if (early.size() < Impl::kMaxEarly) early.emplace_back(c.a0, c.a1);
   if (m.early.size() > Impl::kMaxPending) m.early.clear();
+}
+
+// Any dl.next: the first of its loader on the thread since a dl.epoch_begin ends that loader's
+// start, counted in the interval where the start began (the latest begin before the call: an
+// __iter__ whose iterator was never asked for a batch is no start).
+void Summaries::add_start(const SpanRow& r) {
+  const int64_t loader = r.arg0.value_or(-1);
+  Impl& m = *impl_;
+  auto it = m.begun.find({r.thread_id, loader});
+  if (it == m.begun.end()) return;
+  std::optional<int64_t> begin;
+  while (!it->second.empty() && it->second.front() <= r.start_ns) {
+    begin = it->second.front();
+    it->second.pop_front();
+  }
+  if (it->second.empty()) m.begun.erase(it);
+  if (!begin) return;
+  const int64_t start = r.start_ns - *begin;
+  m.handoffs.see(*begin);
+  for (size_t l = 0; l < kLevels; ++l) {
+    HandoffAgg& a = m.handoffs.at({l, summary_bucket(*begin, kSummaryLevelsNs[l]), r.thread_id, loader}, m.error);
+    ++a.starts;
+    a.start_total = saturating_add(a.start_total, start);
+  }
 }
 
 // A dl.next that handed a batch (arg1 >= 0): counted where it ended, with its size and step time.
@@ -481,6 +514,12 @@ void Summaries::add_instant(const InstantRow& r) {
   m.instants.see(r.ts_ns);
   for (size_t l = 0; l < kLevels; ++l) {
     ++m.instants.at({l, summary_bucket(r.ts_ns, kSummaryLevelsNs[l]), r.thread_id, r.name_id, grp}, m.error).count;
+  }
+  if (epoch_begin_names_.count(r.name_id) != 0 && r.arg0) {
+    auto& q = m.begun[{r.thread_id, *r.arg0}];
+    if (q.size() >= Impl::kMaxBegun) q.pop_front();
+    q.insert(std::upper_bound(q.begin(), q.end(), r.ts_ns), r.ts_ns);
+    return;
   }
   if (worker_start_names_.count(r.name_id) == 0 || !r.arg0 || !r.arg2) return;
   // dl.worker_start (loader, worker, pid): that pid's collates size the loader's batches.
@@ -594,7 +633,7 @@ void Summaries::add_summary(const GpuSummaryRow& r) {
 
 void Summaries::add_summary(const HandoffSummaryRow& r) {
   const auto l = level_index(r.level_ns);
-  if (!l || r.batches <= 0) return;
+  if (!l || (r.batches <= 0 && r.starts <= 0)) return;
   Impl& m = *impl_;
   auto sketch = DurationSketch::decode(r.step_sketch);
   if (!sketch.ok()) {
@@ -606,6 +645,8 @@ void Summaries::add_summary(const HandoffSummaryRow& r) {
   a.batches = saturating_add(a.batches, r.batches);
   a.samples = saturating_add(a.samples, r.samples);
   a.unsized = saturating_add(a.unsized, r.unsized);
+  a.starts = saturating_add(a.starts, r.starts);
+  a.start_total = saturating_add(a.start_total, r.start_total_ns);
   if (r.steps > 0) {
     a.steps = saturating_add(a.steps, r.steps);
     a.step_total = saturating_add(a.step_total, r.step_total_ns);

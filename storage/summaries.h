@@ -13,7 +13,8 @@
 // (the gap since that loader's previous hand-off on the thread). The size comes from the batch's
 // `dl.collate`: on the same thread, inside the call (num_workers=0), or in a worker process of the
 // loader (dl.worker_start names its pid) for the same batch index, whichever of the two rows
-// arrives first; a batch whose collate never comes is counted `unsized`.
+// arrives first; a batch whose collate never comes is counted `unsized`. The same rows hold the
+// loader's starts: from a dl.epoch_begin to the loader's next dl.next on that thread.
 //
 // Buckets are written in the transaction of the rows they summarise, so a reader (or a recording
 // cut off mid-run) sees summaries that agree with the detail rows committed with them. Recent
@@ -79,13 +80,14 @@ class Summaries {
   size_t buckets_in_memory() const;
 
  private:
+  void add_start(const SpanRow& row);
   void add_handoff(const SpanRow& row);
   void add_collate(const SpanRow& row);
   struct Impl;
   Db& db_;
   std::unique_ptr<Impl> impl_;
   std::unordered_set<uint32_t> grouped_names_;
-  std::unordered_set<uint32_t> next_names_, collate_names_, worker_start_names_;
+  std::unordered_set<uint32_t> next_names_, collate_names_, worker_start_names_, epoch_begin_names_;
 };
 
 }  // namespace stallscope

@@ -67,6 +67,7 @@ class OverTimeFromRecording : public ::testing::Test {
     c.compute_ns = 100 * kMs;
     c.fetch_ns = [](int epoch, int batch) { return (epoch == 0 ? 60 : 240) * kMs + (batch % 7) * kMs; };
     c.last_batch_size = 5;  // drop_last=False: a batch of 32 would count 27 samples too many
+    c.iter_ns = 40 * kMs;   // each epoch's __iter__ before its first next(): "starting the loader"
     c.finish = false;
     truth_ = simulate(b, c);
     // The steps: one after each hand-off, written after the rest (their buckets are read back).
@@ -183,6 +184,11 @@ TEST_F(OverTimeFromRecording, BatchesSamplesAndStepTimesAgreeWithTheReportOfEver
   EXPECT_EQ(ot->total.samples, 3 * (249 * 32 + 5));
   EXPECT_EQ(ot->total.samples, r.samples);
   EXPECT_EQ(ot->total.samples_unknown, 0);
+  // The loader's starts, once per epoch: with the waits, the report's data stall.
+  EXPECT_EQ(ot->total.starts, 3);
+  EXPECT_NEAR(ot->total.start_s, 3 * 0.040, 1e-9);
+  EXPECT_NEAR(ot->total.start_s, r.stall.by_cause_s.at(kCauseLoaderStart), 1e-9);
+  EXPECT_NEAR(ot->total.wait_s + ot->total.start_s, r.stall.seconds, 1e-9);
   // The step times: the gaps between the hand-offs, each quantile within 1 % of the exact value of
   // its rank.
   std::vector<int64_t> gaps;
@@ -373,6 +379,8 @@ TEST_F(OverTimeFromRecording, ALongRecordingIsReadFromItsLatestPartAndTheSummari
   EXPECT_EQ(ot->total.batches, whole.steps);  // the whole run's, where the report's cover the latest part
   EXPECT_LT(r.steps, whole.steps);
   EXPECT_EQ(ot->total.samples, whole.samples);
+  EXPECT_EQ(ot->total.starts, whole_ot->total.starts);
+  EXPECT_DOUBLE_EQ(ot->total.start_s, whole_ot->total.start_s);
   EXPECT_EQ(ot->total.step_p99_ms, whole_ot->total.step_p99_ms);
   EXPECT_LE(ot->periods.front().t0_ns, whole.window_start_ns + kS);
   double wait_ns = 0;

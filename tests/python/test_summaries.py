@@ -146,7 +146,7 @@ def test_report_detail_reads_the_latest_part_and_the_whole_run_from_the_summarie
     assert "the latest part, from " in window_line, window_line
     lines = text.splitlines()
     at = next(i for i, ln in enumerate(lines) if ln.startswith("  Whole run"))
-    whole_line, times_line = lines[at], lines[at + 1]
+    whole_line, stall_line, times_line = lines[at], lines[at + 1], lines[at + 2]
     total = whole["over_time"]["total"]
     assert f"next() calls {total['next_calls']:,}" in whole_line, whole_line
     assert f"waiting {100 * total['wait_fraction']:.1f}%" in whole_line, whole_line
@@ -171,6 +171,16 @@ def test_report_detail_reads_the_latest_part_and_the_whole_run_from_the_summarie
         assert total[key] == pytest.approx(exact, rel=0.01, abs=1e-6), (key, total[key], gaps)
     assert f"batches {total['batches']:,}, samples {total['samples']:,}" in whole_line, whole_line
     assert times_line.startswith(" " * 19 + "step p50 ") and "fetch p50 " in times_line, times_line
+    # The data stall: waiting in next() and inside DataLoader.__iter__ (to the epoch's first next()
+    # call), the same seconds as the report of every event gives (it counts the workers' start-up
+    # inside that first call as starting the loader; the sum is the same).
+    causes = whole["stall"]["by_cause"]
+    assert total["loader_starts"] == 2, total
+    assert 0 < total["loader_start_s"] <= causes["loader_start"]
+    assert total["wait_s"] + total["loader_start_s"] == pytest.approx(whole["stall"]["seconds"], abs=1e-6), \
+        (total, whole["stall"])
+    assert stall_line.startswith(" " * 19 + f"data stall {100 * total['stall_fraction']:.1f}% (waiting in next() "), \
+        stall_line
     assert "Whole run" not in report(db).stdout  # read whole: its figures are the whole run's
     # all: every event, the same document as the default for a recording this short
     assert json.loads(report(db, "--json", "--detail", "all").stdout) == whole

@@ -604,7 +604,8 @@ TEST(HandoffSummariesTest, EachHandedBatchIsCountedAndSizedFromItsCollate) {
 
 // The same batch index handed in two epochs before either collate is written (a late drain, or an
 // older recording's rows read table by table): each hand-off is sized by its own epoch's collate,
-// in order, none left unsized.
+// in order, none left unsized. Each epoch's start (dl.epoch_begin to its first next() call) counts
+// in the interval where it began, the begins written before any call as an older recording's are.
 TEST(HandoffSummariesTest, TheSameBatchOfTwoEpochsIsSizedInOrder) {
   testing::TempDir dir;
   const std::string path = dir.file("run.db");
@@ -617,8 +618,12 @@ TEST(HandoffSummariesTest, TheSameBatchOfTwoEpochsIsSizedInOrder) {
     wr.add_string(1, "dl.next");
     wr.add_string(2, "dl.collate");
     wr.add_string(3, "dl.worker_start");
+    wr.add_string(4, "dl.epoch_begin");
     const int64_t train = wr.add_process(ProcessRow{0, 100, {}, "train", 0, {}, {}, {}});
     const int64_t main = wr.add_thread(ThreadRow{0, train, 100, "main"});
+    // __iter__ at 7 and 17 ms; at 9 ms an __iter__ of loader 1, which is never asked for a batch.
+    for (int64_t at : {7, 17}) wr.add_instant(InstantRow{0, main, at * kMs, 4, int64_t{0}, int64_t{0}, int64_t{1}});
+    wr.add_instant(InstantRow{0, main, 9 * kMs, 4, int64_t{1}, int64_t{0}, int64_t{0}});
     std::vector<int64_t> workers;
     for (int64_t pid : {200, 201}) {  // a worker per epoch (not persistent)
       workers.push_back(
@@ -643,6 +648,8 @@ TEST(HandoffSummariesTest, TheSameBatchOfTwoEpochsIsSizedInOrder) {
   EXPECT_EQ((*rows)->front().batches, 2);
   EXPECT_EQ((*rows)->front().samples, 6 + 9);
   EXPECT_EQ((*rows)->front().unsized, 0);
+  EXPECT_EQ((*rows)->front().starts, 2);
+  EXPECT_EQ((*rows)->front().start_total_ns, (10 - 7 + 20 - 17) * kMs);
 }
 
 TEST(KeepDetailTest, OldDetailIsDeletedAndTheSummariesKeepAllOfIt) {
