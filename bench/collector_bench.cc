@@ -211,8 +211,9 @@ IngestResult ingest(uint32_t spans_per_ring, uint32_t rings) {
 // ---------------------------------------------------------------------------------------------
 // 2b. Summaries (storage/summaries.h): the drainer's CPU to keep them, per second of a run that
 // records `rate` spans per second on 8 threads under 6 names, drained (summaries written) every
-// 100 ms. Their cost is mostly per drain (each bucket a drain touched is rewritten once), so it is
-// given at a training job's rate and at a high one. The commit is not counted.
+// 100 ms; one name in 6 is `dl.next` handing a batch (handoff_summaries), whose size no collate
+// gives: the join's costliest case, every hand-off waiting. Their cost is mostly per drain (each bucket a drain touched
+// is rewritten once), so it is given at a training job's rate and at a high one. The commit is not counted.
 double summaries_core_share(uint32_t rate, int seconds) {
   const std::string db = tmp_path("ss-bench-summaries") + ".db";
   (void)Writer::remove(db);
@@ -238,6 +239,7 @@ double summaries_core_share(uint32_t rate, int seconds) {
       r.start_ns = static_cast<int64_t>(i) * gap;
       r.dur_ns = 10'000 + static_cast<int64_t>((i * 7919) % 5'000'000);
       r.arg0 = static_cast<int64_t>(i % 2);
+      r.arg1 = static_cast<int64_t>(i);  // dl.next: a batch handed (its size never collated: every one waits)
       sum.add_span(r);
     }
     must(sum.write());

@@ -233,16 +233,6 @@ Result<std::vector<SpanRow>> Reader::spans_named(const std::vector<uint32_t>& na
   return out;
 }
 
-Result<bool> Reader::has_summaries() {
-  auto n = collect<int64_t>(*db_,
-                            "SELECT count(*) FROM (SELECT name FROM sqlite_master WHERE type = 'table' UNION ALL "
-                            "SELECT name FROM sqlite_temp_master WHERE type = 'table') "
-                            "WHERE name IN ('span_summaries', 'instant_summaries')",
-                            [](const Stmt& s) { return s.int64(0); });
-  if (!n.ok()) return n.status();
-  return !n->empty() && n->front() == 2;
-}
-
 namespace {
 // Whether `table` is there, in the file or among the connection's temporary tables.
 Result<bool> has_table(Db& db, const char* table) {
@@ -255,6 +245,14 @@ Result<bool> has_table(Db& db, const char* table) {
   return (*n)->status();
 }
 }  // namespace
+
+Result<bool> Reader::has_summaries() {
+  for (const char* table : {"span_summaries", "instant_summaries"}) {
+    auto has = has_table(*db_, table);
+    if (!has.ok() || !*has) return has;
+  }
+  return true;
+}
 
 Result<std::optional<std::vector<HandoffSummaryRow>>> Reader::handoff_summaries(int64_t level_ns) {
   auto has = has_table(*db_, "handoff_summaries");
