@@ -156,8 +156,11 @@ struct Summaries::Impl {
   std::unordered_map<int64_t, Collate> last_collate;  // thread row -> its latest dl.collate
   // Either side waits in order of arrival: the same batch index of a later epoch can arrive before
   // the earlier one's other side (a late drain; an older recording's rows, table by table).
-  std::map<BatchKey, std::deque<int64_t>> sizes;                    // a worker's collates, not yet handed
-  std::map<BatchKey, std::deque<std::vector<HandoffKey>>> unsized;  // hand-offs not yet sized: their buckets
+  struct Handed {  // a hand-off not yet sized: where its rows are
+    int64_t end_ns, thread_id, loader;
+  };
+  std::unordered_map<BatchKey, std::deque<int64_t>, KeyHash> sizes;   // a worker's collates, not yet handed
+  std::unordered_map<BatchKey, std::deque<Handed>, KeyHash> unsized;  // hand-offs not yet sized
   size_t sizes_n = 0, unsized_n = 0;
   std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> early;  // pid -> (batch, samples)
   std::map<std::pair<int64_t, int64_t>, int64_t> last_handoff;  // (thread row, loader) -> its latest end
@@ -181,8 +184,9 @@ void Summaries::Impl::size_later(const BatchKey& b, int64_t samples) {
     ++sizes_n;
     return;
   }
-  for (const HandoffKey& k : it->second.front()) {
-    HandoffAgg& a = handoffs.at(k, error);
+  const Handed h = it->second.front();
+  for (size_t l = 0; l < kLevels; ++l) {
+    HandoffAgg& a = handoffs.at({l, summary_bucket(h.end_ns, kSummaryLevelsNs[l]), h.thread_id, h.loader}, error);
     a.samples = saturating_add(a.samples, samples);
     if (a.unsized > 0) --a.unsized;
   }
@@ -479,10 +483,8 @@ void Summaries::add_handoff(const SpanRow& r) {
   }
   const int32_t bin = step ? DurationSketch::bin_of(*step) : 0;
   m.handoffs.see(end);
-  std::vector<HandoffKey> keys;
   for (size_t l = 0; l < kLevels; ++l) {
-    HandoffKey k{l, summary_bucket(end, kSummaryLevelsNs[l]), r.thread_id, loader};
-    HandoffAgg& a = m.handoffs.at(k, m.error);
+    HandoffAgg& a = m.handoffs.at({l, summary_bucket(end, kSummaryLevelsNs[l]), r.thread_id, loader}, m.error);
     ++a.batches;
     if (step) {
       ++a.steps;
@@ -495,15 +497,14 @@ void Summaries::add_handoff(const SpanRow& r) {
       a.samples = saturating_add(a.samples, *samples);
     } else {
       ++a.unsized;
-      keys.push_back(k);
     }
   }
-  if (!keys.empty()) {
+  if (!samples) {
     if (m.unsized_n >= Impl::kMaxPending) {
       m.unsized.clear();
       m.unsized_n = 0;
     }
-    m.unsized[key].push_back(std::move(keys));
+    m.unsized[key].push_back(Impl::Handed{end, r.thread_id, loader});
     ++m.unsized_n;
   }
 }
