@@ -182,7 +182,8 @@ class Recording:
             ("thread_id, arg0, count(*)",
              ("spans WHERE dur_ns IS NOT NULL AND arg0 >= 0 AND arg1 >= 0 AND start_ns + dur_ns >= 0 AND name_id IN "
               "(SELECT id FROM strings WHERE value = 'dl.next')"), "(start_ns + dur_ns)", "GROUP BY 1, 2, 3",
-             "handoff_summaries", "thread_id, loader, batches"),
+             # (a row whose interval holds only a loader start, and no hand-off, has none here)
+             "(SELECT * FROM handoff_summaries WHERE batches > 0)", "thread_id, loader, batches"),
         ]
         for level in (10**9, 10**10, 10**11):
             pairs = [(f"SELECT {time} / {level}, {cols} FROM {source} {group}",
