@@ -188,6 +188,19 @@ Json over_time_period_json(const OverTimePeriod& p) {
   j["step_p50_ms"] = p.step_p50_ms;
   j["step_p90_ms"] = p.step_p90_ms;
   j["step_p99_ms"] = p.step_p99_ms;
+  Json q;
+  if (p.queue) {
+    q = Json::object();
+    q["active_s"] = p.queue->active_s();
+    q["mean_ready"] = p.queue->ready_mean();
+    q["min_ready"] = p.queue->ready_min;
+    q["max_ready"] = p.queue->ready_max;
+    q["empty_fraction"] = p.queue->empty_fraction();
+    q["mean_in_flight"] = p.queue->in_flight_mean();
+    q["min_in_flight"] = p.queue->flight_min;
+    q["max_in_flight"] = p.queue->flight_max;
+  }
+  j["queue"] = std::move(q);
   return j;
 }
 

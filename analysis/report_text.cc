@@ -202,15 +202,17 @@ std::string over_time_lines(const Report& r) {
   const bool hours = ot.periods.back().t1_ns >= int64_t{3600} * 1'000'000'000;
   // The hand-off columns where the recording has handoff_summaries.
   const bool handoffs = ot.total.batches.has_value();
+  const bool queue = ot.total.queue.has_value();  // where the loader has workers and queue_summaries
   o += "  " + pad("period", 24) + pad("next() calls", 13, true) + pad("waiting", 9, true) + pad("steps", 10, true) +
        (handoffs ? pad("samples/s", 11, true) + pad("step p50", 11, true) : std::string()) +
-       pad("fetch p50", 11, true) + pad("fetch p99", 11, true) + "\n";
+       (queue ? pad("ready", 7, true) : std::string()) + pad("fetch p50", 11, true) + pad("fetch p99", 11, true) + "\n";
   auto row = [&](const std::string& what, const OverTimePeriod& p) {
     o += "  " + pad(what, 24) + pad(grouped(p.next_calls), 13, true) + pad(percent(p.wait_fraction()), 9, true) +
          pad(grouped(p.steps), 10, true) +
          (handoffs ? pad(or_dash(p.samples_per_s(), [](double v) { return fixed(v, 1); }), 11, true) +
                          pad(or_dash(p.step_p50_ms, duration_ms), 11, true)
                    : std::string()) +
+         (queue ? pad(p.queue ? fixed(p.queue->ready_mean(), 1) : std::string("-"), 7, true) : std::string()) +
          pad(or_dash(p.fetch_p50_ms, duration_ms), 11, true) + pad(or_dash(p.fetch_p99_ms, duration_ms), 11, true) +
          "\n";
   };
@@ -218,6 +220,8 @@ std::string over_time_lines(const Report& r) {
     row(period_clock(p.t0_ns, hours) + " - " + period_clock(p.t1_ns, hours), p);
   if (ot.periods.size() > 1) row("whole run", ot.total);
   o += "  (a next() call counts in the period it started in; fetch times of the worker processes, within 1 %)\n";
+  if (queue)
+    o += "  (ready: batches put by the workers and not yet handed to the loop, on average over its active time)\n";
   return o;
 }
 
@@ -306,6 +310,12 @@ std::string render_text(const Report& r) {
     }
     for (size_t i = 0; i < times.size(); ++i) o += (i == 0 ? std::string(19, ' ') : ", ") + times[i];
     if (!times.empty()) o += "\n";
+    if (w.queue && w.queue->active_ns > 0) {
+      const QueuePeriod& q = *w.queue;
+      o += std::string(19, ' ') + "queue ready " + fixed(q.ready_mean(), 2) + " batches on average (" +
+           std::to_string(q.ready_min) + "-" + std::to_string(q.ready_max) + "), empty " + percent(q.empty_fraction()) +
+           " of the time; in flight " + fixed(q.in_flight_mean(), 2) + "\n";
+    }
   }
   for (const LoaderStats& l : r.loaders) {
     if (r.main_loader && l.id == *r.main_loader) continue;

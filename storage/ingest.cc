@@ -446,6 +446,7 @@ Status Ingest::drain(bool final) {
     }
   }
   ++stats_.drains;
+  if (final) writer_->summaries().finish_queues();  // the queues' events that waited for later rows
   Status committed = writer_->commit();
   return end.ok() ? committed : end;
 }

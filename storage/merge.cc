@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/json.h"
 #include "common/vocabulary.h"
@@ -209,6 +210,14 @@ Status carry_summaries(Input& in, Writer& out) {
     out.summaries().add_summary(o);
     added();
   };
+  to.queue = [&](const QueueSummaryRow& r) {
+    auto p = in.process_id.find(r.process_id);
+    QueueSummaryRow o = r;
+    if (p == in.process_id.end() || !shifted(r.bucket, r.level_ns, &o.bucket)) return;
+    o.process_id = p->second;
+    out.summaries().add_summary(o);
+    added();
+  };
   if (Status s = out.begin(); !s.ok()) return s;
   Status s = in.reader->for_each_summary_row(to);
   if (!s.ok()) return s;
@@ -259,6 +268,7 @@ Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>
   auto w = Writer::create(output);
   if (!w.ok()) return w.status();
   Writer& out = **w;
+  out.summaries().set_queue_from_rows(false);  // the rows come table by table: built in time order below
   if (Status s = out.begin(); !s.ok()) return s;
 
   // Meta: the first input's, its end and completeness over all, and what was merged.
@@ -427,6 +437,22 @@ Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>
       });
     }
     if (!s.ok()) return in_input(in, s);
+    if (Status c = out.commit(); !c.ok()) return c;
+  }
+
+  // The loaders' queues, from the merged rows in time order: those of the inputs summarised here.
+  {
+    std::unordered_set<int64_t> summarised;
+    for (const Input& in : inputs) {
+      if (in.carry) continue;
+      for (const auto& [from, to] : in.thread_id) summarised.insert(to);
+    }
+    if (Status s = out.begin(); !s.ok()) return s;
+    Status q = out.summaries().build_queues([&](int64_t thread) { return summarised.count(thread) != 0; });
+    if (!q.ok()) {
+      (void)out.commit();
+      return q;
+    }
     if (Status c = out.commit(); !c.ok()) return c;
   }
 

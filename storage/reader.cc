@@ -254,17 +254,32 @@ Result<bool> Reader::has_summaries() {
   return true;
 }
 
-Result<std::optional<std::vector<HandoffSummaryRow>>> Reader::handoff_summaries(int64_t level_ns) {
-  auto has = has_table(*db_, "handoff_summaries");
+namespace {
+// The rows of one level of a summary table added after version 2 first shipped, by bucket; nullopt
+// where the recording does not have the table.
+template <typename Row, typename Decode>
+Result<std::optional<std::vector<Row>>> optional_summaries(Db& db, const char* table, const char* columns,
+                                                           int64_t level_ns, Decode decode) {
+  auto has = has_table(db, table);
   if (!has.ok()) return has.status();
-  if (!*has) return std::optional<std::vector<HandoffSummaryRow>>();
-  auto rows = collect<HandoffSummaryRow>(*db_,
-                                         std::string("SELECT ") + kHandoffSummaryColumns +
-                                             " FROM handoff_summaries WHERE level_ns = " + std::to_string(level_ns) +
-                                             " ORDER BY bucket",
-                                         decode_handoff_summary);
+  if (!*has) return std::optional<std::vector<Row>>();
+  auto rows = collect<Row>(db,
+                           std::string("SELECT ") + columns + " FROM " + table +
+                               " WHERE level_ns = " + std::to_string(level_ns) + " ORDER BY bucket",
+                           decode);
   if (!rows.ok()) return rows.status();
-  return std::optional<std::vector<HandoffSummaryRow>>(std::move(*rows));
+  return std::optional<std::vector<Row>>(std::move(*rows));
+}
+}  // namespace
+
+Result<std::optional<std::vector<HandoffSummaryRow>>> Reader::handoff_summaries(int64_t level_ns) {
+  return optional_summaries<HandoffSummaryRow>(*db_, "handoff_summaries", kHandoffSummaryColumns, level_ns,
+                                               decode_handoff_summary);
+}
+
+Result<std::optional<std::vector<QueueSummaryRow>>> Reader::queue_summaries(int64_t level_ns) {
+  return optional_summaries<QueueSummaryRow>(*db_, "queue_summaries", kQueueSummaryColumns, level_ns,
+                                             decode_queue_summary);
 }
 
 Status Reader::build_temporary_summaries(const std::function<void(int64_t done, int64_t total)>& progress) {
@@ -293,10 +308,16 @@ Status Reader::for_each_summary_row(const SummaryVisitor& to) {
   if (Status s = each(kCounterSummaryColumns, "counter_summaries", decode_counter_summary, to.counter); !s.ok())
     return s;
   if (Status s = each(kGpuSummaryColumns, "gpu_summaries", decode_gpu_summary, to.gpu); !s.ok()) return s;
-  if (!to.handoff) return Status::Ok();
-  auto has = has_table(*db_, "handoff_summaries");
-  if (!has.ok()) return has.status();
-  return *has ? each(kHandoffSummaryColumns, "handoff_summaries", decode_handoff_summary, to.handoff) : Status::Ok();
+  // Tables a version 2 recording may lack: read where they are there.
+  auto if_there = [&](const char* columns, const char* table, const auto& decode, const auto& row) -> Status {
+    if (!row) return Status::Ok();
+    auto has = has_table(*db_, table);
+    if (!has.ok()) return has.status();
+    return *has ? each(columns, table, decode, row) : Status::Ok();
+  };
+  if (Status s = if_there(kHandoffSummaryColumns, "handoff_summaries", decode_handoff_summary, to.handoff); !s.ok())
+    return s;
+  return if_there(kQueueSummaryColumns, "queue_summaries", decode_queue_summary, to.queue);
 }
 
 Result<std::optional<int64_t>> Reader::first_span_bucket(int64_t level_ns, uint32_t name_id, std::optional<int64_t> grp,

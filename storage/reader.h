@@ -112,6 +112,9 @@ class Reader {
   // The hand-offs of one level (ordered by bucket); nullopt for a recording made before
   // handoff_summaries was kept (its other summary tables are there, this one is not).
   Result<std::optional<std::vector<HandoffSummaryRow>>> handoff_summaries(int64_t level_ns);
+  // The loaders' queues of one level (ordered by bucket); nullopt for a recording made before
+  // queue_summaries was kept.
+  Result<std::optional<std::vector<QueueSummaryRow>>> queue_summaries(int64_t level_ns);
   // The same, of the buckets first_bucket..last_bucket only (the key's order: no scan of the level).
   Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids,
                                                            int64_t first_bucket, int64_t last_bucket);
@@ -123,6 +126,7 @@ class Reader {
     std::function<void(const CounterSummaryRow&)> counter;
     std::function<void(const GpuSummaryRow&)> gpu;
     std::function<void(const HandoffSummaryRow&)> handoff;  // not called where the table is absent
+    std::function<void(const QueueSummaryRow&)> queue;      // nor this one
   };
   Status for_each_summary_row(const SummaryVisitor& to);
   // The first bucket of `level_ns` with a span named `name_id` of group `grp` (nullopt: none).

@@ -1,6 +1,8 @@
 // Row decoders; see row_decode.h.
 #include "storage/row_decode.h"
 
+#include <iterator>
+
 namespace stallscope {
 
 SpanRow decode_span(const Stmt& s) {
@@ -118,6 +120,14 @@ HandoffSummaryRow decode_handoff_summary(const Stmt& s) {
   r.step_sketch = s.blob(11);
   r.starts = s.int64(12);
   r.start_total_ns = s.int64(13);
+  return r;
+}
+
+QueueSummaryRow decode_queue_summary(const Stmt& s) {
+  QueueSummaryRow r;
+  int64_t* const columns[] = {&r.level_ns,  &r.bucket,    &r.process_id, &r.loader,    &r.covered_ns, &r.ready_ns,
+                              &r.ready_min, &r.ready_max, &r.empty_ns,   &r.flight_ns, &r.flight_min, &r.flight_max};
+  for (int c = 0; c < static_cast<int>(std::size(columns)); ++c) *columns[c] = s.int64(c);
   return r;
 }
 

@@ -25,6 +25,10 @@ inline constexpr const char* kGpuSummaryColumns = "level_ns, bucket, process_id,
 inline constexpr const char* kHandoffSummaryColumns =
     "level_ns, bucket, thread_id, loader, batches, samples, unsized, steps, step_total_ns, step_min_ns, step_max_ns, "
     "step_sketch, starts, start_total_ns";
+inline constexpr const char* kQueueSummaryColumns =
+    "level_ns, bucket, process_id, loader, covered_ns, ready_ns, ready_min, ready_max, empty_ns, flight_ns, "
+    "flight_min, "
+    "flight_max";
 
 // NULL -> nullopt.
 inline std::optional<int64_t> column_opt(const Stmt& s, int c) {
@@ -41,5 +45,6 @@ InstantSummaryRow decode_instant_summary(const Stmt& s);
 CounterSummaryRow decode_counter_summary(const Stmt& s);
 GpuSummaryRow decode_gpu_summary(const Stmt& s);
 HandoffSummaryRow decode_handoff_summary(const Stmt& s);
+QueueSummaryRow decode_queue_summary(const Stmt& s);
 
 }  // namespace stallscope

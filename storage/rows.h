@@ -104,6 +104,18 @@ struct HandoffSummaryRow {
   int64_t starts = 0, start_total_ns = 0;
 };
 
+// One interval of one loader's queue in one process (queue_summaries): over the time the loader
+// was active in it (from an epoch's first next() call to its StopIteration or dl.epoch_end), the
+// batches ready (put by a worker, not yet handed to the loop) and in flight (sent to a worker, not
+// yet put) as step functions: their time integrals (batch-ns; divided by covered_ns, the means),
+// lowest and highest values held for a positive time, and the time with none ready.
+struct QueueSummaryRow {
+  int64_t level_ns = 0, bucket = 0, process_id = 0, loader = 0;
+  int64_t covered_ns = 0;
+  int64_t ready_ns = 0, ready_min = 0, ready_max = 0, empty_ns = 0;
+  int64_t flight_ns = 0, flight_min = 0, flight_max = 0;
+};
+
 struct CounterSummaryRow {
   int64_t level_ns = 0, bucket = 0, track_id = 0;
   int64_t count = 0;

@@ -96,6 +96,11 @@ CREATE TABLE handoff_summaries (
   step_total_ns INTEGER NOT NULL, step_min_ns INTEGER NOT NULL, step_max_ns INTEGER NOT NULL,
   step_sketch BLOB NOT NULL, starts INTEGER NOT NULL, start_total_ns INTEGER NOT NULL,
   PRIMARY KEY (level_ns, bucket, thread_id, loader)) WITHOUT ROWID;
+CREATE TABLE queue_summaries (
+  level_ns INTEGER NOT NULL, bucket INTEGER NOT NULL, process_id INTEGER NOT NULL, loader INTEGER NOT NULL,
+  covered_ns INTEGER NOT NULL, ready_ns INTEGER NOT NULL, ready_min INTEGER NOT NULL, ready_max INTEGER NOT NULL,
+  empty_ns INTEGER NOT NULL, flight_ns INTEGER NOT NULL, flight_min INTEGER NOT NULL, flight_max INTEGER NOT NULL,
+  PRIMARY KEY (level_ns, bucket, process_id, loader)) WITHOUT ROWID;
 )sql";
 
 constexpr const char* kSummaryUnitsSql = R"sql(
@@ -119,7 +124,16 @@ INSERT INTO units VALUES
   ('handoff_summaries', 'unsized', 'batches', 'those batches whose collated size the recording does not hold'),
   ('handoff_summaries', 'step_total_ns', 'ns', 'summed step times (gap since the previous hand-off) ending in the interval'),
   ('handoff_summaries', 'step_sketch', 'ns', 'quantile sketch of those step times, 1 % relative error'),
-  ('handoff_summaries', 'start_total_ns', 'ns', 'summed loader starts (dl.epoch_begin to the first next()) that began in the interval');
+  ('handoff_summaries', 'start_total_ns', 'ns', 'summed loader starts (dl.epoch_begin to the first next()) that began in the interval'),
+  ('queue_summaries', 'level_ns', 'ns', 'length of the interval'),
+  ('queue_summaries', 'covered_ns', 'ns', 'time in the interval the loader was active (first next() of an epoch to its end)'),
+  ('queue_summaries', 'ready_ns', 'batch ns', 'integral over that time of the batches ready (put, not yet handed)'),
+  ('queue_summaries', 'ready_min', 'batches', 'fewest batches ready for a positive time'),
+  ('queue_summaries', 'ready_max', 'batches', 'most batches ready for a positive time'),
+  ('queue_summaries', 'empty_ns', 'ns', 'time of covered_ns with no batch ready'),
+  ('queue_summaries', 'flight_ns', 'batch ns', 'integral over that time of the batches in flight (sent, not yet put)'),
+  ('queue_summaries', 'flight_min', 'batches', 'fewest batches in flight for a positive time'),
+  ('queue_summaries', 'flight_max', 'batches', 'most batches in flight for a positive time');
 )sql";
 
 }  // namespace

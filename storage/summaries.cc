@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <queue>
 #include <unordered_map>
 
 namespace stallscope {
@@ -45,11 +46,27 @@ struct HandoffAgg {
   DurationSketch sketch;
 };
 
+// A loader's queue over one interval (queue_summaries). min/max hold the int64 limits while nothing
+// was covered.
+struct QueueAgg {
+  int64_t covered = 0, ready = 0, empty = 0, flight = 0;
+  int64_t ready_min = std::numeric_limits<int64_t>::max(), ready_max = std::numeric_limits<int64_t>::min();
+  int64_t flight_min = std::numeric_limits<int64_t>::max(), flight_max = std::numeric_limits<int64_t>::min();
+};
+
+int64_t saturating_mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+  return r;
+}
+
 // Keys start with (level index, bucket).
 using SpanKey = std::tuple<size_t, int64_t, int64_t, int64_t, int64_t>;     // thread, name, grp
 using CounterKey = std::tuple<size_t, int64_t, int64_t>;                    // track
 using GpuKey = std::tuple<size_t, int64_t, int64_t, int64_t, std::string>;  // process, device, kind
 using HandoffKey = std::tuple<size_t, int64_t, int64_t, int64_t>;           // thread, loader
+using QueueKey = std::tuple<size_t, int64_t, int64_t, int64_t>;             // process, loader
 // A batch of one loader of one process: (process row, loader, batch index).
 using BatchKey = std::tuple<int64_t, int64_t, int64_t>;
 
@@ -139,8 +156,9 @@ struct Summaries::Impl {
   Buckets<CounterKey, CounterAgg> counters;
   Buckets<GpuKey, GpuAgg> gpu;
   Buckets<HandoffKey, HandoffAgg> handoffs;
+  Buckets<QueueKey, QueueAgg> queues;
   std::unique_ptr<Stmt> span_get, span_put, instant_get, instant_put, counter_get, counter_put, gpu_get, gpu_put,
-      handoff_get, handoff_put;
+      handoff_get, handoff_put, queue_get, queue_put;
   Status error;
 
   // What joins a hand-off to its batch's size. Every map is bounded: what outgrows its bound is
@@ -170,7 +188,131 @@ struct Summaries::Impl {
   static constexpr size_t kMaxBegun = 1 << 14;
 
   void size_later(const BatchKey& b, int64_t samples);
+
+  // The queues (queue_summaries) follow each loader's batches in time order, which the rows do not
+  // arrive in: a worker's puts come from its own ring, the hand-offs from the training thread's.
+  // Their events wait here until kQueueLagNs of later rows have come (each drain reads every ring,
+  // ~100 ms apart), then go through in time order. One that comes later than that is taken at the
+  // time reached (counted in queue_late).
+  static constexpr int64_t kQueueLagNs = 5'000'000'000;
+  static constexpr size_t kMaxQueueWaiting = 1 << 20;
+  // In the order a batch's events follow each other: at equal times a put goes before the hand-off
+  // it makes possible, whichever row came first.
+  enum class QueueEventKind : uint8_t { kEpochBegin, kSent, kPut, kNextStart, kHanded, kStop, kEpochEnd };
+  struct QueueEvent {
+    int64_t t;
+    uint64_t seq;
+    int64_t thread_id, arg0;
+    QueueEventKind kind;
+  };
+  struct Later {
+    bool operator()(const QueueEvent& a, const QueueEvent& b) const {
+      if (a.t != b.t) return a.t > b.t;
+      return a.kind != b.kind ? a.kind > b.kind : a.seq > b.seq;
+    }
+  };
+  std::priority_queue<QueueEvent, std::vector<QueueEvent>, Later> queue_waiting;
+  uint64_t queue_seq = 0;
+  int64_t queue_seen = std::numeric_limits<int64_t>::min();  // the latest time of an event that came
+  int64_t queue_done = std::numeric_limits<int64_t>::min();  // events up to here went through
+  int64_t queue_late = 0;
+  struct QueueState {
+    int64_t flight = 0, ready = 0, since = 0;
+    bool active = false;
+  };
+  std::map<std::pair<int64_t, int64_t>, QueueState> queue_state;  // (process row, loader) -> now
+  static constexpr size_t kMaxQueues = 1 << 12;
+
+  void queue_event(int64_t t, int64_t thread_id, int64_t arg0, QueueEventKind kind);
+  void queue_until(int64_t t);
+  void queue_apply(const QueueEvent& e);
+  void queue_cover(std::pair<int64_t, int64_t> key, QueueState& q, int64_t t);
 };
+
+void Summaries::Impl::queue_event(int64_t t, int64_t thread_id, int64_t arg0, QueueEventKind kind) {
+  queue_waiting.push(QueueEvent{t, queue_seq++, thread_id, arg0, kind});
+  queue_seen = std::max(queue_seen, t);
+  while (queue_waiting.size() > kMaxQueueWaiting) {
+    const QueueEvent e = queue_waiting.top();
+    queue_waiting.pop();
+    queue_apply(e);
+  }
+}
+
+// Every waiting event up to `t`, in time order.
+void Summaries::Impl::queue_until(int64_t t) {
+  while (!queue_waiting.empty() && queue_waiting.top().t <= t) {
+    const QueueEvent e = queue_waiting.top();
+    queue_waiting.pop();
+    queue_apply(e);
+  }
+}
+
+// The queue's time from its last change to `t`, with the values it held, added to the buckets it
+// crosses while the loader is active.
+void Summaries::Impl::queue_cover(std::pair<int64_t, int64_t> key, QueueState& q, int64_t t) {
+  if (q.active && t > q.since) {
+    queues.see(t);
+    for (size_t l = 0; l < kLevels; ++l) {
+      const int64_t len = kSummaryLevelsNs[l];
+      for (int64_t b = summary_bucket(q.since, len), last = summary_bucket(t - 1, len); b <= last; ++b) {
+        const int64_t from = std::max(q.since, b * len), to = std::min(t, (b + 1) * len);
+        const int64_t d = to - from;
+        if (d <= 0) continue;
+        QueueAgg& a = queues.at({l, b, key.first, key.second}, error);
+        a.covered = saturating_add(a.covered, d);
+        a.ready = saturating_add(a.ready, saturating_mul(q.ready, d));
+        a.flight = saturating_add(a.flight, saturating_mul(q.flight, d));
+        if (q.ready == 0) a.empty = saturating_add(a.empty, d);
+        a.ready_min = std::min(a.ready_min, q.ready);
+        a.ready_max = std::max(a.ready_max, q.ready);
+        a.flight_min = std::min(a.flight_min, q.flight);
+        a.flight_max = std::max(a.flight_max, q.flight);
+      }
+    }
+  }
+  q.since = std::max(q.since, t);
+}
+
+void Summaries::Impl::queue_apply(const QueueEvent& e) {
+  if (e.t < queue_done) ++queue_late;
+  const int64_t t = std::max(e.t, queue_done);
+  queue_done = t;
+  auto proc = thread_process.find(e.thread_id);
+  if (proc == thread_process.end()) return;
+  std::pair<int64_t, int64_t> key{proc->second, e.arg0};
+  if (e.kind == QueueEventKind::kPut) {
+    // A torch worker's put (arg0: the batch) is its loader's, in the process that started it; the
+    // reference loader's threads put in the training process (arg0: the loader).
+    auto pid = process_pid.find(proc->second);
+    auto w = pid == process_pid.end() ? worker_of.end() : worker_of.find(pid->second);
+    if (w != worker_of.end()) key = w->second;
+  }
+  auto it = queue_state.find(key);
+  if (it == queue_state.end()) {
+    // A queue is a loader's that sends batches to workers: its first dl.sent opens it.
+    if (e.kind != QueueEventKind::kSent || e.arg0 < 0 || queue_state.size() >= kMaxQueues) return;
+    it = queue_state.emplace(key, QueueState{0, 0, t, false}).first;
+  }
+  QueueState& q = it->second;
+  queue_cover(key, q, t);
+  switch (e.kind) {
+    case QueueEventKind::kEpochBegin:
+    case QueueEventKind::kEpochEnd:
+      // A new iterator, or the end of one: what it had sent or queued is gone with it.
+      q.flight = q.ready = 0;
+      q.active = false;
+      break;
+    case QueueEventKind::kSent: ++q.flight; break;
+    case QueueEventKind::kPut:
+      q.flight = std::max<int64_t>(0, q.flight - 1);
+      ++q.ready;
+      break;
+    case QueueEventKind::kNextStart: q.active = true; break;
+    case QueueEventKind::kHanded: q.ready = std::max<int64_t>(0, q.ready - 1); break;
+    case QueueEventKind::kStop: q.active = false; break;
+  }
+}
 
 // A worker's collate of batch `b`: sizes the hand-off already counted, or waits for it.
 void Summaries::Impl::size_later(const BatchKey& b, int64_t samples) {
@@ -226,6 +368,10 @@ Status Summaries::prepare() {
        "SELECT batches, samples, unsized, steps, step_total_ns, step_min_ns, step_max_ns, step_sketch, starts, "
        "start_total_ns FROM handoff_summaries WHERE level_ns = ? AND bucket = ? AND thread_id = ? AND loader = ?"},
       {&m.handoff_put, "INSERT OR REPLACE INTO handoff_summaries VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+      {&m.queue_get,
+       "SELECT covered_ns, ready_ns, ready_min, ready_max, empty_ns, flight_ns, flight_min, flight_max FROM "
+       "queue_summaries WHERE level_ns = ? AND bucket = ? AND process_id = ? AND loader = ?"},
+      {&m.queue_put, "INSERT OR REPLACE INTO queue_summaries VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"},
   };
   for (const Item& it : items) {
     auto s = db_.prepare(it.sql);
@@ -355,6 +501,24 @@ Status Summaries::prepare() {
     s.bind_blob(i + 7, a.sketch.encode()).bind(i + 8, a.starts).bind(i + 9, a.start_total);
     return s.run();
   };
+  m.queues.load = [&m, bind_handoff_key, read](const QueueKey& k, QueueAgg& a) {
+    bind_handoff_key(*m.queue_get, k);
+    return read(*m.queue_get, [&a](Stmt& s) {
+      int64_t* const columns[] = {&a.covered, &a.ready,  &a.ready_min,  &a.ready_max,
+                                  &a.empty,   &a.flight, &a.flight_min, &a.flight_max};
+      for (int c = 0; c < static_cast<int>(std::size(columns)); ++c) *columns[c] = s.int64(c);
+      return Status::Ok();
+    });
+  };
+  m.queues.store = [&m, bind_handoff_key](const QueueKey& k, const QueueAgg& a) {
+    Stmt& s = *m.queue_put;
+    int i = bind_handoff_key(s, k);
+    const bool any = a.covered > 0;
+    for (int64_t v : {a.covered, a.ready, any ? a.ready_min : 0, any ? a.ready_max : 0, a.empty, a.flight,
+                      any ? a.flight_min : 0, any ? a.flight_max : 0})
+      s.bind(i++, v);
+    return s.run();
+  };
   return Status::Ok();
 }
 
@@ -367,7 +531,10 @@ void Summaries::on_string(uint32_t id, std::string_view value) {
   const std::pair<std::unordered_set<uint32_t>*, std::string_view> named[] = {{&next_names_, "dl.next"},
                                                                               {&collate_names_, "dl.collate"},
                                                                               {&worker_start_names_, "dl.worker_start"},
-                                                                              {&epoch_begin_names_, "dl.epoch_begin"}};
+                                                                              {&epoch_begin_names_, "dl.epoch_begin"},
+                                                                              {&epoch_end_names_, "dl.epoch_end"},
+                                                                              {&sent_names_, "dl.sent"},
+                                                                              {&put_names_, "dl.put"}};
   for (const auto& [set, name] : named) {
     if (value == name) {
       set->insert(id);
@@ -399,6 +566,7 @@ void Summaries::add_span(const SpanRow& r) {
   if (next_names_.count(r.name_id) != 0) {
     add_start(r);
     add_handoff(r);
+    if (queue_from_rows_) queue_span(r);
   } else if (collate_names_.count(r.name_id) != 0) {
     add_collate(r);
   }
@@ -509,8 +677,36 @@ void Summaries::add_handoff(const SpanRow& r) {
   }
 }
 
+// A dl.next, for the queue of its loader: the loader is active from the call's start; at its end it
+// handed a batch (arg1 >= 0) or stopped.
+void Summaries::queue_span(const SpanRow& r) {
+  if (!r.arg0 || !r.dur_ns) return;
+  Impl& m = *impl_;
+  const int64_t end = saturating_add(r.start_ns, *r.dur_ns);
+  m.queue_event(r.start_ns, r.thread_id, *r.arg0, Impl::QueueEventKind::kNextStart);
+  m.queue_event(end, r.thread_id, *r.arg0,
+                r.arg1.value_or(-1) >= 0 ? Impl::QueueEventKind::kHanded : Impl::QueueEventKind::kStop);
+}
+
+// dl.epoch_begin, dl.epoch_end, dl.sent and dl.put, for the queue of their loader.
+void Summaries::queue_instant(const InstantRow& r) {
+  if (!r.arg0) return;
+  using K = Impl::QueueEventKind;
+  const K kind = epoch_begin_names_.count(r.name_id) ? K::kEpochBegin
+                 : epoch_end_names_.count(r.name_id) ? K::kEpochEnd
+                 : sent_names_.count(r.name_id)      ? K::kSent
+                                                     : K::kPut;
+  impl_->queue_event(r.ts_ns, r.thread_id, *r.arg0, kind);
+}
+
+bool Summaries::is_queue_instant(uint32_t name_id) const {
+  return epoch_begin_names_.count(name_id) != 0 || epoch_end_names_.count(name_id) != 0 ||
+         sent_names_.count(name_id) != 0 || put_names_.count(name_id) != 0;
+}
+
 void Summaries::add_instant(const InstantRow& r) {
   Impl& m = *impl_;
+  if (queue_from_rows_ && is_queue_instant(r.name_id)) queue_instant(r);
   const int64_t grp = grouped_names_.count(r.name_id) ? r.arg0.value_or(-1) : -1;
   m.instants.see(r.ts_ns);
   for (size_t l = 0; l < kLevels; ++l) {
@@ -657,8 +853,84 @@ void Summaries::add_summary(const HandoffSummaryRow& r) {
   }
 }
 
+void Summaries::add_summary(const QueueSummaryRow& r) {
+  const auto l = level_index(r.level_ns);
+  if (!l || r.covered_ns <= 0) return;
+  Impl& m = *impl_;
+  m.queues.see(bucket_start(r.bucket, r.level_ns));
+  QueueAgg& a = m.queues.at({*l, r.bucket, r.process_id, r.loader}, m.error);
+  a.covered = saturating_add(a.covered, r.covered_ns);
+  a.ready = saturating_add(a.ready, r.ready_ns);
+  a.empty = saturating_add(a.empty, r.empty_ns);
+  a.flight = saturating_add(a.flight, r.flight_ns);
+  a.ready_min = std::min(a.ready_min, r.ready_min);
+  a.ready_max = std::max(a.ready_max, r.ready_max);
+  a.flight_min = std::min(a.flight_min, r.flight_min);
+  a.flight_max = std::max(a.flight_max, r.flight_max);
+}
+
+void Summaries::finish_queues() {
+  Impl& m = *impl_;
+  m.queue_until(std::numeric_limits<int64_t>::max());
+}
+
+int64_t Summaries::queue_events_late() const { return impl_ ? impl_->queue_late : 0; }
+
+Status Summaries::build_queues(const std::function<bool(int64_t thread_id)>& include) {
+  Impl& m = *impl_;
+  std::vector<uint32_t> instant_names, next_names(next_names_.begin(), next_names_.end());
+  for (const auto* set : {&epoch_begin_names_, &epoch_end_names_, &sent_names_, &put_names_})
+    instant_names.insert(instant_names.end(), set->begin(), set->end());
+  auto list = [](const std::vector<uint32_t>& ids) {
+    std::string o = "-1";
+    for (uint32_t id : ids) o += "," + std::to_string(id);
+    return o;
+  };
+  // Both in time order (a dl.next by its start; its end waits among the events until its time).
+  auto instants = db_.prepare("SELECT thread_id, name_id, ts_ns, arg0 FROM instants WHERE name_id IN (" +
+                              list(instant_names) + ") ORDER BY ts_ns, id");
+  if (!instants.ok()) return instants.status();
+  auto spans = db_.prepare(
+      "SELECT thread_id, start_ns, dur_ns, arg0, arg1 FROM spans WHERE dur_ns IS NOT NULL AND name_id IN (" +
+      list(next_names) + ") ORDER BY start_ns, id");
+  if (!spans.ok()) return spans.status();
+  Stmt& in = **instants;
+  Stmt& sp = **spans;
+  bool has_in = in.step(), has_sp = sp.step();
+  int64_t n = 0;
+  while (has_in || has_sp) {
+    if (has_in && (!has_sp || in.int64(2) <= sp.int64(1))) {
+      InstantRow r;
+      r.thread_id = in.int64(0);
+      r.name_id = static_cast<uint32_t>(in.int64(1));
+      r.ts_ns = in.int64(2);
+      r.arg0 = in.is_null(3) ? std::nullopt : std::optional<int64_t>(in.int64(3));
+      if (include(r.thread_id)) queue_instant(r);
+      has_in = in.step();
+    } else {
+      SpanRow r;
+      r.thread_id = sp.int64(0);
+      r.start_ns = sp.int64(1);
+      r.dur_ns = sp.int64(2);
+      r.arg0 = sp.is_null(3) ? std::nullopt : std::optional<int64_t>(sp.int64(3));
+      r.arg1 = sp.is_null(4) ? std::nullopt : std::optional<int64_t>(sp.int64(4));
+      if (include(r.thread_id)) queue_span(r);
+      has_sp = sp.step();
+    }
+    if (++n % 65536 == 0) {
+      m.queue_until(saturating_add(m.queue_seen, -Impl::kQueueLagNs));
+      if (Status w = m.queues.write_and_forget(); !w.ok()) return w;
+    }
+  }
+  if (!in.status().ok()) return in.status();
+  if (!sp.status().ok()) return sp.status();
+  finish_queues();
+  return Status::Ok();
+}
+
 Status Summaries::write() {
   Impl& m = *impl_;
+  m.queue_until(saturating_add(m.queue_seen, -Impl::kQueueLagNs));
   if (!m.error.ok()) {
     Status e = m.error;
     m.error = Status::Ok();
@@ -668,12 +940,13 @@ Status Summaries::write() {
   if (Status s = m.instants.write_and_forget(); !s.ok()) return s;
   if (Status s = m.counters.write_and_forget(); !s.ok()) return s;
   if (Status s = m.handoffs.write_and_forget(); !s.ok()) return s;
+  if (Status s = m.queues.write_and_forget(); !s.ok()) return s;
   return m.gpu.write_and_forget();
 }
 
 size_t Summaries::buckets_in_memory() const {
   return impl_ ? impl_->spans.size() + impl_->instants.size() + impl_->counters.size() + impl_->gpu.size() +
-                     impl_->handoffs.size()
+                     impl_->handoffs.size() + impl_->queues.size()
                : 0;
 }
 

@@ -24,6 +24,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -72,6 +73,18 @@ class Summaries {
   void add_summary(const CounterSummaryRow& row);
   void add_summary(const GpuSummaryRow& row);
   void add_summary(const HandoffSummaryRow& row);
+  void add_summary(const QueueSummaryRow& row);
+
+  // Queues (queue_summaries) need their events in time order. By default the rows feed them as
+  // they come, each event waiting until 5 s of later rows have come (a live recording's drains).
+  // Where rows come table by table (an upgrade, a merge), set_queue_from_rows(false) leaves them
+  // out and build_queues() reads the database's own rows in time order instead, those of the
+  // threads `include` accepts; it needs the processes, threads and dl.worker_start instants
+  // already added. finish_queues() lets every waiting event through: the end of the recording.
+  void set_queue_from_rows(bool on) { queue_from_rows_ = on; }
+  Status build_queues(const std::function<bool(int64_t thread_id)>& include);
+  void finish_queues();
+  int64_t queue_events_late() const;  // came after their time had gone through (see summaries.cc)
 
   // Writes every bucket changed since the last call, inside the caller's open transaction, then
   // forgets those that end more than one of their own lengths before the latest time their table
@@ -83,11 +96,16 @@ class Summaries {
   void add_start(const SpanRow& row);
   void add_handoff(const SpanRow& row);
   void add_collate(const SpanRow& row);
+  void queue_span(const SpanRow& row);
+  void queue_instant(const InstantRow& row);
+  bool is_queue_instant(uint32_t name_id) const;
   struct Impl;
   Db& db_;
   std::unique_ptr<Impl> impl_;
   std::unordered_set<uint32_t> grouped_names_;
-  std::unordered_set<uint32_t> next_names_, collate_names_, worker_start_names_, epoch_begin_names_;
+  std::unordered_set<uint32_t> next_names_, collate_names_, worker_start_names_, epoch_begin_names_, epoch_end_names_,
+      sent_names_, put_names_;
+  bool queue_from_rows_ = true;
 };
 
 }  // namespace stallscope

@@ -53,6 +53,7 @@ Status build(Db& db, bool temporary, int64_t& done, const UpgradeProgress& progr
   if (Status s = create_summary_tables(db, temporary); !s.ok()) return s;
   Summaries sums(db);
   if (Status s = sums.prepare(); !s.ok()) return s;
+  sums.set_queue_from_rows(false);  // rows come table by table: the queues read them in time order below
   {
     auto st = db.prepare("SELECT id, value FROM strings");
     if (!st.ok()) return st.status();
@@ -96,6 +97,7 @@ Status build(Db& db, bool temporary, int64_t& done, const UpgradeProgress& progr
   s = feed(
       db, sums, gpu, [&sums](Stmt& r) { sums.add_gpu(decode_gpu_activity(r)); }, done, *total, progress);
   if (!s.ok()) return s;
+  if (Status q = sums.build_queues([](int64_t) { return true; }); !q.ok()) return q;
   if (Status w = sums.write(); !w.ok()) return w;
   if (progress) progress(done, *total);
   if (temporary) return Status::Ok();

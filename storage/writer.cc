@@ -222,6 +222,10 @@ void Writer::add_gpu_activity(const GpuActivityRow& r) {
 }
 
 Status Writer::finish() {
+  // The queues' events that still wait for later rows (storage/summaries.h): there are none now.
+  if (Status s = begin(); !s.ok()) return s;
+  summaries_->finish_queues();
+  if (Status s = commit(); !s.ok()) return s;
   if (Status s = db_->exec("PRAGMA wal_checkpoint(TRUNCATE)"); !s.ok()) return s;
   // A finished recording is one self-contained file: readers need no -wal/-shm beside it (and do
   // not create them). If a reader holds the file open the switch fails and the file stays in WAL

@@ -9,9 +9,13 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <map>
+#include <vector>
+
 #include "analysis/report.h"
 #include "storage/reader.h"
 #include "storage/sqlite.h"
+#include "storage/summaries.h"
 #include "tests/analysis/fixture.h"
 #include "tests/unit/test_util.h"
 
@@ -126,6 +130,37 @@ TEST(MergeTest, RanksOfOneHostShareTheMonotonicClockExactly) {
     EXPECT_EQ(r.ranks.ranks[static_cast<size_t>(k)].steps, alone.steps);
     EXPECT_NEAR(r.ranks.ranks[static_cast<size_t>(k)].stall_fraction, alone.stall.fraction, 1e-9);
     EXPECT_EQ(r.ranks.ranks[static_cast<size_t>(k)].samples_per_s, alone.samples_per_s);
+  }
+  // Each rank's loader queue (queue_summaries, built from the merged rows in time order) holds the
+  // same time and batch-time as its own recording's, at every level.
+  auto queue_totals = [](const std::string& path, int64_t level) {
+    auto db = Db::open(path, Db::Mode::kReadOnly);
+    EXPECT_TRUE(db.ok());
+    std::map<int64_t, std::vector<int64_t>> by_pid;
+    if (!db.ok()) return by_pid;
+    auto st = (*db)->prepare(
+        "SELECT p.pid, sum(covered_ns), sum(ready_ns), sum(empty_ns), sum(flight_ns), max(ready_max), "
+        "max(flight_max), count(*) FROM queue_summaries q JOIN processes p ON p.id = q.process_id WHERE level_ns = " +
+        std::to_string(level) + " GROUP BY 1");
+    EXPECT_TRUE(st.ok());
+    while (st.ok() && (*st)->step()) {
+      for (int c = 1; c < 8; ++c) by_pid[(*st)->int64(0)].push_back((*st)->int64(c));
+    }
+    return by_pid;
+  };
+  for (int64_t level : kSummaryLevelsNs) {
+    auto both = queue_totals(job, level);
+    ASSERT_EQ(both.size(), 2u) << level;
+    for (int k = 0; k < 2; ++k) {
+      auto alone = queue_totals(dir.file("rank" + std::to_string(k) + ".db"), level);
+      ASSERT_EQ(alone.size(), 1u);
+      const auto& [pid, totals] = *alone.begin();
+      EXPECT_GT(totals[0], 0) << k;
+      // the sums and the highest values; not the row count (rank 1's buckets move by its 2 s)
+      EXPECT_EQ(std::vector<int64_t>(both[pid].begin(), both[pid].end() - 1),
+                std::vector<int64_t>(totals.begin(), totals.end() - 1))
+          << "rank " << k << " level " << level;
+    }
   }
   // The merged file's instants follow time as closely as each input's do (readers bisect on it).
   EXPECT_LE(worst_step_back(job),

@@ -227,6 +227,47 @@ TEST_F(OverTimeFromRecording, BatchesSamplesAndStepTimesAgreeWithTheReportOfEver
   EXPECT_NE(text.find("samples/s   step p50"), std::string::npos) << text;
 }
 
+// queue_summaries: the training loader's queue over the whole run equals the report's Queue section,
+// which builds the step functions from every row.
+TEST_F(OverTimeFromRecording, TheQueueAgreesWithTheReportOfEveryRow) {
+  record();
+  auto reader = Reader::open(path_);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  const Report r = analyzed(**reader);
+  ASSERT_TRUE(r.queue.available) << r.queue.note;
+  auto ot = over_time(**reader, r);
+  ASSERT_TRUE(ot.ok()) << ot.status().message();
+  ASSERT_TRUE(ot->available) << ot->note;
+  ASSERT_TRUE(ot->total.queue.has_value());
+  const QueuePeriod& q = *ot->total.queue;
+  EXPECT_NEAR(q.active_s(), r.queue.active_s, 1e-9);
+  EXPECT_NEAR(q.ready_mean(), r.queue.mean_ready.value_or(-1), 1e-9);
+  EXPECT_NEAR(q.empty_fraction(), r.queue.empty_fraction.value_or(-1), 1e-9);
+  EXPECT_NEAR(q.in_flight_mean(), r.queue.mean_in_flight.value_or(-1), 1e-9);
+  EXPECT_EQ(q.ready_max, r.queue.max_ready);
+  // The first epoch keeps the queue full (fetches faster than the steps: prefetch_factor 2 x 2
+  // workers), the later ones run it empty.
+  EXPECT_EQ(q.ready_max, 4);
+  EXPECT_EQ(q.ready_min, 0);
+  EXPECT_GT(q.empty_fraction(), 0.3);
+  ASSERT_GE(ot->periods.size(), 3u);
+  ASSERT_TRUE(ot->periods.front().queue.has_value());
+  ASSERT_TRUE(ot->periods.back().queue.has_value());
+  EXPECT_GT(ot->periods.front().queue->ready_mean(), 2.0);
+  EXPECT_LT(ot->periods.back().queue->ready_mean(), 0.5);
+  // The periods add up to the whole run.
+  int64_t active = 0;
+  for (const OverTimePeriod& p : ot->periods) active += p.queue ? p.queue->active_ns : 0;
+  EXPECT_EQ(active, q.active_ns);
+  Report with = r;
+  with.over_time = *ot;
+  const Json j = to_json(with);
+  EXPECT_NEAR(j["over_time"]["total"]["queue"]["mean_ready"].get<double>(), q.ready_mean(), 1e-12);
+  EXPECT_EQ(j["over_time"]["total"]["queue"]["max_ready"].get<int64_t>(), 4);
+  const std::string text = render_text(with);
+  EXPECT_NE(text.find("step p50  ready  fetch p50"), std::string::npos) << text;
+}
+
 TEST_F(OverTimeFromRecording, TheReportShowsItInTextAndJson) {
   record();
   auto reader = Reader::open(path_);

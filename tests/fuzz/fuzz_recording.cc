@@ -65,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto db = Db::open(path, Db::Mode::kReadWrite); db.ok()) {
     (void)(*db)->exec(
         "DROP TABLE span_summaries; DROP TABLE instant_summaries; DROP TABLE counter_summaries; "
-        "DROP TABLE gpu_summaries; DROP TABLE handoff_summaries; PRAGMA user_version = 1; "
+        "DROP TABLE gpu_summaries; DROP TABLE handoff_summaries; DROP TABLE queue_summaries; PRAGMA user_version = 1; "
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('complete', '1')");
   }
   if (auto reader = Reader::open(path); reader.ok()) {  // read-only: summaries for the read

@@ -19,7 +19,8 @@ import pytest
 from conftest import LAUNCHER, LOADER_PROG, NEEDS_OTHER_USER, Recording, as_other, base_env, run_recorded
 
 pytestmark = pytest.mark.torch
-TABLES = ("span_summaries", "instant_summaries", "counter_summaries", "gpu_summaries", "handoff_summaries")
+TABLES = ("span_summaries", "instant_summaries", "counter_summaries", "gpu_summaries", "handoff_summaries",
+          "queue_summaries")
 
 
 def summary_rows(db):
@@ -171,6 +172,15 @@ def test_report_detail_reads_the_latest_part_and_the_whole_run_from_the_summarie
         assert total[key] == pytest.approx(exact, rel=0.01, abs=1e-6), (key, total[key], gaps)
     assert f"batches {total['batches']:,}, samples {total['samples']:,}" in whole_line, whole_line
     assert times_line.startswith(" " * 19 + "step p50 ") and "fetch p50 " in times_line, times_line
+    # The training loader's queue, from queue_summaries: the report's Queue section of every event.
+    q, exact = total["queue"], whole["queue"]
+    assert exact["available"] and q is not None, (q, exact)
+    assert q["active_s"] == pytest.approx(exact["active_s"], abs=1e-6), (q, exact)
+    for key in ("mean_ready", "empty_fraction", "mean_in_flight"):
+        assert q[key] == pytest.approx(exact[key], abs=1e-6), (key, q, exact)
+    assert q["max_ready"] == exact["max_ready"] and 0 <= q["min_ready"] <= q["max_ready"], (q, exact)
+    assert lines[at + 3].startswith(" " * 19 + f"queue ready {q['mean_ready']:.2f} batches on average ("), \
+        lines[at + 3]
     # The data stall: waiting in next() and inside DataLoader.__iter__ (to the epoch's first next()
     # call), the same seconds as the report of every event gives (it counts the workers' start-up
     # inside that first call as starting the loader; the sum is the same).

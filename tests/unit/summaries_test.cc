@@ -652,6 +652,115 @@ TEST(HandoffSummariesTest, TheSameBatchOfTwoEpochsIsSizedInOrder) {
   EXPECT_EQ((*rows)->front().start_total_ns, (10 - 7 + 20 - 17) * kMs);
 }
 
+// queue_summaries: a loader's batches ready (put by its worker, not yet handed) and in flight (sent,
+// not yet put) while it is active (first next() call to StopIteration), from rows that arrive out
+// of time order: the worker's puts in a later drain than the hand-offs they precede. Events wait
+// until 5 s of later rows have come, then go through in time order; one that comes later than that
+// is counted late.
+TEST(QueueSummariesTest, ReadyAndInFlightFollowTheBatchesInTimeOrder) {
+  testing::TempDir dir;
+  const std::string path = dir.file("run.db");
+  constexpr int64_t kMs = 1'000'000, kS = 1'000'000'000;
+  auto w = Writer::create(path);
+  ASSERT_TRUE(w.ok());
+  Writer& wr = **w;
+  ASSERT_TRUE(wr.begin().ok());
+  const char* names[] = {"dl.next", "dl.sent", "dl.put", "dl.epoch_begin", "dl.epoch_end", "dl.worker_start"};
+  for (uint32_t i = 0; i < std::size(names); ++i) wr.add_string(i + 1, names[i]);
+  enum : uint32_t { kNext = 1, kSent, kPut, kBegin, kEnd, kWorkerStart };
+  const int64_t train = wr.add_process(ProcessRow{0, 100, {}, "train", 0, {}, {}, {}});
+  const int64_t worker = wr.add_process(ProcessRow{0, 200, 100, "worker", 0, {}, {}, {}});
+  const int64_t main = wr.add_thread(ThreadRow{0, train, 100, "main"});
+  const int64_t wt = wr.add_thread(ThreadRow{0, worker, 200, "worker"});
+  auto instant = [&](int64_t thread, uint32_t name, int64_t ts, int64_t a0, int64_t a1, int64_t a2) {
+    wr.add_instant(InstantRow{0, thread, ts, name, a0, a1, a2});
+  };
+  auto next = [&](int64_t start, int64_t end, int64_t batch) {
+    wr.add_span(SpanRow{0, main, start, end - start, kNext, 0, int64_t{0}, batch, int64_t{0}});
+  };
+  auto drain = [&] {
+    ASSERT_TRUE(wr.commit().ok());
+    ASSERT_TRUE(wr.begin().ok());
+  };
+  // Epoch 0 of loader 0, one worker (pid 200). Drain 1: the training thread's rows.
+  instant(main, kBegin, 0, 0, 0, 1);
+  instant(main, kWorkerStart, 0, 0, 0, 200);
+  instant(main, kSent, 1 * kMs, 0, 0, 0);
+  instant(main, kSent, 2 * kMs, 0, 1, 0);
+  next(5 * kMs, 12 * kMs, 0);
+  next(20 * kMs, 21 * kMs, 1);
+  drain();
+  // Drain 2: the worker's puts (arg0: the batch), then StopIteration and the epoch's end.
+  instant(wt, kPut, 10 * kMs, 0, 0, 0);
+  instant(wt, kPut, 15 * kMs, 1, 0, 0);
+  next(30 * kMs, 31 * kMs, -1);
+  instant(main, kEnd, 31 * kMs, 0, 0, 2);
+  drain();
+  // Epoch 1, 10 s later: its rows move the time on past epoch 0's by more than the wait.
+  const int64_t t1 = 10 * kS;
+  instant(main, kBegin, t1, 0, 1, 1);
+  instant(main, kSent, t1 + 1 * kMs, 0, 0, 0);
+  instant(wt, kPut, t1 + 2 * kMs, 0, 0, 1);
+  next(t1 + 3 * kMs, t1 + 4 * kMs, 0);
+  drain();
+  // What a reader sees now: epoch 0 went through; epoch 1's events still wait.
+  auto level_rows = [&](int64_t level) {
+    auto reader = Reader::open(path);
+    EXPECT_TRUE(reader.ok()) << reader.status().message();
+    std::map<int64_t, QueueSummaryRow> by_bucket;
+    if (!reader.ok()) return by_bucket;
+    auto rows = (*reader)->queue_summaries(level);
+    EXPECT_TRUE(rows.ok() && rows->has_value());
+    if (!rows.ok() || !rows->has_value()) return by_bucket;
+    for (const QueueSummaryRow& r : **rows) {
+      EXPECT_EQ(r.process_id, train);
+      EXPECT_EQ(r.loader, 0);
+      by_bucket[r.bucket] = r;
+    }
+    return by_bucket;
+  };
+  // Active 5-31 ms. ready: 1 over 10-12 and 15-21 ms; in flight: 2 over 5-10, 1 over 10-15 ms.
+  auto expect_epoch_0 = [&](const QueueSummaryRow& r) {
+    EXPECT_EQ(r.covered_ns, 26 * kMs);
+    EXPECT_EQ(r.ready_ns, (2 + 6) * kMs);
+    EXPECT_EQ(r.empty_ns, (5 + 3 + 10) * kMs);
+    EXPECT_EQ(r.ready_min, 0);
+    EXPECT_EQ(r.ready_max, 1);
+    EXPECT_EQ(r.flight_ns, (5 * 2 + 5 * 1) * kMs);
+    EXPECT_EQ(r.flight_min, 0);
+    EXPECT_EQ(r.flight_max, 2);
+  };
+  {
+    auto seconds = level_rows(kSummaryLevelsNs[0]);
+    ASSERT_EQ(seconds.size(), 1u);
+    ASSERT_EQ(seconds.count(0), 1u);
+    expect_epoch_0(seconds[0]);
+  }
+  // A sent of another loader from long before: too late to go through in order.
+  instant(main, kSent, 20 * kMs, 7, 0, 0);
+  next(t1 + 5 * kMs, t1 + 6 * kMs, -1);
+  ASSERT_TRUE(wr.set_meta("complete", "1").ok());
+  ASSERT_TRUE(wr.commit().ok());
+  ASSERT_TRUE(wr.finish().ok());
+  EXPECT_EQ(wr.summaries().queue_events_late(), 1);
+  auto seconds = level_rows(kSummaryLevelsNs[0]);
+  ASSERT_EQ(seconds.size(), 2u);
+  expect_epoch_0(seconds[0]);
+  // Epoch 1: active 3-6 ms after t1, one batch ready over 3-4 ms (put before the loop asked).
+  const QueueSummaryRow& e1 = seconds[10];
+  EXPECT_EQ(e1.covered_ns, 3 * kMs);
+  EXPECT_EQ(e1.ready_ns, 1 * kMs);
+  EXPECT_EQ(e1.empty_ns, 2 * kMs);
+  EXPECT_EQ(e1.ready_max, 1);
+  EXPECT_EQ(e1.flight_ns, 0);
+  // The 100-s interval holds both.
+  auto hundreds = level_rows(kSummaryLevelsNs[2]);
+  ASSERT_EQ(hundreds.size(), 1u);
+  EXPECT_EQ(hundreds[0].covered_ns, 29 * kMs);
+  EXPECT_EQ(hundreds[0].ready_ns, 9 * kMs);
+  EXPECT_EQ(hundreds[0].flight_max, 2);
+}
+
 TEST(KeepDetailTest, OldDetailIsDeletedAndTheSummariesKeepAllOfIt) {
   testing::TempDir dir;
   const std::string kept = dir.file("kept.db"), all = dir.file("all.db");

@@ -48,7 +48,8 @@ int count_lines(const std::string& s);
 // no summary tables, no units of theirs.
 inline constexpr const char* kAsVersion1Sql =
     "DROP TABLE span_summaries; DROP TABLE instant_summaries; DROP TABLE counter_summaries; "
-    "DROP TABLE gpu_summaries; DROP TABLE handoff_summaries; DELETE FROM units WHERE table_name LIKE '%_summaries'; "
+    "DROP TABLE gpu_summaries; DROP TABLE handoff_summaries; DROP TABLE queue_summaries; DELETE FROM units WHERE "
+    "table_name LIKE '%_summaries'; "
     "PRAGMA user_version = 1;";
 
 }  // namespace stallscope::testing
