@@ -198,11 +198,20 @@ struct Summaries::Impl {
   static constexpr size_t kMaxQueueWaiting = 1 << 20;
   // In the order a batch's events follow each other: at equal times a put goes before the hand-off
   // it makes possible, whichever row came first.
-  enum class QueueEventKind : uint8_t { kEpochBegin, kSent, kPut, kNextStart, kHanded, kStop, kEpochEnd };
+  enum class QueueEventKind : uint8_t {
+    kEpochBegin,   // arg1: the epoch
+    kWorkerStart,  // arg2: the worker's pid
+    kSent,
+    kPut,  // a torch worker's: arg0 the batch, arg2 its generation
+    kNextStart,
+    kHanded,
+    kStop,
+    kEpochEnd
+  };
   struct QueueEvent {
     int64_t t;
     uint64_t seq;
-    int64_t thread_id, arg0;
+    int64_t thread_id, arg0, arg1, arg2;
     QueueEventKind kind;
   };
   struct Later {
@@ -222,15 +231,23 @@ struct Summaries::Impl {
   };
   std::map<std::pair<int64_t, int64_t>, QueueState> queue_state;  // (process row, loader) -> now
   static constexpr size_t kMaxQueues = 1 << 12;
+  // A torch worker's put of an earlier epoch than its loader's current one (a worker of an
+  // abandoned iterator finishing its batch) is not in the queue: the epoch each loader is in, and
+  // the epoch each worker started in (a put's epoch is that plus its generation).
+  std::map<std::pair<int64_t, int64_t>, int64_t> queue_epoch;
+  std::unordered_map<int64_t, int64_t> worker_epoch;  // worker pid -> its first epoch
+  int64_t queue_stale = 0;
 
-  void queue_event(int64_t t, int64_t thread_id, int64_t arg0, QueueEventKind kind);
+  void queue_event(int64_t t, int64_t thread_id, int64_t arg0, QueueEventKind kind, int64_t arg1 = 0,
+                   int64_t arg2 = 0);
   void queue_until(int64_t t);
   void queue_apply(const QueueEvent& e);
   void queue_cover(std::pair<int64_t, int64_t> key, QueueState& q, int64_t t);
 };
 
-void Summaries::Impl::queue_event(int64_t t, int64_t thread_id, int64_t arg0, QueueEventKind kind) {
-  queue_waiting.push(QueueEvent{t, queue_seq++, thread_id, arg0, kind});
+void Summaries::Impl::queue_event(int64_t t, int64_t thread_id, int64_t arg0, QueueEventKind kind, int64_t arg1,
+                                   int64_t arg2) {
+  queue_waiting.push(QueueEvent{t, queue_seq++, thread_id, arg0, arg1, arg2, kind});
   queue_seen = std::max(queue_seen, t);
   while (queue_waiting.size() > kMaxQueueWaiting) {
     const QueueEvent e = queue_waiting.top();
@@ -281,12 +298,27 @@ void Summaries::Impl::queue_apply(const QueueEvent& e) {
   auto proc = thread_process.find(e.thread_id);
   if (proc == thread_process.end()) return;
   std::pair<int64_t, int64_t> key{proc->second, e.arg0};
-  if (e.kind == QueueEventKind::kPut) {
+  if (e.kind == QueueEventKind::kEpochBegin) {
+    if (queue_epoch.size() < kMaxQueues || queue_epoch.count(key) != 0) queue_epoch[key] = e.arg1;
+  } else if (e.kind == QueueEventKind::kWorkerStart) {
+    auto epoch = queue_epoch.find(key);
+    if (worker_epoch.size() >= kMaxPending) worker_epoch.clear();
+    if (epoch != queue_epoch.end()) worker_epoch[e.arg2] = epoch->second;
+    return;
+  } else if (e.kind == QueueEventKind::kPut) {
     // A torch worker's put (arg0: the batch) is its loader's, in the process that started it; the
     // reference loader's threads put in the training process (arg0: the loader).
     auto pid = process_pid.find(proc->second);
     auto w = pid == process_pid.end() ? worker_of.end() : worker_of.find(pid->second);
-    if (w != worker_of.end()) key = w->second;
+    if (w != worker_of.end()) {
+      key = w->second;
+      auto first = worker_epoch.find(pid->second);
+      auto now = queue_epoch.find(key);
+      if (first != worker_epoch.end() && now != queue_epoch.end() && first->second + e.arg2 != now->second) {
+        ++queue_stale;
+        return;
+      }
+    }
   }
   auto it = queue_state.find(key);
   if (it == queue_state.end()) {
@@ -297,6 +329,8 @@ void Summaries::Impl::queue_apply(const QueueEvent& e) {
   QueueState& q = it->second;
   queue_cover(key, q, t);
   switch (e.kind) {
+    case QueueEventKind::kWorkerStart:
+      break;
     case QueueEventKind::kEpochBegin:
     case QueueEventKind::kEpochEnd:
       // A new iterator, or the end of one: what it had sent or queued is gone with it.
@@ -692,16 +726,17 @@ void Summaries::queue_span(const SpanRow& r) {
 void Summaries::queue_instant(const InstantRow& r) {
   if (!r.arg0) return;
   using K = Impl::QueueEventKind;
-  const K kind = epoch_begin_names_.count(r.name_id) ? K::kEpochBegin
-                 : epoch_end_names_.count(r.name_id) ? K::kEpochEnd
-                 : sent_names_.count(r.name_id)      ? K::kSent
-                                                     : K::kPut;
-  impl_->queue_event(r.ts_ns, r.thread_id, *r.arg0, kind);
+  const K kind = epoch_begin_names_.count(r.name_id)    ? K::kEpochBegin
+                 : worker_start_names_.count(r.name_id) ? K::kWorkerStart
+                 : epoch_end_names_.count(r.name_id)    ? K::kEpochEnd
+                 : sent_names_.count(r.name_id)         ? K::kSent
+                                                        : K::kPut;
+  impl_->queue_event(r.ts_ns, r.thread_id, *r.arg0, kind, r.arg1.value_or(0), r.arg2.value_or(0));
 }
 
 bool Summaries::is_queue_instant(uint32_t name_id) const {
   return epoch_begin_names_.count(name_id) != 0 || epoch_end_names_.count(name_id) != 0 ||
-         sent_names_.count(name_id) != 0 || put_names_.count(name_id) != 0;
+         sent_names_.count(name_id) != 0 || put_names_.count(name_id) != 0 || worker_start_names_.count(name_id) != 0;
 }
 
 void Summaries::add_instant(const InstantRow& r) {
@@ -879,7 +914,7 @@ int64_t Summaries::queue_events_late() const { return impl_ ? impl_->queue_late 
 Status Summaries::build_queues(const std::function<bool(int64_t thread_id)>& include) {
   Impl& m = *impl_;
   std::vector<uint32_t> instant_names, next_names(next_names_.begin(), next_names_.end());
-  for (const auto* set : {&epoch_begin_names_, &epoch_end_names_, &sent_names_, &put_names_})
+  for (const auto* set : {&epoch_begin_names_, &epoch_end_names_, &sent_names_, &put_names_, &worker_start_names_})
     instant_names.insert(instant_names.end(), set->begin(), set->end());
   auto list = [](const std::vector<uint32_t>& ids) {
     std::string o = "-1";
@@ -887,7 +922,7 @@ Status Summaries::build_queues(const std::function<bool(int64_t thread_id)>& inc
     return o;
   };
   // Both in time order (a dl.next by its start; its end waits among the events until its time).
-  auto instants = db_.prepare("SELECT thread_id, name_id, ts_ns, arg0 FROM instants WHERE name_id IN (" +
+  auto instants = db_.prepare("SELECT thread_id, name_id, ts_ns, arg0, arg1, arg2 FROM instants WHERE name_id IN (" +
                               list(instant_names) + ") ORDER BY ts_ns, id");
   if (!instants.ok()) return instants.status();
   auto spans = db_.prepare(
@@ -905,6 +940,8 @@ Status Summaries::build_queues(const std::function<bool(int64_t thread_id)>& inc
       r.name_id = static_cast<uint32_t>(in.int64(1));
       r.ts_ns = in.int64(2);
       r.arg0 = in.is_null(3) ? std::nullopt : std::optional<int64_t>(in.int64(3));
+      r.arg1 = in.is_null(4) ? std::nullopt : std::optional<int64_t>(in.int64(4));
+      r.arg2 = in.is_null(5) ? std::nullopt : std::optional<int64_t>(in.int64(5));
       if (include(r.thread_id)) queue_instant(r);
       has_in = in.step();
     } else {

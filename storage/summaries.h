@@ -16,6 +16,11 @@
 // arrives first; a batch whose collate never comes is counted `unsized`. The same rows hold the
 // loader's starts: from a dl.epoch_begin to the loader's next dl.next on that thread.
 //
+// Queues (queue_summaries): per process and loader, the batches ready (put, not yet handed) and in
+// flight (sent, not yet put) while the loader is active, as step functions: their integrals, lowest
+// and highest values and the time with none ready. Their events go through in time order, after
+// waiting for 5 s of later rows (see set_queue_from_rows).
+//
 // Buckets are written in the transaction of the rows they summarise, so a reader (or a recording
 // cut off mid-run) sees summaries that agree with the detail rows committed with them. Recent
 // buckets stay in memory; a row that arrives for a bucket already forgotten (a long span ending,

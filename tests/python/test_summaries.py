@@ -196,6 +196,26 @@ def test_report_detail_reads_the_latest_part_and_the_whole_run_from_the_summarie
     assert json.loads(report(db, "--json", "--detail", "all").stdout) == whole
 
 
+def test_the_queue_of_a_loop_that_leaves_an_epoch_early_agrees_with_the_rows(tmp_path):
+    """queue_summaries of a real loop whose first epoch is left after 20 batches (its workers, shut
+    down, put batches after the next epoch began): the whole run's queue from the summaries is the
+    report's Queue section of every event (the active time may differ by the moments between the
+    abandoned epoch's last next() call and the next epoch's start)."""
+    db = tmp_path / "run.db"
+    r = run_recorded(db, [LOADER_PROG, "--workers", "2", "--samples", "400", "--epochs", "2", "--break-after", "20",
+                          "--sleep-ms", "1"])
+    assert r.rc == 0, r.stderr
+    rep = report(db, "--json")
+    assert rep.returncode == 0, rep.stderr
+    whole = json.loads(rep.stdout)
+    q, exact = whole["over_time"]["total"]["queue"], whole["queue"]
+    assert exact["available"] and q is not None, (q, exact)
+    assert q["active_s"] == pytest.approx(exact["active_s"], rel=1e-3), (q, exact)
+    for key in ("mean_ready", "empty_fraction", "mean_in_flight"):
+        assert q[key] == pytest.approx(exact[key], rel=1e-3, abs=1e-4), (key, q, exact)
+    assert q["max_ready"] == exact["max_ready"], (q, exact)
+
+
 def test_report_detail_window_reads_that_window_and_the_whole_run_from_the_summaries(recording):
     """`report --detail T0:T1` (what the dashboard analyses when it shows a window of the past): the
     figures cover that window of the training, the over-time totals are the whole run's still."""

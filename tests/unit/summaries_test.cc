@@ -656,7 +656,7 @@ TEST(HandoffSummariesTest, TheSameBatchOfTwoEpochsIsSizedInOrder) {
 // not yet put) while it is active (first next() call to StopIteration), from rows that arrive out
 // of time order: the worker's puts in a later drain than the hand-offs they precede. Events wait
 // until 5 s of later rows have come, then go through in time order; one that comes later than that
-// is counted late.
+// is counted late. A worker's put of an earlier epoch than its loader's is not counted.
 TEST(QueueSummariesTest, ReadyAndInFlightFollowTheBatchesInTimeOrder) {
   testing::TempDir dir;
   const std::string path = dir.file("run.db");
@@ -701,6 +701,9 @@ TEST(QueueSummariesTest, ReadyAndInFlightFollowTheBatchesInTimeOrder) {
   instant(main, kBegin, t1, 0, 1, 1);
   instant(main, kSent, t1 + 1 * kMs, 0, 0, 0);
   instant(wt, kPut, t1 + 2 * kMs, 0, 0, 1);
+  // A put of generation 0 (epoch 0's) after epoch 1 began: a batch of the iterator that ended, not
+  // in this queue.
+  instant(wt, kPut, t1 + 2 * kMs + 500'000, 5, 0, 0);
   next(t1 + 3 * kMs, t1 + 4 * kMs, 0);
   drain();
   // What a reader sees now: epoch 0 went through; epoch 1's events still wait.
