@@ -2,12 +2,13 @@
 #include "storage/summaries.h"
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
-#include <queue>
 #include <unordered_map>
 
 namespace stallscope {
@@ -214,13 +215,17 @@ struct Summaries::Impl {
     int64_t thread_id, arg0, arg1, arg2;
     QueueEventKind kind;
   };
-  struct Later {
+  struct Earlier {
     bool operator()(const QueueEvent& a, const QueueEvent& b) const {
-      if (a.t != b.t) return a.t > b.t;
-      return a.kind != b.kind ? a.kind > b.kind : a.seq > b.seq;
+      if (a.t != b.t) return a.t < b.t;
+      return a.kind != b.kind ? a.kind < b.kind : a.seq < b.seq;
     }
   };
-  std::priority_queue<QueueEvent, std::vector<QueueEvent>, Later> queue_waiting;
+  // Waiting events in time order, and those come since they were last merged in (in the order
+  // they came: each drain's are sorted and merged at its write, mostly after the waiting ones, so
+  // the merge moves only the tail they overlap).
+  std::deque<QueueEvent> queue_waiting;
+  std::vector<QueueEvent> queue_fresh;
   uint64_t queue_seq = 0;
   int64_t queue_seen = std::numeric_limits<int64_t>::min();  // the latest time of an event that came
   int64_t queue_done = std::numeric_limits<int64_t>::min();  // events up to here went through
@@ -228,7 +233,12 @@ struct Summaries::Impl {
   struct QueueState {
     int64_t flight = 0, ready = 0, since = 0;
     bool active = false;
+    // While not active, its values from when it stopped on (time, ready, in flight): a next() call
+    // longer than the wait (the first of an epoch while the workers start) comes when its start
+    // has gone by, and the time from its start is then covered with the values the queue held.
+    std::deque<std::array<int64_t, 3>> idle;
   };
+  static constexpr size_t kMaxIdleChanges = 4096;
   std::map<std::pair<int64_t, int64_t>, QueueState> queue_state;  // (process row, loader) -> now
   static constexpr size_t kMaxQueues = 1 << 12;
   // A torch worker's put of an earlier epoch than its loader's current one (a worker of an
@@ -238,57 +248,74 @@ struct Summaries::Impl {
   std::unordered_map<int64_t, int64_t> worker_epoch;  // worker pid -> its first epoch
   int64_t queue_stale = 0;
 
-  void queue_event(int64_t t, int64_t thread_id, int64_t arg0, QueueEventKind kind, int64_t arg1 = 0,
-                   int64_t arg2 = 0);
+  void queue_event(int64_t t, int64_t thread_id, int64_t arg0, QueueEventKind kind, int64_t arg1 = 0, int64_t arg2 = 0);
+  void queue_merge();
   void queue_until(int64_t t);
   void queue_apply(const QueueEvent& e);
   void queue_cover(std::pair<int64_t, int64_t> key, QueueState& q, int64_t t);
+  void queue_cover(std::pair<int64_t, int64_t> key, int64_t from, int64_t to, int64_t ready, int64_t flight);
 };
 
 void Summaries::Impl::queue_event(int64_t t, int64_t thread_id, int64_t arg0, QueueEventKind kind, int64_t arg1,
-                                   int64_t arg2) {
-  queue_waiting.push(QueueEvent{t, queue_seq++, thread_id, arg0, arg1, arg2, kind});
+                                  int64_t arg2) {
+  queue_fresh.push_back(QueueEvent{t, queue_seq++, thread_id, arg0, arg1, arg2, kind});
   queue_seen = std::max(queue_seen, t);
-  while (queue_waiting.size() > kMaxQueueWaiting) {
-    const QueueEvent e = queue_waiting.top();
-    queue_waiting.pop();
-    queue_apply(e);
+  if (queue_waiting.size() + queue_fresh.size() <= kMaxQueueWaiting) return;
+  queue_merge();
+  while (queue_waiting.size() > kMaxQueueWaiting / 2) {  // too many: the earliest go through now
+    queue_apply(queue_waiting.front());
+    queue_waiting.pop_front();
   }
+}
+
+void Summaries::Impl::queue_merge() {
+  if (queue_fresh.empty()) return;
+  std::sort(queue_fresh.begin(), queue_fresh.end(), Earlier());
+  auto from = std::upper_bound(queue_waiting.begin(), queue_waiting.end(), queue_fresh.front(), Earlier());
+  std::vector<QueueEvent> tail(std::make_move_iterator(from), std::make_move_iterator(queue_waiting.end()));
+  queue_waiting.erase(from, queue_waiting.end());
+  std::merge(tail.begin(), tail.end(), queue_fresh.begin(), queue_fresh.end(), std::back_inserter(queue_waiting),
+             Earlier());
+  queue_fresh.clear();
 }
 
 // Every waiting event up to `t`, in time order.
 void Summaries::Impl::queue_until(int64_t t) {
-  while (!queue_waiting.empty() && queue_waiting.top().t <= t) {
-    const QueueEvent e = queue_waiting.top();
-    queue_waiting.pop();
-    queue_apply(e);
+  queue_merge();
+  while (!queue_waiting.empty() && queue_waiting.front().t <= t) {
+    queue_apply(queue_waiting.front());
+    queue_waiting.pop_front();
   }
 }
 
 // The queue's time from its last change to `t`, with the values it held, added to the buckets it
 // crosses while the loader is active.
 void Summaries::Impl::queue_cover(std::pair<int64_t, int64_t> key, QueueState& q, int64_t t) {
-  if (q.active && t > q.since) {
-    queues.see(t);
-    for (size_t l = 0; l < kLevels; ++l) {
-      const int64_t len = kSummaryLevelsNs[l];
-      for (int64_t b = summary_bucket(q.since, len), last = summary_bucket(t - 1, len); b <= last; ++b) {
-        const int64_t from = std::max(q.since, b * len), to = std::min(t, (b + 1) * len);
-        const int64_t d = to - from;
-        if (d <= 0) continue;
-        QueueAgg& a = queues.at({l, b, key.first, key.second}, error);
-        a.covered = saturating_add(a.covered, d);
-        a.ready = saturating_add(a.ready, saturating_mul(q.ready, d));
-        a.flight = saturating_add(a.flight, saturating_mul(q.flight, d));
-        if (q.ready == 0) a.empty = saturating_add(a.empty, d);
-        a.ready_min = std::min(a.ready_min, q.ready);
-        a.ready_max = std::max(a.ready_max, q.ready);
-        a.flight_min = std::min(a.flight_min, q.flight);
-        a.flight_max = std::max(a.flight_max, q.flight);
-      }
+  if (q.active) queue_cover(key, q.since, t, q.ready, q.flight);
+  q.since = std::max(q.since, t);
+}
+
+void Summaries::Impl::queue_cover(std::pair<int64_t, int64_t> key, int64_t since, int64_t t, int64_t ready,
+                                  int64_t flight) {
+  if (t <= since) return;
+  queues.see(t);
+  for (size_t l = 0; l < kLevels; ++l) {
+    const int64_t len = kSummaryLevelsNs[l];
+    for (int64_t b = summary_bucket(since, len), last = summary_bucket(t - 1, len); b <= last; ++b) {
+      const int64_t from = std::max(since, b * len), to = std::min(t, (b + 1) * len);
+      const int64_t d = to - from;
+      if (d <= 0) continue;
+      QueueAgg& a = queues.at({l, b, key.first, key.second}, error);
+      a.covered = saturating_add(a.covered, d);
+      a.ready = saturating_add(a.ready, saturating_mul(ready, d));
+      a.flight = saturating_add(a.flight, saturating_mul(flight, d));
+      if (ready == 0) a.empty = saturating_add(a.empty, d);
+      a.ready_min = std::min(a.ready_min, ready);
+      a.ready_max = std::max(a.ready_max, ready);
+      a.flight_min = std::min(a.flight_min, flight);
+      a.flight_max = std::max(a.flight_max, flight);
     }
   }
-  q.since = std::max(q.since, t);
 }
 
 void Summaries::Impl::queue_apply(const QueueEvent& e) {
@@ -324,13 +351,13 @@ void Summaries::Impl::queue_apply(const QueueEvent& e) {
   if (it == queue_state.end()) {
     // A queue is a loader's that sends batches to workers: its first dl.sent opens it.
     if (e.kind != QueueEventKind::kSent || e.arg0 < 0 || queue_state.size() >= kMaxQueues) return;
-    it = queue_state.emplace(key, QueueState{0, 0, t, false}).first;
+    it = queue_state.emplace(key, QueueState{}).first;
+    it->second.since = t;
   }
   QueueState& q = it->second;
   queue_cover(key, q, t);
   switch (e.kind) {
-    case QueueEventKind::kWorkerStart:
-      break;
+    case QueueEventKind::kWorkerStart: break;
     case QueueEventKind::kEpochBegin:
     case QueueEventKind::kEpochEnd:
       // A new iterator, or the end of one: what it had sent or queued is gone with it.
@@ -342,9 +369,26 @@ void Summaries::Impl::queue_apply(const QueueEvent& e) {
       q.flight = std::max<int64_t>(0, q.flight - 1);
       ++q.ready;
       break;
-    case QueueEventKind::kNextStart: q.active = true; break;
+    case QueueEventKind::kNextStart:
+      if (!q.active && e.t < t) {
+        // Came after its time had gone by: the time from the call's start is covered with the
+        // values the queue held then, as far back as they are known.
+        for (size_t i = 0; i < q.idle.size(); ++i) {
+          const int64_t from = std::max(e.t, q.idle[i][0]);
+          const int64_t to = i + 1 < q.idle.size() ? q.idle[i + 1][0] : t;
+          queue_cover(key, from, to, q.idle[i][1], q.idle[i][2]);
+        }
+      }
+      q.active = true;
+      break;
     case QueueEventKind::kHanded: q.ready = std::max<int64_t>(0, q.ready - 1); break;
     case QueueEventKind::kStop: q.active = false; break;
+  }
+  if (q.active) {
+    q.idle.clear();
+  } else {
+    if (q.idle.size() >= kMaxIdleChanges) q.idle.pop_front();
+    q.idle.push_back({t, q.ready, q.flight});
   }
 }
 

@@ -76,6 +76,7 @@ Json dump_json(const LayoutDump& d) {
   root["heat_cells"] = d.heat_cells;
   root["heat_cells_overview"] = d.heat_cells_overview;
   root["queue_overview_columns"] = d.queue_overview_columns;
+  root["queue_overview_ready_columns"] = d.queue_overview_ready_columns;
   root["heat_metric"] = d.heat_metric;
   root["stall_rects"] = d.stall_rects;
   if (d.windowed) {

@@ -91,8 +91,9 @@ struct LayoutDump {
   int queue_columns = 0;      // pixel columns drawn in the queue plot
   int queue_empty_drawn = 0;  // empty-queue rectangles
   int heat_rows = 0, heat_cells = 0;
-  int heat_cells_overview = 0;     // of those, outside the detail held: from the overview (summaries)
-  int queue_overview_columns = 0;  // queue plot columns drawn from the overview
+  int heat_cells_overview = 0;           // of those, outside the detail held: from the overview (summaries)
+  int queue_overview_columns = 0;        // queue plot columns drawn from the overview
+  int queue_overview_ready_columns = 0;  // those drawn from queue_summaries (ready and in flight)
   std::string heat_metric;
   int stall_rects = 0;
   // A long recording (Timeline::windowed): the detail window held, and the time ranges of the view

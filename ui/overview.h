@@ -62,6 +62,16 @@ struct Overview {
   // and not yet received at the end of each bucket, counted from the start of the recording (in
   // flight or ready). Exact at the buckets' ends: the summaries count every dl.sent and dl.recv.
   std::map<int64_t, std::vector<int32_t>> outstanding;
+  // And where the recording has queue_summaries (docs/schema.md): per loader and bucket, the batches
+  // ready and in flight while the loader was active (their time integrals, lowest and highest
+  // values), and the time with none ready. Buckets where it was not active hold covered_ns 0.
+  struct QueueBucket {
+    int64_t covered_ns = 0, ready_ns = 0, flight_ns = 0, empty_ns = 0;
+    int32_t ready_min = 0, ready_max = 0, flight_min = 0, flight_max = 0;
+  };
+  std::map<int64_t, std::vector<QueueBucket>> queues;
+  // Over the buckets a..b of one loader's: their sums, lowest and highest (covered_ns 0: none).
+  static QueueBucket combine(const std::vector<QueueBucket>& q, size_t a, size_t b);
 
   // The buckets a..b that [t0, t1) touches, clamped to the overview; false when it misses it.
   bool buckets(int64_t t0, int64_t t1, size_t* a, size_t* b) const;

@@ -97,15 +97,26 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
     end_panel();
     return;
   }
-  // Outside the detail held (a long recording): the main loader's batches sent and not yet
-  // received at each bucket's end, from the overview (the summaries).
+  // Outside the detail held (a long recording), from the overview (the summaries): the main
+  // loader's batches ready and in flight per bucket (queue_summaries), else, in a recording made
+  // before that table was kept, its batches sent and not yet received at each bucket's end.
+  const std::vector<Overview::QueueBucket>* queue = nullptr;
   const std::vector<int32_t>* outstanding = nullptr;
   if (f.tl && f.tl->overview && an->report.main_loader) {
-    auto it = f.tl->overview->outstanding.find(*an->report.main_loader);
-    if (it != f.tl->overview->outstanding.end() && !it->second.empty()) outstanding = &it->second;
+    auto q = f.tl->overview->queues.find(*an->report.main_loader);
+    if (q != f.tl->overview->queues.end() && !q->second.empty()) {
+      queue = &q->second;
+    } else {
+      auto it = f.tl->overview->outstanding.find(*an->report.main_loader);
+      if (it != f.tl->overview->outstanding.end() && !it->second.empty()) outstanding = &it->second;
+    }
   }
   int32_t outstanding_max = 0;
   if (outstanding) outstanding_max = *std::max_element(outstanding->begin(), outstanding->end());
+  if (queue) {
+    for (const Overview::QueueBucket& b : *queue)
+      outstanding_max = std::max({outstanding_max, b.ready_max, b.flight_max});
+  }
   const float vmax =
       static_cast<float>(std::max({an->ready.max_value(), an->in_flight.max_value(), outstanding_max, 1}));
   dl->PushClipRect(ImVec2(ax.x0, wp.y), ImVec2(ax.x1, wp.y + ws.y), true);
@@ -133,7 +144,34 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
         d.cache->draw(dl, k, [&] { return draw_series(dl, s, ax, f.data_t1, ytop, ybot, vmax, col); }));
   };
   const int cols = series(an->in_flight, kFlight) + series(an->ready, kReady);
-  int overview_cols = 0;
+  int overview_cols = 0, overview_queue_cols = 0;
+  if (queue) {
+    // Per pixel column: a band from the lowest to the highest count held in the buckets it covers,
+    // a tick at the time-weighted mean (in flight blue, ready green), and behind them red as
+    // strong as the share of the time with none ready.
+    const Overview& o = *f.tl->overview;
+    const float h = ybot - ytop;
+    auto y = [&](double v) { return ybot - h * std::clamp(static_cast<float>(v) / vmax, 0.0f, 1.0f); };
+    for (float x = std::floor(ax.x0); x < ax.x1; x += 1.0f) {
+      const int64_t ta = static_cast<int64_t>(ax.t(x)), tb = static_cast<int64_t>(ax.t(x + 1.0f));
+      if (tb > f.tl->detail_t0 && ta < f.tl->detail_t1) continue;  // the detail's own plot is there
+      size_t a = 0, b = 0;
+      if (!o.buckets(ta, tb, &a, &b)) continue;
+      const Overview::QueueBucket q = Overview::combine(*queue, a, b);
+      if (q.covered_ns <= 0) continue;
+      const double covered = static_cast<double>(q.covered_ns);
+      const float empty = static_cast<float>(static_cast<double>(q.empty_ns) / covered);
+      if (empty > 0) dl->AddRectFilled(ImVec2(x, ytop), ImVec2(x + 1, ybot), with_alpha(kBad, 0.45f * empty));
+      const double flight = static_cast<double>(q.flight_ns) / covered,
+                   ready = static_cast<double>(q.ready_ns) / covered;
+      dl->AddRectFilled(ImVec2(x, y(q.flight_max) - 1), ImVec2(x + 1, y(q.flight_min) + 1), with_alpha(kFlight, 0.35f));
+      dl->AddRectFilled(ImVec2(x, y(q.ready_max) - 1), ImVec2(x + 1, y(q.ready_min) + 1), with_alpha(kReady, 0.35f));
+      dl->AddRectFilled(ImVec2(x, y(flight) - 1), ImVec2(x + 1, y(flight) + 1), kFlight);
+      dl->AddRectFilled(ImVec2(x, y(ready) - 1), ImVec2(x + 1, y(ready) + 1), kReady);
+      ++overview_cols;
+      ++overview_queue_cols;
+    }
+  }
   if (outstanding) {
     const Overview& o = *f.tl->overview;
     const float h = ybot - ytop;
@@ -164,6 +202,7 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
   if (f.dump) {
     f.dump->queue_columns = cols;
     f.dump->queue_overview_columns = overview_cols;
+    f.dump->queue_overview_ready_columns = overview_queue_cols;
     f.dump->queue_empty_drawn = static_cast<int>(empty);
   }
 
@@ -175,7 +214,21 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
     ImGui::BeginTooltip();
     ImGui::Text("at %s", fmt_time(static_cast<double>(t), 4).c_str());
     size_t a = 0, b = 0;
-    if (outstanding && !(t >= f.tl->detail_t0 && t < f.tl->detail_t1) && f.tl->overview->buckets(t, t + 1, &a, &b)) {
+    const bool outside = (queue || outstanding) && !(t >= f.tl->detail_t0 && t < f.tl->detail_t1) &&
+                         f.tl->overview->buckets(t, t + 1, &a, &b);
+    const Overview::QueueBucket q = outside && queue ? Overview::combine(*queue, b, b) : Overview::QueueBucket{};
+    if (outside && queue && q.covered_ns > 0) {
+      const Overview& o = *f.tl->overview;
+      const double covered = static_cast<double>(q.covered_ns);
+      ImGui::TextColored(ImColor(kReady), "ready      %.2f on average (%d-%d)",
+                         static_cast<double>(q.ready_ns) / covered, q.ready_min, q.ready_max);
+      ImGui::TextColored(ImColor(kFlight), "in flight  %.2f on average (%d-%d)",
+                         static_cast<double>(q.flight_ns) / covered, q.flight_min, q.flight_max);
+      ImGui::TextDisabled("none ready %.0f%% of the loader's %.1f s active in %s-%s (the summaries)",
+                          100.0 * static_cast<double>(q.empty_ns) / covered, covered / 1e9,
+                          fmt_time(static_cast<double>(o.bucket_start(b)), 0).c_str(),
+                          fmt_time(static_cast<double>(o.bucket_start(b + 1)), 0).c_str());
+    } else if (outside && outstanding) {
       const Overview& o = *f.tl->overview;
       ImGui::TextColored(ImColor(kOutstanding), "sent, not yet received  %d", (*outstanding)[b]);
       ImGui::TextDisabled("at the end of %s-%s (the summaries; the detail of this part is not read)",

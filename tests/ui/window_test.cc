@@ -326,9 +326,26 @@ TEST(WindowTest, ALongRecordingShowsItsWholeRunAndTheDetailOfTheRangeShown) {
   // strips of the training process and the two workers (the latter of every epoch, each in the
   // lane of its worker id; 693 cells).
   EXPECT_GT(layout.at("queue_overview_columns").get<int>(), 400);
+  // every one from queue_summaries: the batches ready and in flight, not sent less received
+  EXPECT_EQ(layout.at("queue_overview_ready_columns").get<int>(), layout.at("queue_overview_columns").get<int>());
   EXPECT_GT(layout.at("heat_cells_overview").get<int>(), 300);
   // The bars are on screen: the main lane's row left of the detail is not the background alone.
   const Image img = load_png(dir.file("w.png"));
+  // and the ready queue's mean (green ticks) in the queue panel there
+  int queue_panels = 0;
+  for (const Json& panel : layout.at("panels")) {
+    if (json::get_string(panel, "name").value_or("") != "queue") continue;
+    ++queue_panels;
+    const Json& q = panel.at("rect");
+    int green = 0;
+    for (int y = q[1].get<int>(); y < std::min(img.h, q[3].get<int>()); ++y) {
+      for (int x = q[0].get<int>() + 160; x < std::min(img.w, q[0].get<int>() + 600); ++x) {
+        if (img.at(x, y) == 0x68C878u) ++green;  // kReady, 104 200 120
+      }
+    }
+    EXPECT_GT(green, 300) << "ready ticks in the queue panel before the detail";
+  }
+  EXPECT_EQ(queue_panels, 1);
   const Json& main_rect = layout.at("lanes")[0].at("rect");
   const Stats bars = stats(img, main_rect[0].get<int>() + 160, main_rect[1].get<int>(), main_rect[0].get<int>() + 600,
                            main_rect[3].get<int>());

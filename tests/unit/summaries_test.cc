@@ -742,12 +742,26 @@ TEST(QueueSummariesTest, ReadyAndInFlightFollowTheBatchesInTimeOrder) {
   // A sent of another loader from long before: too late to go through in order.
   instant(main, kSent, 20 * kMs, 7, 0, 0);
   next(t1 + 5 * kMs, t1 + 6 * kMs, -1);
+  drain();
+  // Epoch 2 at 30 s: the loop waits 8 s for batch 0 while the worker puts batches 1 and 2; the
+  // next() call's row comes at its end, after the time of its start has gone through. Its time from
+  // then is covered with the values the queue held: 3 in flight, none ready.
+  const int64_t t2 = 30 * kS;
+  instant(main, kBegin, t2, 0, 2, 1);
+  for (int64_t b : {0, 1, 2}) instant(main, kSent, t2 + 1 * kMs, 0, b, 0);
+  drain();
+  instant(wt, kPut, t2 + 1 * kS, 1, 0, 2);
+  instant(wt, kPut, t2 + 6500 * kMs, 2, 0, 2);
+  drain();
+  instant(wt, kPut, t2 + 7999 * kMs, 0, 0, 2);
+  next(t2 + 2 * kMs, t2 + 8 * kS, 0);
+  next(t2 + 8500 * kMs, t2 + 8600 * kMs, -1);
   ASSERT_TRUE(wr.set_meta("complete", "1").ok());
   ASSERT_TRUE(wr.commit().ok());
   ASSERT_TRUE(wr.finish().ok());
-  EXPECT_EQ(wr.summaries().queue_events_late(), 1);
+  EXPECT_EQ(wr.summaries().queue_events_late(), 2);  // loader 7's sent, epoch 2's long call's start
   auto seconds = level_rows(kSummaryLevelsNs[0]);
-  ASSERT_EQ(seconds.size(), 2u);
+  ASSERT_EQ(seconds.size(), 2u + 9u);  // epoch 2: 30-38 s
   expect_epoch_0(seconds[0]);
   // Epoch 1: active 3-6 ms after t1, one batch ready over 3-4 ms (put before the loop asked).
   const QueueSummaryRow& e1 = seconds[10];
@@ -756,12 +770,32 @@ TEST(QueueSummariesTest, ReadyAndInFlightFollowTheBatchesInTimeOrder) {
   EXPECT_EQ(e1.empty_ns, 2 * kMs);
   EXPECT_EQ(e1.ready_max, 1);
   EXPECT_EQ(e1.flight_ns, 0);
-  // The 100-s interval holds both.
+  // Epoch 2, active from 2 ms to 8.6 s: ready 0 (3 in flight) to 1 s, 1 (2) to 6.5 s, 2 (1) to
+  // 7.999 s, 3 (0) to 8 s, then 2.
+  QueueSummaryRow e2;
+  for (const auto& [bucket, r] : seconds) {
+    if (bucket < 30) continue;
+    e2.covered_ns += r.covered_ns;
+    e2.ready_ns += r.ready_ns;
+    e2.empty_ns += r.empty_ns;
+    e2.flight_ns += r.flight_ns;
+    e2.ready_max = std::max(e2.ready_max, r.ready_max);
+    e2.flight_max = std::max(e2.flight_max, r.flight_max);
+  }
+  EXPECT_EQ(e2.covered_ns, 8598 * kMs);
+  EXPECT_EQ(e2.empty_ns, 998 * kMs);
+  EXPECT_EQ(e2.ready_ns, (5500 * 1 + 1499 * 2 + 1 * 3 + 600 * 2) * kMs);
+  EXPECT_EQ(e2.flight_ns, (998 * 3 + 5500 * 2 + 1499 * 1) * kMs);
+  EXPECT_EQ(e2.ready_max, 3);
+  EXPECT_EQ(e2.flight_max, 3);
+  EXPECT_EQ(seconds[30].ready_min, 0);
+  EXPECT_EQ(seconds[30].flight_max, 3);
+  // The 100-s interval holds all three.
   auto hundreds = level_rows(kSummaryLevelsNs[2]);
   ASSERT_EQ(hundreds.size(), 1u);
-  EXPECT_EQ(hundreds[0].covered_ns, 29 * kMs);
-  EXPECT_EQ(hundreds[0].ready_ns, 9 * kMs);
-  EXPECT_EQ(hundreds[0].flight_max, 2);
+  EXPECT_EQ(hundreds[0].covered_ns, (29 + 8598) * kMs);
+  EXPECT_EQ(hundreds[0].ready_ns, (9 + 5500 + 2998 + 3 + 1200) * kMs);
+  EXPECT_EQ(hundreds[0].flight_max, 3);
 }
 
 TEST(KeepDetailTest, OldDetailIsDeletedAndTheSummariesKeepAllOfIt) {
