@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -526,53 +528,67 @@ int64_t count(Db& db, const std::string& sql) {
 // whichever arrives first (a worker's, once its dl.worker_start names its pid, even when that
 // comes after the collate; or the collate inside the call, num_workers=0), the step since the
 // previous hand-off; a batch never collated counts as unsized, StopIteration not at all.
-TEST(HandoffSummariesTest, EachHandedBatchIsCountedAndSizedFromItsCollate) {
-  testing::TempDir dir;
-  const std::string path = dir.file("run.db");
-  constexpr int64_t kMs = 1'000'000;
-  {
-    auto w = Writer::create(path);
-    ASSERT_TRUE(w.ok());
-    Writer& wr = **w;
-    ASSERT_TRUE(wr.begin().ok());
-    wr.add_string(1, "dl.next");
-    wr.add_string(2, "dl.collate");
-    wr.add_string(3, "dl.worker_start");
-    const int64_t train = wr.add_process(ProcessRow{0, 100, {}, "train", 0, {}, {}, {}});
-    const int64_t worker = wr.add_process(ProcessRow{0, 200, 100, "worker", 0, {}, {}, {}});
-    const int64_t main = wr.add_thread(ThreadRow{0, train, 100, "main"});
-    const int64_t wt = wr.add_thread(ThreadRow{0, worker, 200, "worker"});
-    auto span = [&](int64_t thread, uint32_t name, int64_t start, int64_t dur, int64_t a0, int64_t a1, int64_t a2) {
-      SpanRow s;
-      s.thread_id = thread;
-      s.name_id = name;
-      s.start_ns = start;
-      s.dur_ns = dur;
-      s.arg0 = a0;
-      s.arg1 = a1;
-      s.arg2 = a2;
-      wr.add_span(s);
-    };
-    // Loader 0, one worker: batch 0 collated (5 samples) before its dl.worker_start is written.
-    span(wt, 2, 1 * kMs, 1 * kMs, /*B*/ 0, /*samples*/ 5, /*G*/ 0);
-    wr.add_instant(InstantRow{0, main, 0, 3, int64_t{0}, int64_t{0}, int64_t{200}});
-    span(main, 1, 0, 10 * kMs, /*L*/ 0, /*B*/ 0, /*E*/ 0);
-    // Batch 1 handed before its collate is written (the next drain), which then sizes it.
-    span(main, 1, 20 * kMs, 5 * kMs, 0, 1, 0);
-    ASSERT_TRUE(wr.commit().ok());
-    ASSERT_TRUE(wr.begin().ok());
-    span(wt, 2, 12 * kMs, 1 * kMs, 1, 7, 0);
-    // Batch 2 is never collated; then StopIteration (arg1 -1).
-    span(main, 1, 40 * kMs, 2 * kMs, 0, 2, 0);
-    span(main, 1, 50 * kMs, 1 * kMs, 0, -1, 0);
-    // Loader 1 without workers: the collate inside the call sizes it (3 samples).
-    span(main, 2, 61 * kMs, 1 * kMs, /*L*/ 1, /*B*/ 0, /*samples*/ 3);
-    span(main, 1, 60 * kMs, 4 * kMs, 1, 0, 0);
-    ASSERT_TRUE(wr.set_meta("complete", "1").ok());
-    ASSERT_TRUE(wr.commit().ok());
-    ASSERT_TRUE(wr.finish().ok());
+// A recording written row by row for the join and the queues: its writer, names (ids 1, 2, ... in
+// the order given), processes, threads, spans and instants, and drains (commits).
+class JoinTest : public ::testing::Test {
+ protected:
+  static constexpr int64_t kMs = 1'000'000, kS = 1'000'000'000;
+  void open(std::initializer_list<const char*> names) {
+    auto w = Writer::create(path_);
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    w_ = std::move(*w);
+    ASSERT_TRUE(w_->begin().ok());
+    uint32_t id = 0;
+    for (const char* n : names) w_->add_string(++id, n);
   }
-  auto reader = Reader::open(path);
+  int64_t process(int64_t pid, std::optional<int64_t> ppid, const char* name) {
+    return w_->add_process(ProcessRow{0, pid, ppid, name, 0, {}, {}, {}});
+  }
+  int64_t thread(int64_t process, int64_t tid, const char* name) {
+    return w_->add_thread(ThreadRow{0, process, tid, name});
+  }
+  void span(int64_t thread, uint32_t name, int64_t start, int64_t dur, int64_t a0, int64_t a1, int64_t a2) {
+    w_->add_span(SpanRow{0, thread, start, dur, name, 0, a0, a1, a2});
+  }
+  void instant(int64_t thread, uint32_t name, int64_t ts, int64_t a0, int64_t a1, int64_t a2) {
+    w_->add_instant(InstantRow{0, thread, ts, name, a0, a1, a2});
+  }
+  void drain() {
+    ASSERT_TRUE(w_->commit().ok());
+    ASSERT_TRUE(w_->begin().ok());
+  }
+  void close() {
+    ASSERT_TRUE(w_->set_meta("complete", "1").ok());
+    ASSERT_TRUE(w_->commit().ok());
+    ASSERT_TRUE(w_->finish().ok());
+  }
+  Writer& writer() { return *w_; }
+
+  testing::TempDir dir_;
+  const std::string path_ = dir_.file("run.db");
+  std::unique_ptr<Writer> w_;
+};
+
+TEST_F(JoinTest, EachHandedBatchIsCountedAndSizedFromItsCollate) {
+  open({"dl.next", "dl.collate", "dl.worker_start"});
+  const int64_t train = process(100, std::nullopt, "train"), worker = process(200, 100, "worker");
+  const int64_t main = thread(train, 100, "main"), wt = thread(worker, 200, "worker");
+  // Loader 0, one worker: batch 0 collated (5 samples) before its dl.worker_start is written.
+  span(wt, 2, 1 * kMs, 1 * kMs, /*B*/ 0, /*samples*/ 5, /*G*/ 0);
+  instant(main, 3, 0, 0, 0, 200);
+  span(main, 1, 0, 10 * kMs, /*L*/ 0, /*B*/ 0, /*E*/ 0);
+  // Batch 1 handed before its collate is written (the next drain), which then sizes it.
+  span(main, 1, 20 * kMs, 5 * kMs, 0, 1, 0);
+  drain();
+  span(wt, 2, 12 * kMs, 1 * kMs, 1, 7, 0);
+  // Batch 2 is never collated; then StopIteration (arg1 -1).
+  span(main, 1, 40 * kMs, 2 * kMs, 0, 2, 0);
+  span(main, 1, 50 * kMs, 1 * kMs, 0, -1, 0);
+  // Loader 1 without workers: the collate inside the call sizes it (3 samples).
+  span(main, 2, 61 * kMs, 1 * kMs, /*L*/ 1, /*B*/ 0, /*samples*/ 3);
+  span(main, 1, 60 * kMs, 4 * kMs, 1, 0, 0);
+  close();
+  auto reader = Reader::open(path_);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
   for (int64_t level : kSummaryLevelsNs) {
     auto rows = (*reader)->handoff_summaries(level);
@@ -606,41 +622,24 @@ TEST(HandoffSummariesTest, EachHandedBatchIsCountedAndSizedFromItsCollate) {
 // older recording's rows read table by table): each hand-off is sized by its own epoch's collate,
 // in order, none left unsized. Each epoch's start (dl.epoch_begin to its first next() call) counts
 // in the interval where it began, the begins written before any call as an older recording's are.
-TEST(HandoffSummariesTest, TheSameBatchOfTwoEpochsIsSizedInOrder) {
-  testing::TempDir dir;
-  const std::string path = dir.file("run.db");
-  constexpr int64_t kMs = 1'000'000;
-  {
-    auto w = Writer::create(path);
-    ASSERT_TRUE(w.ok());
-    Writer& wr = **w;
-    ASSERT_TRUE(wr.begin().ok());
-    wr.add_string(1, "dl.next");
-    wr.add_string(2, "dl.collate");
-    wr.add_string(3, "dl.worker_start");
-    wr.add_string(4, "dl.epoch_begin");
-    const int64_t train = wr.add_process(ProcessRow{0, 100, {}, "train", 0, {}, {}, {}});
-    const int64_t main = wr.add_thread(ThreadRow{0, train, 100, "main"});
-    // __iter__ at 7 and 17 ms; at 9 ms an __iter__ of loader 1, which is never asked for a batch.
-    for (int64_t at : {7, 17}) wr.add_instant(InstantRow{0, main, at * kMs, 4, int64_t{0}, int64_t{0}, int64_t{1}});
-    wr.add_instant(InstantRow{0, main, 9 * kMs, 4, int64_t{1}, int64_t{0}, int64_t{0}});
-    std::vector<int64_t> workers;
-    for (int64_t pid : {200, 201}) {  // a worker per epoch (not persistent)
-      workers.push_back(
-          wr.add_thread(ThreadRow{0, wr.add_process(ProcessRow{0, pid, 100, "w", 0, {}, {}, {}}), pid, "w"}));
-      wr.add_instant(InstantRow{0, main, 0, 3, int64_t{0}, int64_t{0}, pid});
-    }
-    auto span = [&](int64_t thread, uint32_t name, int64_t start, int64_t a0, int64_t a1, int64_t a2) {
-      wr.add_span(SpanRow{0, thread, start, 1 * kMs, name, 0, a0, a1, a2});
-    };
-    span(main, 1, 10 * kMs, 0, 0, 0);  // epoch 0's batch 0
-    span(main, 1, 20 * kMs, 0, 0, 1);  // epoch 1's batch 0
-    span(workers[0], 2, 5 * kMs, 0, 6, 0);
-    span(workers[1], 2, 15 * kMs, 0, 9, 0);
-    ASSERT_TRUE(wr.commit().ok());
-    ASSERT_TRUE(wr.finish().ok());
+TEST_F(JoinTest, TheSameBatchOfTwoEpochsIsSizedInOrder) {
+  open({"dl.next", "dl.collate", "dl.worker_start", "dl.epoch_begin"});
+  const int64_t main = thread(process(100, std::nullopt, "train"), 100, "main");
+  // __iter__ at 7 and 17 ms; at 9 ms an __iter__ of loader 1, which is never asked for a batch.
+  for (int64_t at : {7, 17}) instant(main, 4, at * kMs, 0, 0, 1);
+  instant(main, 4, 9 * kMs, 1, 0, 0);
+  std::vector<int64_t> workers;
+  for (int64_t pid : {200, 201}) {  // a worker per epoch (not persistent)
+    workers.push_back(thread(process(pid, 100, "w"), pid, "w"));
+    instant(main, 3, 0, 0, 0, pid);
   }
-  auto reader = Reader::open(path);
+  span(main, 1, 10 * kMs, 1 * kMs, 0, 0, 0);  // epoch 0's batch 0
+  span(main, 1, 20 * kMs, 1 * kMs, 0, 0, 1);  // epoch 1's batch 0
+  span(workers[0], 2, 5 * kMs, 1 * kMs, 0, 6, 0);
+  span(workers[1], 2, 15 * kMs, 1 * kMs, 0, 9, 0);
+  ASSERT_TRUE(writer().commit().ok());
+  ASSERT_TRUE(writer().finish().ok());
+  auto reader = Reader::open(path_);
   ASSERT_TRUE(reader.ok()) << reader.status().message();
   auto rows = (*reader)->handoff_summaries(kSummaryLevelsNs[0]);
   ASSERT_TRUE(rows.ok() && rows->has_value());
@@ -657,31 +656,12 @@ TEST(HandoffSummariesTest, TheSameBatchOfTwoEpochsIsSizedInOrder) {
 // of time order: the worker's puts in a later drain than the hand-offs they precede. Events wait
 // until 5 s of later rows have come, then go through in time order; one that comes later than that
 // is counted late. A worker's put of an earlier epoch than its loader's is not counted.
-TEST(QueueSummariesTest, ReadyAndInFlightFollowTheBatchesInTimeOrder) {
-  testing::TempDir dir;
-  const std::string path = dir.file("run.db");
-  constexpr int64_t kMs = 1'000'000, kS = 1'000'000'000;
-  auto w = Writer::create(path);
-  ASSERT_TRUE(w.ok());
-  Writer& wr = **w;
-  ASSERT_TRUE(wr.begin().ok());
-  const char* names[] = {"dl.next", "dl.sent", "dl.put", "dl.epoch_begin", "dl.epoch_end", "dl.worker_start"};
-  for (uint32_t i = 0; i < std::size(names); ++i) wr.add_string(i + 1, names[i]);
+TEST_F(JoinTest, QueueReadyAndInFlightFollowTheBatchesInTimeOrder) {
+  open({"dl.next", "dl.sent", "dl.put", "dl.epoch_begin", "dl.epoch_end", "dl.worker_start"});
   enum : uint32_t { kNext = 1, kSent, kPut, kBegin, kEnd, kWorkerStart };
-  const int64_t train = wr.add_process(ProcessRow{0, 100, {}, "train", 0, {}, {}, {}});
-  const int64_t worker = wr.add_process(ProcessRow{0, 200, 100, "worker", 0, {}, {}, {}});
-  const int64_t main = wr.add_thread(ThreadRow{0, train, 100, "main"});
-  const int64_t wt = wr.add_thread(ThreadRow{0, worker, 200, "worker"});
-  auto instant = [&](int64_t thread, uint32_t name, int64_t ts, int64_t a0, int64_t a1, int64_t a2) {
-    wr.add_instant(InstantRow{0, thread, ts, name, a0, a1, a2});
-  };
-  auto next = [&](int64_t start, int64_t end, int64_t batch) {
-    wr.add_span(SpanRow{0, main, start, end - start, kNext, 0, int64_t{0}, batch, int64_t{0}});
-  };
-  auto drain = [&] {
-    ASSERT_TRUE(wr.commit().ok());
-    ASSERT_TRUE(wr.begin().ok());
-  };
+  const int64_t train = process(100, std::nullopt, "train"), worker = process(200, 100, "worker");
+  const int64_t main = thread(train, 100, "main"), wt = thread(worker, 200, "worker");
+  auto next = [&](int64_t start, int64_t end, int64_t batch) { span(main, kNext, start, end - start, 0, batch, 0); };
   // Epoch 0 of loader 0, one worker (pid 200). Drain 1: the training thread's rows.
   instant(main, kBegin, 0, 0, 0, 1);
   instant(main, kWorkerStart, 0, 0, 0, 200);
@@ -708,7 +688,7 @@ TEST(QueueSummariesTest, ReadyAndInFlightFollowTheBatchesInTimeOrder) {
   drain();
   // What a reader sees now: epoch 0 went through; epoch 1's events still wait.
   auto level_rows = [&](int64_t level) {
-    auto reader = Reader::open(path);
+    auto reader = Reader::open(path_);
     EXPECT_TRUE(reader.ok()) << reader.status().message();
     std::map<int64_t, QueueSummaryRow> by_bucket;
     if (!reader.ok()) return by_bucket;
@@ -756,10 +736,8 @@ TEST(QueueSummariesTest, ReadyAndInFlightFollowTheBatchesInTimeOrder) {
   instant(wt, kPut, t2 + 7999 * kMs, 0, 0, 2);
   next(t2 + 2 * kMs, t2 + 8 * kS, 0);
   next(t2 + 8500 * kMs, t2 + 8600 * kMs, -1);
-  ASSERT_TRUE(wr.set_meta("complete", "1").ok());
-  ASSERT_TRUE(wr.commit().ok());
-  ASSERT_TRUE(wr.finish().ok());
-  EXPECT_EQ(wr.summaries().queue_events_late(), 2);  // loader 7's sent, epoch 2's long call's start
+  close();
+  EXPECT_EQ(writer().summaries().queue_events_late(), 2);  // loader 7's sent, epoch 2's long call's start
   auto seconds = level_rows(kSummaryLevelsNs[0]);
   ASSERT_EQ(seconds.size(), 2u + 9u);  // epoch 2: 30-38 s
   expect_epoch_0(seconds[0]);
