@@ -194,27 +194,22 @@ Status carry_summaries(Input& in, Writer& out) {
     out.summaries().add_summary(o);
     added();
   };
-  to.gpu = [&](const GpuSummaryRow& r) {
+  // GPU and queue summaries: per process.
+  auto by_process = [&](const auto& r) {
     auto p = in.process_id.find(r.process_id);
-    GpuSummaryRow o = r;
+    auto o = r;
     if (p == in.process_id.end() || !shifted(r.bucket, r.level_ns, &o.bucket)) return;
     o.process_id = p->second;
     out.summaries().add_summary(o);
     added();
   };
+  to.gpu = by_process;
+  to.queue = by_process;
   to.handoff = [&](const HandoffSummaryRow& r) {
     auto t = in.thread_id.find(r.thread_id);
     HandoffSummaryRow o = r;
     if (t == in.thread_id.end() || !shifted(r.bucket, r.level_ns, &o.bucket)) return;
     o.thread_id = t->second;
-    out.summaries().add_summary(o);
-    added();
-  };
-  to.queue = [&](const QueueSummaryRow& r) {
-    auto p = in.process_id.find(r.process_id);
-    QueueSummaryRow o = r;
-    if (p == in.process_id.end() || !shifted(r.bucket, r.level_ns, &o.bucket)) return;
-    o.process_id = p->second;
     out.summaries().add_summary(o);
     added();
   };

@@ -298,11 +298,16 @@ void Summaries::Impl::queue_cover(std::pair<int64_t, int64_t> key, QueueState& q
 void Summaries::Impl::queue_cover(std::pair<int64_t, int64_t> key, int64_t since, int64_t t, int64_t ready,
                                   int64_t flight) {
   if (t <= since) return;
+  // A loader active for more than 10 days without a single event is a damaged file's times: its
+  // buckets are not walked.
+  constexpr int64_t kMaxCoverNs = int64_t{10} * 86400 * 1'000'000'000;
+  int64_t length = 0;
+  if (__builtin_sub_overflow(t, since, &length) || length > kMaxCoverNs) return;
   queues.see(t);
   for (size_t l = 0; l < kLevels; ++l) {
     const int64_t len = kSummaryLevelsNs[l];
     for (int64_t b = summary_bucket(since, len), last = summary_bucket(t - 1, len); b <= last; ++b) {
-      const int64_t from = std::max(since, b * len), to = std::min(t, (b + 1) * len);
+      const int64_t from = std::max(since, saturating_mul(b, len)), to = std::min(t, saturating_mul(b + 1, len));
       const int64_t d = to - from;
       if (d <= 0) continue;
       QueueAgg& a = queues.at({l, b, key.first, key.second}, error);
@@ -341,7 +346,9 @@ void Summaries::Impl::queue_apply(const QueueEvent& e) {
       key = w->second;
       auto first = worker_epoch.find(pid->second);
       auto now = queue_epoch.find(key);
-      if (first != worker_epoch.end() && now != queue_epoch.end() && first->second + e.arg2 != now->second) {
+      int64_t epoch = 0;
+      if (first != worker_epoch.end() && now != queue_epoch.end() &&
+          (__builtin_add_overflow(first->second, e.arg2, &epoch) || epoch != now->second)) {
         ++queue_stale;
         return;
       }
@@ -687,7 +694,8 @@ void Summaries::add_start(const SpanRow& r) {
   }
   if (it->second.empty()) m.begun.erase(it);
   if (!begin) return;
-  const int64_t start = r.start_ns - *begin;
+  int64_t start = 0;  // a damaged file's times can be anything
+  if (__builtin_sub_overflow(r.start_ns, *begin, &start)) start = std::numeric_limits<int64_t>::max();
   m.handoffs.see(*begin);
   for (size_t l = 0; l < kLevels; ++l) {
     HandoffAgg& a = m.handoffs.at({l, summary_bucket(*begin, kSummaryLevelsNs[l]), r.thread_id, loader}, m.error);
@@ -722,7 +730,9 @@ void Summaries::add_handoff(const SpanRow& r) {
   std::optional<int64_t> step;
   const std::pair<int64_t, int64_t> series{r.thread_id, loader};
   if (auto lh = m.last_handoff.find(series); lh != m.last_handoff.end()) {
-    step = std::max<int64_t>(0, end - lh->second);
+    int64_t gap = 0;
+    step = __builtin_sub_overflow(end, lh->second, &gap) ? (end > lh->second ? std::numeric_limits<int64_t>::max() : 0)
+                                                         : std::max<int64_t>(0, gap);
     lh->second = std::max(lh->second, end);
   } else {
     m.last_handoff.emplace(series, end);

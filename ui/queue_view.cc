@@ -144,21 +144,27 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
         d.cache->draw(dl, k, [&] { return draw_series(dl, s, ax, f.data_t1, ytop, ybot, vmax, col); }));
   };
   const int cols = series(an->in_flight, kFlight) + series(an->ready, kReady);
-  int overview_cols = 0, overview_queue_cols = 0;
-  if (queue) {
-    // Per pixel column: a band from the lowest to the highest count held in the buckets it covers,
-    // a tick at the time-weighted mean (in flight blue, ready green), and behind them red as
-    // strong as the share of the time with none ready.
-    const Overview& o = *f.tl->overview;
-    const float h = ybot - ytop;
-    auto y = [&](double v) { return ybot - h * std::clamp(static_cast<float>(v) / vmax, 0.0f, 1.0f); };
+  // Outside the detail: each pixel column the detail's plot does not cover, with the overview's
+  // buckets a..b under it, to draw(x, a, b), which says whether it drew.
+  auto overview_columns = [&](const auto& draw) {
+    int n = 0;
     for (float x = std::floor(ax.x0); x < ax.x1; x += 1.0f) {
       const int64_t ta = static_cast<int64_t>(ax.t(x)), tb = static_cast<int64_t>(ax.t(x + 1.0f));
       if (tb > f.tl->detail_t0 && ta < f.tl->detail_t1) continue;  // the detail's own plot is there
       size_t a = 0, b = 0;
-      if (!o.buckets(ta, tb, &a, &b)) continue;
+      if (f.tl->overview->buckets(ta, tb, &a, &b) && draw(x, a, b)) ++n;
+    }
+    return n;
+  };
+  auto y = [&](double v) { return ybot - (ybot - ytop) * std::clamp(static_cast<float>(v) / vmax, 0.0f, 1.0f); };
+  int overview_queue_cols = 0, overview_cols = 0;
+  if (queue) {
+    // A band from the lowest to the highest count held in the buckets, a tick at the time-weighted
+    // mean (in flight blue, ready green), and behind them red as strong as the share of the time
+    // with none ready.
+    overview_queue_cols = overview_columns([&](float x, size_t a, size_t b) {
       const Overview::QueueBucket q = Overview::combine(*queue, a, b);
-      if (q.covered_ns <= 0) continue;
+      if (q.covered_ns <= 0) return false;
       const double covered = static_cast<double>(q.covered_ns);
       const float empty = static_cast<float>(static_cast<double>(q.empty_ns) / covered);
       if (empty > 0) dl->AddRectFilled(ImVec2(x, ytop), ImVec2(x + 1, ybot), with_alpha(kBad, 0.45f * empty));
@@ -168,27 +174,20 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
       dl->AddRectFilled(ImVec2(x, y(q.ready_max) - 1), ImVec2(x + 1, y(q.ready_min) + 1), with_alpha(kReady, 0.35f));
       dl->AddRectFilled(ImVec2(x, y(flight) - 1), ImVec2(x + 1, y(flight) + 1), kFlight);
       dl->AddRectFilled(ImVec2(x, y(ready) - 1), ImVec2(x + 1, y(ready) + 1), kReady);
-      ++overview_cols;
-      ++overview_queue_cols;
-    }
-  }
-  if (outstanding) {
-    const Overview& o = *f.tl->overview;
-    const float h = ybot - ytop;
-    auto y = [&](int32_t v) { return ybot - h * std::clamp(static_cast<float>(v) / vmax, 0.0f, 1.0f); };
-    for (float x = std::floor(ax.x0); x < ax.x1; x += 1.0f) {
-      const int64_t ta = static_cast<int64_t>(ax.t(x)), tb = static_cast<int64_t>(ax.t(x + 1.0f));
-      if (tb > f.tl->detail_t0 && ta < f.tl->detail_t1) continue;  // the detail's own plot is there
-      size_t a = 0, b = 0;
-      if (!o.buckets(ta, tb, &a, &b)) continue;
+      return true;
+    });
+    overview_cols = overview_queue_cols;
+  } else if (outstanding) {
+    // The lowest and highest of the buckets' counts.
+    overview_cols = overview_columns([&](float x, size_t a, size_t b) {
       int32_t lo = INT32_MAX, hi = 0;
       for (size_t i = a; i <= b; ++i) {
         lo = std::min(lo, (*outstanding)[i]);
         hi = std::max(hi, (*outstanding)[i]);
       }
       dl->AddRectFilled(ImVec2(x, y(hi) - 1), ImVec2(x + 1, y(lo) + 1), kOutstanding);
-      ++overview_cols;
-    }
+      return true;
+    });
   }
   if (f.now_ns >= ax.t0 && f.now_ns <= ax.t1) {
     const float x = ax.x(f.now_ns);
