@@ -238,9 +238,9 @@ struct Summaries::Impl {
     // has gone by, and the time from its start is then covered with the values the queue held.
     std::deque<std::array<int64_t, 3>> idle;
   };
-  static constexpr size_t kMaxIdleChanges = 4096;
+  static constexpr size_t kMaxIdleChanges = 1024;
   std::map<std::pair<int64_t, int64_t>, QueueState> queue_state;  // (process row, loader) -> now
-  static constexpr size_t kMaxQueues = 1 << 12;
+  static constexpr size_t kMaxQueues = 1 << 10;                   // with their changes while not active: 25 MB at most
   // A torch worker's put of an earlier epoch than its loader's current one (a worker of an
   // abandoned iterator finishing its batch) is not in the queue: the epoch each loader is in, and
   // the epoch each worker started in (a put's epoch is that plus its generation).
