@@ -32,20 +32,6 @@ struct Acc {
 
 }  // namespace
 
-void QueuePeriod::add(const QueuePeriod& o) {
-  if (o.active_ns <= 0) return;
-  const bool first = active_ns <= 0;
-  auto sum = [](int64_t a, int64_t b) { return __builtin_add_overflow(a, b, &a) ? INT64_MAX : a; };
-  active_ns = sum(active_ns, o.active_ns);
-  ready_ns = sum(ready_ns, o.ready_ns);
-  empty_ns = sum(empty_ns, o.empty_ns);
-  flight_ns = sum(flight_ns, o.flight_ns);
-  ready_min = first ? o.ready_min : std::min(ready_min, o.ready_min);
-  ready_max = first ? o.ready_max : std::max(ready_max, o.ready_max);
-  flight_min = first ? o.flight_min : std::min(flight_min, o.flight_min);
-  flight_max = first ? o.flight_max : std::max(flight_max, o.flight_max);
-}
-
 PeriodChoice choose_period(int64_t window_ns, int max_periods) {
   static constexpr std::array<int64_t, 18> kNice = {1,   2,   5,    10,   20,   30,    60,    120,   300,
                                                     600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400};
@@ -296,17 +282,8 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
       Acc* a = period_of(row.bucket);
       if (a == nullptr || row.loader != out.loader || train_processes.count(row.process_id) == 0 || row.covered_ns <= 0)
         continue;
-      QueuePeriod q;
-      q.active_ns = row.covered_ns;
-      q.ready_ns = row.ready_ns;
-      q.empty_ns = row.empty_ns;
-      q.flight_ns = row.flight_ns;
-      q.ready_min = row.ready_min;
-      q.ready_max = row.ready_max;
-      q.flight_min = row.flight_min;
-      q.flight_max = row.flight_max;
       if (!a->p.queue) a->p.queue = QueuePeriod{};
-      a->p.queue->add(q);
+      a->p.queue->merge(row);
     }
   }
   Acc total;
@@ -339,7 +316,7 @@ Result<OverTime> over_time(Reader& reader, const Report& r, int max_periods) {
     }
     if (a.p.queue) {
       if (!total.p.queue) total.p.queue = QueuePeriod{};
-      total.p.queue->add(*a.p.queue);
+      total.p.queue->merge(*a.p.queue);
     }
     finish(a);
     out.periods.push_back(a.p);

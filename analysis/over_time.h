@@ -20,22 +20,8 @@ struct Report;
 // A loader's queue over the time it was active (from an epoch's first next() call to its end) in a
 // period, from queue_summaries: the batches ready (put by a worker, not yet handed to the loop) and
 // in flight (sent to a worker, not yet put), as the report's Queue section counts them.
-struct QueuePeriod {
-  int64_t active_ns = 0, ready_ns = 0, empty_ns = 0, flight_ns = 0;      // ready_ns, flight_ns: batch-ns
-  int64_t ready_min = 0, ready_max = 0, flight_min = 0, flight_max = 0;  // held for a positive time
-
-  double active_s() const { return static_cast<double>(active_ns) / 1e9; }
-  double ready_mean() const {
-    return active_ns > 0 ? static_cast<double>(ready_ns) / static_cast<double>(active_ns) : 0;
-  }
-  double in_flight_mean() const {
-    return active_ns > 0 ? static_cast<double>(flight_ns) / static_cast<double>(active_ns) : 0;
-  }
-  double empty_fraction() const {
-    return active_ns > 0 ? static_cast<double>(empty_ns) / static_cast<double>(active_ns) : 0;
-  }
-  void add(const QueuePeriod& o);
-};
+// The training loader's queue over a period (storage/rows.h; its covered_ns: the time it was active).
+using QueuePeriod = QueueFigures;
 
 struct OverTimePeriod {
   // [t0, t1) of session time, clipped to the training window (recorded with --keep-detail: from the

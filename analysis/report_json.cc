@@ -191,7 +191,7 @@ Json over_time_period_json(const OverTimePeriod& p) {
   Json q;
   if (p.queue) {
     q = Json::object();
-    q["active_s"] = p.queue->active_s();
+    q["active_s"] = p.queue->covered_s();
     q["mean_ready"] = p.queue->ready_mean();
     q["min_ready"] = p.queue->ready_min;
     q["max_ready"] = p.queue->ready_max;

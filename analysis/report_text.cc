@@ -310,7 +310,7 @@ std::string render_text(const Report& r) {
     }
     for (size_t i = 0; i < times.size(); ++i) o += (i == 0 ? std::string(19, ' ') : ", ") + times[i];
     if (!times.empty()) o += "\n";
-    if (w.queue && w.queue->active_ns > 0) {
+    if (w.queue && w.queue->covered_ns > 0) {
       const QueuePeriod& q = *w.queue;
       o += std::string(19, ' ') + "queue ready " + fixed(q.ready_mean(), 2) + " batches on average (" +
            std::to_string(q.ready_min) + "-" + std::to_string(q.ready_max) + "), empty " + percent(q.empty_fraction()) +

@@ -2,7 +2,9 @@
 // nanoseconds since the session start; optional columns are std::optional.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -104,16 +106,51 @@ struct HandoffSummaryRow {
   int64_t starts = 0, start_total_ns = 0;
 };
 
-// One interval of one loader's queue in one process (queue_summaries): over the time the loader
-// was active in it (from an epoch's first next() call to its StopIteration or dl.epoch_end), the
-// batches ready (put by a worker, not yet handed to the loop) and in flight (sent to a worker, not
-// yet put) as step functions: their time integrals (batch-ns; divided by covered_ns, the means),
-// lowest and highest values held for a positive time, and the time with none ready.
-struct QueueSummaryRow {
-  int64_t level_ns = 0, bucket = 0, process_id = 0, loader = 0;
+// A loader's queue over some time (queue_summaries; docs/schema.md): the time the loader was active
+// (covered_ns, from an epoch's first next() call to its StopIteration or dl.epoch_end), and over it
+// the batches ready (put by a worker, not yet handed to the loop) and in flight (sent to a worker,
+// not yet put) as step functions: their time integrals (batch-ns; divided by covered_ns, the
+// means), lowest and highest values held for a positive time, and the time with none ready.
+// merge() is the one rule every layer combines them by (the writer's intervals, the report's
+// periods, the dashboard's columns): sums added (saturating), lowest and highest over the parts that
+// covered time; a part with no covered time changes nothing.
+struct QueueFigures {
   int64_t covered_ns = 0;
   int64_t ready_ns = 0, ready_min = 0, ready_max = 0, empty_ns = 0;
   int64_t flight_ns = 0, flight_min = 0, flight_max = 0;
+
+  void merge(const QueueFigures& o) {
+    if (o.covered_ns <= 0) return;
+    const bool first = covered_ns <= 0;
+    auto sum = [](int64_t a, int64_t b) {
+      int64_t r = 0;
+      if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+      return r;
+    };
+    covered_ns = sum(covered_ns, o.covered_ns);
+    ready_ns = sum(ready_ns, o.ready_ns);
+    empty_ns = sum(empty_ns, o.empty_ns);
+    flight_ns = sum(flight_ns, o.flight_ns);
+    ready_min = first ? o.ready_min : std::min(ready_min, o.ready_min);
+    ready_max = first ? o.ready_max : std::max(ready_max, o.ready_max);
+    flight_min = first ? o.flight_min : std::min(flight_min, o.flight_min);
+    flight_max = first ? o.flight_max : std::max(flight_max, o.flight_max);
+  }
+  double covered_s() const { return static_cast<double>(covered_ns) / 1e9; }
+  double ready_mean() const { return per_covered(ready_ns); }
+  double in_flight_mean() const { return per_covered(flight_ns); }
+  double empty_fraction() const { return per_covered(empty_ns); }
+
+ private:
+  double per_covered(int64_t v) const {
+    return covered_ns > 0 ? static_cast<double>(v) / static_cast<double>(covered_ns) : 0;
+  }
+};
+
+// One interval of one loader's queue in one process.
+struct QueueSummaryRow : QueueFigures {
+  int64_t level_ns = 0, bucket = 0, process_id = 0, loader = 0;
 };
 
 struct CounterSummaryRow {

@@ -47,14 +47,6 @@ struct HandoffAgg {
   DurationSketch sketch;
 };
 
-// A loader's queue over one interval (queue_summaries). min/max hold the int64 limits while nothing
-// was covered.
-struct QueueAgg {
-  int64_t covered = 0, ready = 0, empty = 0, flight = 0;
-  int64_t ready_min = std::numeric_limits<int64_t>::max(), ready_max = std::numeric_limits<int64_t>::min();
-  int64_t flight_min = std::numeric_limits<int64_t>::max(), flight_max = std::numeric_limits<int64_t>::min();
-};
-
 int64_t saturating_mul(int64_t a, int64_t b) {
   int64_t r = 0;
   if (__builtin_mul_overflow(a, b, &r))
@@ -157,7 +149,7 @@ struct Summaries::Impl {
   Buckets<CounterKey, CounterAgg> counters;
   Buckets<GpuKey, GpuAgg> gpu;
   Buckets<HandoffKey, HandoffAgg> handoffs;
-  Buckets<QueueKey, QueueAgg> queues;
+  Buckets<QueueKey, QueueFigures> queues;  // a loader's queue over one interval
   std::unique_ptr<Stmt> span_get, span_put, instant_get, instant_put, counter_get, counter_put, gpu_get, gpu_put,
       handoff_get, handoff_put, queue_get, queue_put;
   Status error;
@@ -310,15 +302,14 @@ void Summaries::Impl::queue_cover(std::pair<int64_t, int64_t> key, int64_t since
       const int64_t from = std::max(since, saturating_mul(b, len)), to = std::min(t, saturating_mul(b + 1, len));
       const int64_t d = to - from;
       if (d <= 0) continue;
-      QueueAgg& a = queues.at({l, b, key.first, key.second}, error);
-      a.covered = saturating_add(a.covered, d);
-      a.ready = saturating_add(a.ready, saturating_mul(ready, d));
-      a.flight = saturating_add(a.flight, saturating_mul(flight, d));
-      if (ready == 0) a.empty = saturating_add(a.empty, d);
-      a.ready_min = std::min(a.ready_min, ready);
-      a.ready_max = std::max(a.ready_max, ready);
-      a.flight_min = std::min(a.flight_min, flight);
-      a.flight_max = std::max(a.flight_max, flight);
+      QueueFigures held;
+      held.covered_ns = d;
+      held.ready_ns = saturating_mul(ready, d);
+      held.flight_ns = saturating_mul(flight, d);
+      held.empty_ns = ready == 0 ? d : 0;
+      held.ready_min = held.ready_max = ready;
+      held.flight_min = held.flight_max = flight;
+      queues.at({l, b, key.first, key.second}, error).merge(held);
     }
   }
 }
@@ -586,21 +577,20 @@ Status Summaries::prepare() {
     s.bind_blob(i + 7, a.sketch.encode()).bind(i + 8, a.starts).bind(i + 9, a.start_total);
     return s.run();
   };
-  m.queues.load = [&m, bind_handoff_key, read](const QueueKey& k, QueueAgg& a) {
+  m.queues.load = [&m, bind_handoff_key, read](const QueueKey& k, QueueFigures& a) {
     bind_handoff_key(*m.queue_get, k);
     return read(*m.queue_get, [&a](Stmt& s) {
-      int64_t* const columns[] = {&a.covered, &a.ready,  &a.ready_min,  &a.ready_max,
-                                  &a.empty,   &a.flight, &a.flight_min, &a.flight_max};
+      int64_t* const columns[] = {&a.covered_ns, &a.ready_ns,  &a.ready_min,  &a.ready_max,
+                                  &a.empty_ns,   &a.flight_ns, &a.flight_min, &a.flight_max};
       for (int c = 0; c < static_cast<int>(std::size(columns)); ++c) *columns[c] = s.int64(c);
       return Status::Ok();
     });
   };
-  m.queues.store = [&m, bind_handoff_key](const QueueKey& k, const QueueAgg& a) {
+  m.queues.store = [&m, bind_handoff_key](const QueueKey& k, const QueueFigures& a) {
     Stmt& s = *m.queue_put;
     int i = bind_handoff_key(s, k);
-    const bool any = a.covered > 0;
-    for (int64_t v : {a.covered, a.ready, any ? a.ready_min : 0, any ? a.ready_max : 0, a.empty, a.flight,
-                      any ? a.flight_min : 0, any ? a.flight_max : 0})
+    for (int64_t v :
+         {a.covered_ns, a.ready_ns, a.ready_min, a.ready_max, a.empty_ns, a.flight_ns, a.flight_min, a.flight_max})
       s.bind(i++, v);
     return s.run();
   };
@@ -947,15 +937,7 @@ void Summaries::add_summary(const QueueSummaryRow& r) {
   if (!l || r.covered_ns <= 0) return;
   Impl& m = *impl_;
   m.queues.see(bucket_start(r.bucket, r.level_ns));
-  QueueAgg& a = m.queues.at({*l, r.bucket, r.process_id, r.loader}, m.error);
-  a.covered = saturating_add(a.covered, r.covered_ns);
-  a.ready = saturating_add(a.ready, r.ready_ns);
-  a.empty = saturating_add(a.empty, r.empty_ns);
-  a.flight = saturating_add(a.flight, r.flight_ns);
-  a.ready_min = std::min(a.ready_min, r.ready_min);
-  a.ready_max = std::max(a.ready_max, r.ready_max);
-  a.flight_min = std::min(a.flight_min, r.flight_min);
-  a.flight_max = std::max(a.flight_max, r.flight_max);
+  m.queues.at({*l, r.bucket, r.process_id, r.loader}, m.error).merge(r);
 }
 
 void Summaries::finish_queues() {

@@ -78,20 +78,7 @@ std::optional<std::pair<int64_t, int64_t>> wanted_detail(const Timeline& tl, dou
 
 Overview::QueueBucket Overview::combine(const std::vector<QueueBucket>& q, size_t a, size_t b) {
   QueueBucket out;
-  auto sum = [](int64_t x, int64_t y) { return __builtin_add_overflow(x, y, &x) ? INT64_MAX : x; };
-  for (size_t i = a; i <= b && i < q.size(); ++i) {
-    const QueueBucket& one = q[i];
-    if (one.covered_ns <= 0) continue;
-    const bool first = out.covered_ns <= 0;
-    out.covered_ns = sum(out.covered_ns, one.covered_ns);
-    out.ready_ns = sum(out.ready_ns, one.ready_ns);
-    out.flight_ns = sum(out.flight_ns, one.flight_ns);
-    out.empty_ns = sum(out.empty_ns, one.empty_ns);
-    out.ready_min = first ? one.ready_min : std::min(out.ready_min, one.ready_min);
-    out.ready_max = first ? one.ready_max : std::max(out.ready_max, one.ready_max);
-    out.flight_min = first ? one.flight_min : std::min(out.flight_min, one.flight_min);
-    out.flight_max = first ? one.flight_max : std::max(out.flight_max, one.flight_max);
-  }
+  for (size_t i = a; i <= b && i < q.size(); ++i) out.merge(q[i]);
   return out;
 }
 
@@ -272,23 +259,16 @@ Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns, int64
   auto queues = r.queue_summaries(o->level_ns);
   if (!queues.ok()) return queues.status();
   if (*queues) {
-    auto narrow = [](int64_t v) { return static_cast<int32_t>(std::clamp<int64_t>(v, 0, INT32_MAX)); };
     for (const QueueSummaryRow& row : **queues) {
       const int64_t i = index(row.bucket);
       if (i < 0 || row.covered_ns <= 0) continue;
       auto& q = o->queues[row.loader];
       if (q.empty()) q.assign(nb, Overview::QueueBucket{});
-      Overview::QueueBucket one;
-      one.covered_ns = row.covered_ns;
-      one.ready_ns = std::max<int64_t>(row.ready_ns, 0);
-      one.flight_ns = std::max<int64_t>(row.flight_ns, 0);
-      one.empty_ns = std::max<int64_t>(row.empty_ns, 0);
-      one.ready_min = narrow(row.ready_min);
-      one.ready_max = narrow(row.ready_max);
-      one.flight_min = narrow(row.flight_min);
-      one.flight_max = narrow(row.flight_max);
-      std::vector<Overview::QueueBucket> pair = {q[static_cast<size_t>(i)], one};
-      q[static_cast<size_t>(i)] = Overview::combine(pair, 0, 1);
+      QueueFigures one = row;  // a damaged file's negative figures drawn as none
+      for (int64_t* v : {&one.ready_ns, &one.flight_ns, &one.empty_ns, &one.ready_min, &one.ready_max, &one.flight_min,
+                         &one.flight_max})
+        *v = std::max<int64_t>(*v, 0);
+      q[static_cast<size_t>(i)].merge(one);
     }
   }
 

@@ -65,12 +65,9 @@ struct Overview {
   // And where the recording has queue_summaries (docs/schema.md): per loader and bucket, the batches
   // ready and in flight while the loader was active (their time integrals, lowest and highest
   // values), and the time with none ready. Buckets where it was not active hold covered_ns 0.
-  struct QueueBucket {
-    int64_t covered_ns = 0, ready_ns = 0, flight_ns = 0, empty_ns = 0;
-    int32_t ready_min = 0, ready_max = 0, flight_min = 0, flight_max = 0;
-  };
+  using QueueBucket = QueueFigures;
   std::map<int64_t, std::vector<QueueBucket>> queues;
-  // Over the buckets a..b of one loader's: their sums, lowest and highest (covered_ns 0: none).
+  // Over the buckets a..b of one loader's: their figures merged (covered_ns 0: none).
   static QueueBucket combine(const std::vector<QueueBucket>& q, size_t a, size_t b);
 
   // The buckets a..b that [t0, t1) touches, clamped to the overview; false when it misses it.

@@ -115,7 +115,8 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
   if (outstanding) outstanding_max = *std::max_element(outstanding->begin(), outstanding->end());
   if (queue) {
     for (const Overview::QueueBucket& b : *queue)
-      outstanding_max = std::max({outstanding_max, b.ready_max, b.flight_max});
+      outstanding_max = static_cast<int32_t>(
+          std::clamp<int64_t>(std::max({int64_t{outstanding_max}, b.ready_max, b.flight_max}), 0, INT32_MAX));
   }
   const float vmax =
       static_cast<float>(std::max({an->ready.max_value(), an->in_flight.max_value(), outstanding_max, 1}));
@@ -165,11 +166,9 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
     overview_queue_cols = overview_columns([&](float x, size_t a, size_t b) {
       const Overview::QueueBucket q = Overview::combine(*queue, a, b);
       if (q.covered_ns <= 0) return false;
-      const double covered = static_cast<double>(q.covered_ns);
-      const float empty = static_cast<float>(static_cast<double>(q.empty_ns) / covered);
+      const float empty = static_cast<float>(q.empty_fraction());
       if (empty > 0) dl->AddRectFilled(ImVec2(x, ytop), ImVec2(x + 1, ybot), with_alpha(kBad, 0.45f * empty));
-      const double flight = static_cast<double>(q.flight_ns) / covered,
-                   ready = static_cast<double>(q.ready_ns) / covered;
+      const double flight = q.in_flight_mean(), ready = q.ready_mean();
       dl->AddRectFilled(ImVec2(x, y(q.flight_max) - 1), ImVec2(x + 1, y(q.flight_min) + 1), with_alpha(kFlight, 0.35f));
       dl->AddRectFilled(ImVec2(x, y(q.ready_max) - 1), ImVec2(x + 1, y(q.ready_min) + 1), with_alpha(kReady, 0.35f));
       dl->AddRectFilled(ImVec2(x, y(flight) - 1), ImVec2(x + 1, y(flight) + 1), kFlight);
@@ -218,13 +217,13 @@ void draw_queue(Frame& f, const ImVec2& pos, const ImVec2& size) {
     const Overview::QueueBucket q = outside && queue ? Overview::combine(*queue, b, b) : Overview::QueueBucket{};
     if (outside && queue && q.covered_ns > 0) {
       const Overview& o = *f.tl->overview;
-      const double covered = static_cast<double>(q.covered_ns);
-      ImGui::TextColored(ImColor(kReady), "ready      %.2f on average (%d-%d)",
-                         static_cast<double>(q.ready_ns) / covered, q.ready_min, q.ready_max);
-      ImGui::TextColored(ImColor(kFlight), "in flight  %.2f on average (%d-%d)",
-                         static_cast<double>(q.flight_ns) / covered, q.flight_min, q.flight_max);
+      auto ll = [](int64_t v) { return static_cast<long long>(v); };
+      ImGui::TextColored(ImColor(kReady), "ready      %.2f on average (%lld-%lld)", q.ready_mean(), ll(q.ready_min),
+                         ll(q.ready_max));
+      ImGui::TextColored(ImColor(kFlight), "in flight  %.2f on average (%lld-%lld)", q.in_flight_mean(),
+                         ll(q.flight_min), ll(q.flight_max));
       ImGui::TextDisabled("none ready %.0f%% of the loader's %.1f s active in %s-%s (the summaries)",
-                          100.0 * static_cast<double>(q.empty_ns) / covered, covered / 1e9,
+                          100.0 * q.empty_fraction(), q.covered_s(),
                           fmt_time(static_cast<double>(o.bucket_start(b)), 0).c_str(),
                           fmt_time(static_cast<double>(o.bucket_start(b + 1)), 0).c_str());
     } else if (outside && outstanding) {

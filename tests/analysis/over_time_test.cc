@@ -240,7 +240,7 @@ TEST_F(OverTimeFromRecording, TheQueueAgreesWithTheReportOfEveryRow) {
   ASSERT_TRUE(ot->available) << ot->note;
   ASSERT_TRUE(ot->total.queue.has_value());
   const QueuePeriod& q = *ot->total.queue;
-  EXPECT_NEAR(q.active_s(), r.queue.active_s, 1e-9);
+  EXPECT_NEAR(q.covered_s(), r.queue.active_s, 1e-9);
   EXPECT_NEAR(q.ready_mean(), r.queue.mean_ready.value_or(-1), 1e-9);
   EXPECT_NEAR(q.empty_fraction(), r.queue.empty_fraction.value_or(-1), 1e-9);
   EXPECT_NEAR(q.in_flight_mean(), r.queue.mean_in_flight.value_or(-1), 1e-9);
@@ -257,8 +257,8 @@ TEST_F(OverTimeFromRecording, TheQueueAgreesWithTheReportOfEveryRow) {
   EXPECT_LT(ot->periods.back().queue->ready_mean(), 0.5);
   // The periods add up to the whole run.
   int64_t active = 0;
-  for (const OverTimePeriod& p : ot->periods) active += p.queue ? p.queue->active_ns : 0;
-  EXPECT_EQ(active, q.active_ns);
+  for (const OverTimePeriod& p : ot->periods) active += p.queue ? p.queue->covered_ns : 0;
+  EXPECT_EQ(active, q.covered_ns);
   Report with = r;
   with.over_time = *ot;
   const Json j = to_json(with);
