@@ -281,17 +281,23 @@ struct MethodHook {
 
 PyObject* next_call_orig(MethodHook* h, PyObject* self) { return PyObject_Vectorcall(h->orig, &self, 1, nullptr); }
 
-// The iterator's _ItState (borrowed from its __dict__), or nullptr (error cleared).
+// The iterator's _ItState (a new reference), or nullptr (error cleared). Read as
+// object.__getattribute__ does (hooks/_state.it_state), never through the iterator's __dict__:
+// asking for it makes CPython move the instance's inline values into a dict for good, and torch's
+// own attribute reads on the iterator slower. Where the type's attribute access is the generic one,
+// a missing attribute raises nothing (an iterator we do not follow costs no exception per batch).
 PyObject* it_state(PyObject* self) {
-  PyObject* d = PyObject_GenericGetDict(self, nullptr);
-  if (d == nullptr) {
-    PyErr_Clear();
-    return nullptr;
+  PyObject* s = nullptr;
+  if (Py_TYPE(self)->tp_getattro == PyObject_GenericGetAttr) {
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyObject_GetOptionalAttr(self, s_stallscope_it, &s) < 0) PyErr_Clear();
+#else
+    if (_PyObject_LookupAttr(self, s_stallscope_it, &s) < 0) PyErr_Clear();
+#endif
+    return s;
   }
-  PyObject* s = PyDict_Check(d) ? PyDict_GetItemWithError(d, s_stallscope_it) : nullptr;
+  s = PyObject_GenericGetAttr(self, s_stallscope_it);
   if (s == nullptr) PyErr_Clear();
-  Py_XINCREF(s);
-  Py_DECREF(d);
   return s;
 }
 

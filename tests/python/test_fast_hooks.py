@@ -176,3 +176,54 @@ def test_the_python_fallback_keeps_the_traceback(tmp_path):
         assert r.stdout == plain.stdout
         assert r.stderr_without_stallscope() == plain.stderr
         (tmp_path / "run.db").unlink()
+
+
+# Whether an iterator's attributes are still held inline by CPython (3.11+) or were moved into a
+# real __dict__: the garbage collector's referents of the object show the dict only in the second
+# case. Asking for `it.__dict__` moves them for good, and torch's own attribute reads on that
+# iterator get slower for the rest of its life (hooks/_state.it_state). Torch's multi-process
+# iterator has too many attributes to keep them inline: there the recorded run must match the
+# plain one.
+INLINE_PROBE = """
+import gc, json, sys
+import torch
+from torch.utils.data import DataLoader
+
+def moved(it):
+    return any(isinstance(r, dict) and "_num_yielded" in r for r in gc.get_referents(it))
+
+out = []
+for workers in (0, 2):
+    loader = DataLoader(list(range(16)), batch_size=4, num_workers=workers,
+                        persistent_workers=workers > 0)
+    for epoch in range(2):
+        it = iter(loader)
+        n = sum(1 for _ in it)
+        try:
+            followed = object.__getattribute__(it, "_stallscope_it") is not None
+        except AttributeError:
+            followed = False
+        out.append({"workers": workers, "batches": n, "followed": followed, "moved": moved(it)})
+it.__dict__
+out.append({"probe": moved(it)})
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+@pytest.mark.parametrize("hooks", ["c", "python"])
+def test_the_hooks_leave_the_iterators_attributes_inline(tmp_path, hooks):
+    prog = tmp_path / "inline.py"
+    prog.write_text(INLINE_PROBE)
+    plain = run_plain([prog])
+    assert plain.rc == 0, plain.stderr
+    *plain_loops, probe = plain.result
+    assert probe == {"probe": True}
+    assert not plain_loops[0]["moved"], "this Python keeps no inline attribute values: the test proves nothing"
+    extra = {"STALLSCOPE_PY_HOOKS": "1"} if hooks == "python" else {}
+    r = run_recorded(tmp_path / "run.db", [prog], env=base_env(**extra))
+    assert r.rc == 0, r.stderr
+    loops = r.result[:-1]
+    assert [x["moved"] for x in loops] == [x["moved"] for x in plain_loops]
+    assert all(x["batches"] == 4 and x["followed"] for x in loops), loops
+    rec = Recording(tmp_path / "run.db")
+    assert len([s for s in rec.spans("dl.next") if s["arg1"] >= 0]) == 16

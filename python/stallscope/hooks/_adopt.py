@@ -48,7 +48,7 @@ def _exhausted(it, mp: bool) -> bool:
         # Torch keeps indices sent to the workers until they run out; none outstanding and none
         # received but not handed means the epoch is over.
         return getattr(it, "_tasks_outstanding", None) == 0 and not getattr(it, "_task_info", True)
-    return bool(getattr(it.__dict__.get("_dataset_fetcher"), "ended", False))
+    return bool(getattr(S.it_attr(it, "_dataset_fetcher"), "ended", False))
 
 
 def adopt_running() -> tuple[int, int]:
@@ -92,7 +92,6 @@ def adopt_running() -> tuple[int, int]:
     followed = workers = 0
     for it in its:
         try:
-            d = it.__dict__
             mp = S._M is not None and isinstance(it, S._M)
             if _exhausted(it, mp):
                 continue
@@ -114,7 +113,7 @@ def adopt_running() -> tuple[int, int]:
                 except Exception:
                     pass
             else:
-                fetcher = d.get("_dataset_fetcher")
+                fetcher = S.it_attr(it, "_dataset_fetcher")
                 if fetcher is not None:
                     if getattr(fetcher, "_stallscope_ctx", None) is None:
                         _main._instrument_fetcher(fetcher)
@@ -122,7 +121,7 @@ def adopt_running() -> tuple[int, int]:
                     if ctx is not None:
                         ctx.L = info.L
                         s.ctx = ctx
-            d["_stallscope_it"] = s
+            S.set_it_state(it, s)
             followed += 1
         except Exception:
             continue

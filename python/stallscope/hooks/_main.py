@@ -290,19 +290,18 @@ def _dl_iter(self):
 
 
 def _attach_iterator(it, info, E):
-    d = it.__dict__
-    s = d.get("_stallscope_it")
+    s = S.it_state(it)
     if s is not None and s.L == info.L and s.E == E:
         return  # the multi-process _reset wrapper already set it up for this epoch
     mp = S._M is not None and isinstance(it, S._M)
     if s is None or s.L != info.L:
         s = _ItState(info.L, E, mp=mp and S._orig_reset is not None)
-        fetcher = d.get("_dataset_fetcher")
+        fetcher = S.it_attr(it, "_dataset_fetcher")
         ctx = getattr(fetcher, "_stallscope_ctx", None) if fetcher is not None else None
         if ctx is not None:
             ctx.L = info.L
             s.ctx = ctx
-        d["_stallscope_it"] = s
+        S.set_it_state(it, s)
     else:  # persistent iterator whose _reset we do not see (mp part not installed)
         s.E = E
         s.ended = False
@@ -314,10 +313,7 @@ def _attach_iterator(it, info, E):
 
 
 def _it_next(self):
-    try:
-        s = self.__dict__.get("_stallscope_it")
-    except Exception:
-        s = None
+    s = S.it_state(self)
     if s is None:  # an iterator we do not follow
         return S._orig_next(self)
     try:  # our bookkeeping only: on failure, run next() unrecorded (never twice)
@@ -499,11 +495,10 @@ def _mp_reset(self, *args, **kwargs):
             E = pending[1]
         else:  # iterator made or reset without DataLoader.__iter__ (e.g. loader._get_iterator())
             info, E = _begin_epoch(loader)
-        d = self.__dict__
-        s = d.get("_stallscope_it")
+        s = S.it_state(self)
         if first_iter or s is None:
             s = _ItState(info.L, E, mp=True)
-            d["_stallscope_it"] = s
+            S.set_it_state(self, s)
             # Workers are started (pids known) and no index is sent yet: announce them now so that
             # worker_start precedes every event of the workers' batches.
             for wid, w in enumerate(self._workers):
@@ -535,7 +530,7 @@ def _mp_try_put_index(self, *args, **kwargs):
     r = S._orig_try_put_index(self, *args, **kwargs)
     try:
         if self._send_idx != before:
-            s = self.__dict__.get("_stallscope_it")
+            s = S.it_state(self)
             if s is not None:
                 _instant(S._I_SENT, s.L, before, self._task_info[before][0])
     except Exception:
@@ -546,7 +541,7 @@ def _mp_try_put_index(self, *args, **kwargs):
 def _mp_get_data(self, *args, **kwargs):
     r = S._orig_get_data(self, *args, **kwargs)
     try:
-        s = self.__dict__.get("_stallscope_it")
+        s = S.it_state(self)
         if s is not None and not s.in_reset:
             idx = r[0]
             if type(idx) is int and not isinstance(r[1], S._StopMarker):
@@ -568,7 +563,7 @@ def _mp_shutdown_workers(self, *args, **kwargs):
     finally:
         try:
             if not was and self._shutdown:
-                s = self.__dict__.get("_stallscope_it")
+                s = S.it_state(self)
                 if s is not None:
                     for wid, w in enumerate(self._workers):
                         _instant(S._I_WSTOP, s.L, wid, w.pid or -1)

@@ -163,6 +163,35 @@ class _LoaderInfo:
         self.made_by = None  # that function's name
 
 
+# An iterator's own attributes, read and written as object.__getattribute__/__setattr__ do: never
+# through its __dict__, whose first use makes CPython (3.11+) move the instance's inline attribute
+# values into a real dict for good, and torch's own attribute reads on that iterator slower for the
+# rest of its life (about 0.27 us per batch of the tiny-batch loop: docs/decisions.md), nor through
+# a subclass's __getattr__.
+_object_get = object.__getattribute__
+_object_set = object.__setattr__
+
+
+def it_attr(it, name):
+    """Attribute `name` of iterator `it`, or None."""
+    try:
+        return _object_get(it, name)
+    except AttributeError:
+        return None
+
+
+def it_state(it):
+    """The iterator's _ItState (`_stallscope_it`), or None."""
+    try:
+        return _object_get(it, "_stallscope_it")
+    except AttributeError:
+        return None
+
+
+def set_it_state(it, s) -> None:
+    _object_set(it, "_stallscope_it", s)
+
+
 class _ItState:
     """Per iterator, stored on torch's iterator as `_stallscope_it` (read on every next())."""
 
