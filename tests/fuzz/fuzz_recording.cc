@@ -19,6 +19,7 @@
 #include "storage/sqlite.h"
 #include "storage/upgrade.h"
 #include "tests/fuzz/recording_edits.h"
+#include "tests/fuzz/scratch.h"
 
 using namespace stallscope;
 
@@ -55,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (auto reader = Reader::open(path); reader.ok()) {
     static const std::string csv_dir = [] {
-      const std::string d = "/tmp/stallscope-fuzz-csv-" + std::to_string(::getpid());
+      const std::string& d = fuzz::scratch_path("csv");
       std::filesystem::create_directories(d);
       return d;
     }();

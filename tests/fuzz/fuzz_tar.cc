@@ -8,9 +8,10 @@
 #include <string>
 
 #include "loader/tar_index.h"
+#include "tests/fuzz/scratch.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/stallscope-fuzz-tar-" + std::to_string(::getpid()) + ".tar";
+  const std::string& path = stallscope::fuzz::scratch_path("shard.tar");
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return 0;
   const bool written = ::write(fd, data, size) == static_cast<ssize_t>(size);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/analysis/fixture.h"
+#include "tests/fuzz/scratch.h"
 
 namespace stallscope::fuzz {
 namespace {
@@ -29,7 +30,7 @@ std::string read_all(const std::string& path) {
 
 const std::string& template_bytes() {
   static const std::string bytes = [] {
-    const std::string path = "/tmp/stallscope-fuzz-template-" + std::to_string(::getpid()) + ".db";
+    const std::string& path = scratch_path("template.db");
     ::unlink(path.c_str());
     {
       testing::RecordingBuilder b(path);
@@ -123,7 +124,7 @@ void apply_edits(sqlite3* db, Cursor in) {
 }  // namespace
 
 std::string mutated_recording(const uint8_t* data, size_t size, const std::string& tag) {
-  const std::string path = "/tmp/stallscope-fuzz-" + tag + "-" + std::to_string(::getpid()) + ".db";
+  const std::string& path = scratch_path(tag + ".db");
   const std::string& bytes = template_bytes();
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
   {
