@@ -4,9 +4,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <optional>
 #include <string>
+
+#include "common/saturating.h"
 
 namespace stallscope {
 
@@ -122,16 +123,10 @@ struct QueueFigures {
   void merge(const QueueFigures& o) {
     if (o.covered_ns <= 0) return;
     const bool first = covered_ns <= 0;
-    auto sum = [](int64_t a, int64_t b) {
-      int64_t r = 0;
-      if (__builtin_add_overflow(a, b, &r))
-        return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
-      return r;
-    };
-    covered_ns = sum(covered_ns, o.covered_ns);
-    ready_ns = sum(ready_ns, o.ready_ns);
-    empty_ns = sum(empty_ns, o.empty_ns);
-    flight_ns = sum(flight_ns, o.flight_ns);
+    covered_ns = saturating_add(covered_ns, o.covered_ns);
+    ready_ns = saturating_add(ready_ns, o.ready_ns);
+    empty_ns = saturating_add(empty_ns, o.empty_ns);
+    flight_ns = saturating_add(flight_ns, o.flight_ns);
     ready_min = first ? o.ready_min : std::min(ready_min, o.ready_min);
     ready_max = first ? o.ready_max : std::max(ready_max, o.ready_max);
     flight_min = first ? o.flight_min : std::min(flight_min, o.flight_min);

@@ -11,17 +11,12 @@
 #include <optional>
 #include <unordered_map>
 
+#include "common/saturating.h"
+
 namespace stallscope {
 namespace {
 
 constexpr size_t kLevels = kSummaryLevelsNs.size();
-
-int64_t saturating_add(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r))
-    return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
-  return r;
-}
 
 struct SpanAgg {
   int64_t count = 0, total = 0, min = std::numeric_limits<int64_t>::max(), max = std::numeric_limits<int64_t>::min();
@@ -46,13 +41,6 @@ struct HandoffAgg {
           step_max = std::numeric_limits<int64_t>::min();
   DurationSketch sketch;
 };
-
-int64_t saturating_mul(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r))
-    return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
-  return r;
-}
 
 // Keys start with (level index, bucket).
 using SpanKey = std::tuple<size_t, int64_t, int64_t, int64_t, int64_t>;     // thread, name, grp
