@@ -5,8 +5,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -22,7 +24,7 @@ class Recorder {
  public:
   static inline constexpr int kDefaultIntervalMs = 100;
   static inline constexpr int kSampleIntervalMs = 100;  // /proc sampler, 10 Hz
-  static inline constexpr int kFillCheckMs = 5;         // between drains: is a ring a quarter full?
+  static inline constexpr int kFillCheckMs = 10;        // between drains: is a ring a quarter full?
 
   // Creates the database at `path` and starts draining `arena` every `interval_ms`.
   static Result<std::unique_ptr<Recorder>> start(Arena* arena, const std::string& path,
@@ -60,6 +62,10 @@ class Recorder {
   std::vector<ProcSample> samples_;  // guarded by g_exit_mu in recorder.cc
   int wake_pipe_[2] = {-1, -1};
   std::atomic<bool> stopping_{false};
+  // The sampler sleeps on this between samples; stop() wakes it (a thread woken 10 times per
+  // sample to look at stopping_ took cores from the training 90 times a second for nothing).
+  std::mutex sampler_mu_;
+  std::condition_variable sampler_cv_;
   std::atomic<bool> finished_{false};
   std::atomic<bool> failed_{false};
   std::atomic<bool> stopped_{false};
