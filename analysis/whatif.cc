@@ -40,6 +40,12 @@ constexpr int64_t kMaxDirect = 1500;
 // (docs/decisions.md, "Starting workers that were not recorded").
 constexpr double kForkStartupS = 0.03;
 constexpr double kFreshStartupS = 1.0;
+// Recorded without workers, what receiving a batch from one costs the training thread was not seen
+// either (unpickling it, mapping its tensors' shared memory): the model takes this, below what
+// it measured on a 2-core VM (0.46-0.60 ms for a batch of 4 tensors of 8 floats; 0.89-1.27 ms for
+// 32 x 256 floats). A loop whose batches take less than this to load is not advised workers
+// (docs/decisions.md, "Receiving batches that were not recorded").
+constexpr double kRecvEstimateS = 0.0002;
 
 double mean_of(const std::vector<double>& v) { return mean(v).value_or(0); }
 
@@ -434,7 +440,7 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
       d.serial_cpu_s = w;
       d.wait_s = c0 - w;
     }
-    if (n_rec > 0) d.recv_cpu_s = st.next_cpu >= 0 ? std::min(st.next_cpu, st.next_wall) : 0;
+    d.recv_cpu_s = n_rec > 0 ? (st.next_cpu >= 0 ? std::min(st.next_cpu, st.next_wall) : 0) : kRecvEstimateS;
     // At most every other thread busy for the whole call.
     d.others_cpu_s = std::min(st.next_others, st.next_wall * static_cast<double>(std::max<int64_t>(1, T - 1)));
     in.steps.push_back(d);
@@ -873,9 +879,9 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   }
   if (n_rec == 0) {
     w.assumptions.push_back(
-        "recorded without workers: handing batches over from worker processes is taken to cost nothing, and "
-        "starting them to take " +
-        duration_ms(in.startup_s * 1e3) + " per epoch (" + in.startup_method + "; an estimate, not measured)");
+        "recorded without workers: receiving a batch from a worker is taken to cost the training thread " +
+        duration_ms(kRecvEstimateS * 1e3) + " of CPU and putting it nothing in the worker, and starting them to take " +
+        duration_ms(in.startup_s * 1e3) + " per epoch (" + in.startup_method + "; estimates, not measured)");
   }
   return w;
 }

@@ -201,8 +201,9 @@ TEST_F(WhatIfTest, PredictsTheRecordedRunAndOneWorker) {
   EXPECT_EQ(w.confidence, "high");
   const WhatIfCandidate* one = candidate(w, 1, 2, true);
   ASSERT_NE(one, nullptr);
-  // 2 epochs x (first batch 30 ms + 99 steps x 70 ms + the last step's compute) in the window.
-  EXPECT_NEAR(one->steady_step_ms, 70, 0.01);
+  // 2 epochs x (first batch 30 ms + 99 steps x 70 ms + the last step's compute) in the window; with
+  // a worker each step also receives its batch: the model's 0.2 ms estimate (recorded without).
+  EXPECT_NEAR(one->steady_step_ms, 70.2, 0.01);
   EXPECT_NEAR(one->samples_per_s / w.candidates.front().samples_per_s, 100.0 / 70.0, 0.03);
   ASSERT_TRUE(w.best.has_value());
   EXPECT_EQ(w.candidates[*w.best].setting.num_workers, 1);  // the fewest workers that reach the best
@@ -245,9 +246,10 @@ TEST_F(WhatIfTest, WithoutCpuMarksTheProcMeansAreUsed) {
   EXPECT_NE(r.whatif.confidence, "high");
 }
 
-// Recorded without workers, starting them is priced by an estimate: a loop whose epochs last a few
-// milliseconds is not advised workers (forked ones cost more to start than the epoch takes), and
-// spawned ones cost more than forked ones; a long epoch is still advised them.
+// Recorded without workers, starting them and receiving their batches are priced by estimates: a
+// loop whose epochs last a few milliseconds is not advised workers (forked ones cost more to start
+// than the epoch takes), spawned ones cost more than forked ones, and a long epoch is advised them
+// when its batches take longer to load than to receive from a worker, not when they are shorter.
 TEST_F(WhatIfTest, StartingWorkersThatWereNotRecordedIsPriced) {
   SimConfig c;
   c.epochs = 3;
@@ -273,8 +275,20 @@ TEST_F(WhatIfTest, StartingWorkersThatWereNotRecordedIsPriced) {
     said |= a.find("30.0 ms per epoch (fork") != std::string::npos;
   EXPECT_TRUE(said);
 
-  // Long epochs of the same batches: workers pay off despite starting.
+  // Long epochs of the same 50-us batches: receiving a batch from a worker (0.2 ms estimated; 0.46-0.6
+  // ms measured for tiny batches) costs the training thread more than loading it, so still no workers:
+  // each step with one takes at least the receive.
   c.batches_per_epoch = 4000;
+  const Report tiny = run(c, 2);
+  ASSERT_TRUE(tiny.whatif.best.has_value());
+  EXPECT_EQ(tiny.whatif.candidates[*tiny.whatif.best].setting.num_workers, 0);
+  const WhatIfCandidate* tiny1 = candidate(tiny.whatif, 1, 2, true);
+  ASSERT_NE(tiny1, nullptr);
+  EXPECT_GE(tiny1->steady_step_ms, 0.2);
+  EXPECT_LT(tiny1->samples_per_s, tiny.whatif.candidates.front().samples_per_s);
+
+  // Long epochs of 2-ms batches: workers pay off despite starting and receiving.
+  c.fetch_ns = [](int, int) { return 2 * kMs; };
   const Report longloop = run(c, 2);
   ASSERT_TRUE(longloop.whatif.best.has_value());
   EXPECT_GT(longloop.whatif.candidates[*longloop.whatif.best].setting.num_workers, 0);
