@@ -232,7 +232,9 @@ def test_ctrl_c_prints_what_was_measured(tmp_path):
     prog = script(tmp_path)
     out = tmp_path / "int"
     mark = f"tune-mark-{os.getpid()}-c"
-    p = subprocess.Popen([str(LAUNCHER), "tune", "--steps", "400", "-o", str(out), "--", sys.executable, str(prog),
+    # 1,500 steps: the first candidate (5-7 workers, about 280 steps a second here) is still running
+    # 3 s after it starts; with 400 it once finished first, and Ctrl-C came between two candidates.
+    p = subprocess.Popen([str(LAUNCHER), "tune", "--steps", "1500", "-o", str(out), "--", sys.executable, str(prog),
                           mark], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
     try:
         # Into the first candidate: the baseline is measured by then.
