@@ -65,7 +65,7 @@ GpuStats gpu_stats(const Session& s, const DataLoaderModel& m, Interval window) 
   std::map<int64_t, GpuDeviceStats> dev;
   for (const GpuActivityRow& a : s.gpu) {
     if (m.train_process_id != 0 && a.process_id != m.train_process_id) continue;
-    if (a.kind == "sync") continue;  // host-side waits, not GPU work
+    if (a.kind == "sync" || a.kind == "mark") continue;  // host-side waits and light mode's marks: not GPU work
     g.present = true;
     GpuDeviceStats& d = dev[a.device];
     d.device = a.device;
@@ -104,6 +104,68 @@ GpuStats gpu_stats(const Session& s, const DataLoaderModel& m, Interval window) 
     g.devices.push_back(d);
   }
   return g;
+}
+
+GpuLightStats attribute_light_stalls(const Session& s, const DataLoaderModel& m, StallStats* stall) {
+  GpuLightStats out;
+  // next_begin marks of the training process: (recorded, reached), in the order recorded.
+  std::vector<std::pair<int64_t, int64_t>> marks;
+  for (const GpuActivityRow& a : s.gpu) {
+    if (a.kind != "mark" || (m.train_process_id != 0 && a.process_id != m.train_process_id)) continue;
+    ++out.marks;
+    if (s.string(a.name_id) == "next_begin") marks.emplace_back(a.start_ns, a.start_ns + a.dur_ns);
+  }
+  std::sort(marks.begin(), marks.end());
+  if (out.marks == 0) return out;
+  out.present = true;
+  // The training thread's next() calls, by start: the one a data_wait interval lies in gives the mark.
+  std::vector<const NextCall*> calls;
+  for (const NextCall& c : m.next_calls) calls.push_back(&c);
+  std::sort(calls.begin(), calls.end(), [](const NextCall* a, const NextCall* b) { return a->start_ns < b->start_ns; });
+  std::vector<double> queued_ms;
+  std::vector<StallInterval> kept;
+  int64_t wait_ns = 0, idle_ns = 0, start_ns = 0;
+  for (const StallInterval& iv : stall->intervals) {
+    if (iv.cause != std::string_view(kCauseDataWait)) {
+      if (iv.cause == std::string_view(kCauseLoaderStart)) start_ns += iv.end_ns - iv.start_ns;
+      kept.push_back(iv);
+      continue;
+    }
+    ++out.calls;
+    wait_ns += iv.end_ns - iv.start_ns;
+    // The call holding the interval: the last that starts at or before it.
+    auto c = std::upper_bound(calls.begin(), calls.end(), iv.start_ns,
+                              [](int64_t t, const NextCall* x) { return t < x->start_ns; });
+    std::optional<int64_t> reached;
+    if (c != calls.begin()) {
+      const NextCall* call = *(c - 1);
+      auto mk = std::lower_bound(marks.begin(), marks.end(), std::make_pair(call->start_ns, INT64_MIN));
+      if (mk != marks.end() && mk->first <= call->end_ns) {
+        reached = mk->second;
+        queued_ms.push_back(static_cast<double>(mk->second - mk->first) / 1e6);
+      }
+    }
+    StallInterval idle = iv;
+    if (reached) {
+      ++out.calls_marked;
+      idle.start_ns = std::max(iv.start_ns, std::min(*reached, iv.end_ns));
+    }
+    if (idle.end_ns > idle.start_ns) {
+      idle_ns += idle.end_ns - idle.start_ns;
+      kept.push_back(idle);
+    }
+  }
+  out.host_wait_s = seconds(wait_ns);
+  out.gpu_idle_s = seconds(idle_ns);
+  if (!queued_ms.empty()) {
+    std::sort(queued_ms.begin(), queued_ms.end());
+    out.queued_p50_ms = queued_ms[queued_ms.size() / 2];
+  }
+  stall->intervals = std::move(kept);
+  stall->by_cause_s[kCauseDataWait] = seconds(idle_ns);
+  stall->by_cause_s[kCauseLoaderStart] = seconds(start_ns);
+  stall->seconds = seconds(idle_ns + start_ns);
+  return out;
 }
 
 void attribute_gpu_stalls(const Session& s, const DataLoaderModel& m, const GpuStats& g, Interval window,

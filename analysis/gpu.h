@@ -43,6 +43,27 @@ struct GpuStats {
 
 GpuStats gpu_stats(const Session& s, const DataLoaderModel& m, Interval window);
 
+// Light GPU mode (`stallscope run --gpu light`, collector/gpu_light.h): no kernels or copies, but
+// at the start of each next() call of the training thread a mark whose end is the instant the GPU
+// reached it, that is finished the work queued before the call.
+struct GpuLightStats {
+  bool present = false;  // marks of the training process, and no kernel or copy (that is full mode)
+  int64_t marks = 0;
+  int64_t calls = 0;         // data_wait intervals of the training loader in the window
+  int64_t calls_marked = 0;  // of them, with a next_begin mark
+  double host_wait_s = 0;    // the loop's wait in next() (CPU mode's data_wait)
+  double gpu_idle_s = 0;     // the part of it the GPU had no work: light mode's data_wait
+  // At the start of next(), how long the GPU still worked on what was queued before (median of
+  // the marked calls): the slack a slow batch can use before the GPU idles.
+  std::optional<double> queued_p50_ms;
+};
+
+// Replaces every data_wait interval of `stall` (the training loader's next() waits, as CPU mode
+// finds them) with its part from the instant the GPU reached that call's next_begin mark (its
+// start, if the GPU was idle already) to its end; loader_start intervals stay. A call without a
+// mark keeps its host wait. Recomputes seconds and by_cause_s; the caller sets the fraction.
+GpuLightStats attribute_light_stalls(const Session& s, const DataLoaderModel& m, StallStats* stall);
+
 // Replaces `stall` with GPU-mode stalls: the training device's idle time inside the window, cut
 // into intervals each with one cause (data_wait > h2d_transfer > sync > host_other, by what the
 // training thread was doing then).

@@ -374,8 +374,8 @@ int64_t next_call_waits(const DataLoaderModel& m, const Interval& window, std::o
 }
 
 // The stall: in CPU mode the loop's waits for its training loader (data_wait, loader_start: by
-// cause already); in GPU mode the GPU's idle time in the window, attributed by cause
-// (docs/report.md).
+// cause already); in GPU mode the GPU's idle time in the window, attributed by cause; in light GPU
+// mode the part of each next() wait during which the GPU had no work (docs/report.md).
 void stall_figures(const Session& s, const DataLoaderModel& m, const Interval& window, int64_t stall_ns, Report* r) {
   r->stall.seconds = seconds(stall_ns);
   r->stall.fraction = window.length() > 0 ? static_cast<double>(stall_ns) / static_cast<double>(window.length()) : 0;
@@ -383,6 +383,12 @@ void stall_figures(const Session& s, const DataLoaderModel& m, const Interval& w
   if (r->gpu.present) {
     r->mode = vocab::kModeGpu;
     attribute_gpu_stalls(s, m, r->gpu, window, &r->stall);
+    return;
+  }
+  r->gpu_light = attribute_light_stalls(s, m, &r->stall);
+  if (r->gpu_light.present) {
+    r->mode = vocab::kModeGpuLight;
+    r->stall.fraction = window.length() > 0 ? r->stall.seconds * 1e9 / static_cast<double>(window.length()) : 0;
   }
 }
 

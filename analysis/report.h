@@ -173,6 +173,7 @@ struct Report {
   std::string recorded_by;                  // meta mode: "launcher", "in-process" or "attach" ("" if absent)
   std::string command;                      // meta command: the program that was recorded ("" if absent)
   GpuStats gpu;                             // mode "gpu": the GPU timeline's figures
+  GpuLightStats gpu_light;                  // mode "gpu_light": the marks' figures (gpu.h)
   WhatIf whatif;                            // the what-if model of the training loader (whatif.h)
   std::optional<EvidenceAt> longest_stall;  // the longest stall interval, to show
   RankSummary ranks;                        // a multi-rank job's ranks (ranks.h); empty for one process

@@ -283,6 +283,17 @@ Json to_json(const Report& r) {
   d["input_wait_fraction"] = r.input_wait_fraction;
   d["data_bound"] = r.data_bound;
   d["gpu"] = r.gpu.present ? gpu_json(r.gpu) : Json();
+  if (r.gpu_light.present) {
+    const GpuLightStats& g = r.gpu_light;
+    d["gpu_light"] = Json{{"marks", g.marks},
+                          {"calls", g.calls},
+                          {"calls_marked", g.calls_marked},
+                          {"host_wait_s", g.host_wait_s},
+                          {"gpu_idle_s", g.gpu_idle_s},
+                          {"queued_p50_ms", g.queued_p50_ms ? Json(*g.queued_p50_ms) : Json()}};
+  } else {
+    d["gpu_light"] = Json();
+  }
 
   const LoaderStats* main = r.loader();
   d["loader"] = main ? loader_json(*main) : Json();

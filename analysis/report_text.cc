@@ -273,6 +273,19 @@ std::string render_text(const Report& r) {
     };
     o += "  Host->device     " + copies("pinned", r.gpu.h2d_pinned) + "; " + copies("pageable", r.gpu.h2d_pageable) +
          "\n";
+  } else if (r.mode == vocab::kModeGpuLight) {
+    const GpuLightStats& g = r.gpu_light;
+    auto cause_s = [&r](const char* c) {
+      auto it = r.stall.by_cause_s.find(c);
+      return it == r.stall.by_cause_s.end() ? 0.0 : it->second;
+    };
+    o += "  GPU stall        " + percent(r.stall.fraction) + " of the window (" + fixed(r.stall.seconds, 3) +
+         " s: idle while waiting in next() " + fixed(cause_s(kCauseDataWait), 3) + " s of the loop's " +
+         fixed(g.host_wait_s, 3) + " s there, starting the loader " + fixed(cause_s(kCauseLoaderStart), 3) + " s)" +
+         (r.data_bound ? "" : "  - not data-bound") + "\n";
+    o += "  GPU marks        light mode: " + grouped(g.calls_marked) + " of " + grouped(g.calls) +
+         " next() calls marked; work still queued on the GPU when next() began: p50 " +
+         or_dash(g.queued_p50_ms, duration_ms) + " (kernels and copies not recorded)\n";
   } else {
     auto cause_s = [&r](const char* c) {
       auto it = r.stall.by_cause_s.find(c);
@@ -428,6 +441,10 @@ std::string short_summary(const Report& r) {
       o += "stallscope:   GPU busy " + percent(r.gpu.busy_fraction) + ", idle " + percent(r.stall.fraction) +
            " (waiting for data " + percent(r.data_wait_fraction()) + ", transfers " +
            percent(r.cause_fraction(kCauseH2d)) + ", syncs " + percent(r.cause_fraction(kCauseSync)) + ")\n";
+    } else if (r.mode == vocab::kModeGpuLight) {
+      o += "stallscope:   GPU idle waiting for data " + percent(r.stall.fraction) + " of the time (light GPU mode)" +
+           (r.data_bound ? "" : " (not data-bound)") + "; step time p50 " + or_dash(r.step_time.p50_ms, duration_ms) +
+           "\n";
     } else {
       o += "stallscope:   data stall " + percent(r.stall.fraction) + " of the time" +
            (r.data_bound ? "" : " (not data-bound)") + "; step time p50 " + or_dash(r.step_time.p50_ms, duration_ms) +

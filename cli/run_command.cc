@@ -31,10 +31,13 @@ Body define(CLI::App& app) {
   parse_with(app.add_option("--gpu")
                  ->type_name("SPEC")
                  ->envname("STALLSCOPE_GPU")
-                 ->description(std::string("GPU-side capture (CUPTI): all (default), off, or a comma list of\n"
-                                           "kernel, memcpy, memset, sync, calls. CUPTI serves one tool per\n"
-                                           "process: use off to profile the GPU with torch.profiler or Nsight\n"
-                                           "under stallscope. Also read from STALLSCOPE_GPU.")),
+                 ->description(std::string("GPU-side capture (CUPTI): all (default), off, light, or a comma\n"
+                                           "list of kernel, memcpy, memset, sync, calls. light uses no CUPTI:\n"
+                                           "CUDA events at each next() give the GPU time lost waiting for\n"
+                                           "data, without kernels or copies (docs/report.md, \"Light GPU\n"
+                                           "mode\"). CUPTI serves one tool per process: use off or light to\n"
+                                           "profile the GPU with torch.profiler or Nsight under stallscope.\n"
+                                           "Also read from STALLSCOPE_GPU.")),
              [gpu](const std::string& v) -> std::string {
                GpuChoice choice;
                std::string bad;

@@ -7,6 +7,7 @@
 
 #include "collector/collector.h"
 #include "collector/gpu_hooks.h"
+#include "collector/gpu_light.h"
 #include "stallscope/stallscope.h"
 #include "stallscope/version.h"
 
@@ -78,6 +79,12 @@ uint64_t ss_dropped_events(void) {
 const char* ss_version(void) { return STALLSCOPE_VERSION; }
 
 int ss_gpu_capture_on(void) { return cupti_capture_on() ? 1 : 0; }
+
+int ss_gpu_marks_wanted(void) { return gpu_marks_wanted() ? 1 : 0; }
+
+void ss_gpu_mark(int kind) {
+  if (kind == 1 || kind == 2) gpu_mark(static_cast<GpuMarkKind>(kind));
+}
 
 const char* ss_session_shm(void) {
   Arena* a = Collector::arena();

@@ -50,6 +50,7 @@ const char* gpu_activity_kind_name(GpuActivityKind k) {
     case GpuActivityKind::kMemcpy: return "memcpy";
     case GpuActivityKind::kMemset: return "memset";
     case GpuActivityKind::kSync: return "sync";
+    case GpuActivityKind::kMark: return "mark";
   }
   return "unknown";
 }
@@ -66,6 +67,8 @@ void record_gpu_activity(const GpuActivity& a) {
     name = intern_cached(buf);
   } else if (a.kind == GpuActivityKind::kMemset) {
     name = intern_cached("memset");
+  } else if (a.kind == GpuActivityKind::kMark) {
+    name = intern_cached(a.name != nullptr ? a.name : "mark");
   } else {
     name = intern_cached(sync_type_name(a.sync_type));
   }

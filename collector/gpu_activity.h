@@ -9,7 +9,9 @@
 
 namespace stallscope {
 
-enum class GpuActivityKind : uint8_t { kKernel = 1, kMemcpy = 2, kMemset = 3, kSync = 4 };
+// kMark: light mode's event at a next() bound (gpu_light.h): start = recorded on the host, end =
+// reached by the GPU; name "next_begin" or "next_end".
+enum class GpuActivityKind : uint8_t { kKernel = 1, kMemcpy = 2, kMemset = 3, kSync = 4, kMark = 5 };
 
 // Memory kinds and copy kinds use CUPTI's numbering (CUpti_ActivityMemoryKind,
 // CUpti_ActivityMemcpyKind) so that nothing is lost in translation; names in storage.

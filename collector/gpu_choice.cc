@@ -11,7 +11,8 @@ bool parse_gpu_choice(std::string_view spec, GpuChoice* out, std::string* bad) {
   *out = GpuChoice{};
   if (spec.empty() || spec == "all") return true;
   GpuChoice c{false, false, false, false, false};  // "off", or the items named
-  if (spec == "off") {
+  if (spec == "off" || spec == "light") {
+    c.light = spec == "light";
     *out = c;
     return true;
   }

@@ -263,6 +263,7 @@ int severity_rank(std::string_view severity);
 // The report's mode: what a stall is measured against.
 inline constexpr const char* kModeCpu = "cpu";
 inline constexpr const char* kModeGpu = "gpu";
+inline constexpr const char* kModeGpuLight = "gpu_light";  // --gpu light: marks at next(), no kernels
 
 // Which loader ran (`kind` in a dl.config document) and which one `stallscope run --loader` asked
 // for (the recording's meta `loader`): torch's DataLoader as the script made it, torch's with the

@@ -23,6 +23,7 @@
 #include "collector/collector.h"
 #include "collector/gpu_choice.h"
 #include "collector/gpu_hooks.h"
+#include "collector/gpu_light.h"
 #include "stallscope/stallscope.h"
 #include "storage/recorder.h"
 
@@ -46,6 +47,7 @@ void write_error(char* err, size_t len, const std::string& msg) {
 }
 
 void on_process_exit(int status, void*) {
+  gpu_marks_stop();  // light mode's reader, if it runs (normally stopped already by its atexit)
   Collector::mark_exit(status);
   if (::getpid() == g_owner_pid) ss_session_stop();
 }

@@ -7,6 +7,7 @@
 //              _MultiProcessingDataLoaderIter._try_put_index, _get_data
 //                                          -> _main._mp_try_put_index, _mp_get_data (dl.sent, dl.recv)
 //   SpanCall   fetcher.fetch / collate_fn    -> _main._instrument_fetcher (dl.fetch, dl.collate)
+// In light GPU mode, __next__ also calls ss_gpu_mark at the start and end of torch's next().
 // The collector's functions are resolved from the libstallscope.so the process already loaded
 // (bind()), and called directly: no ctypes on the per-batch path. The wrapped callable runs
 // untouched; its result and its exception (type, value, traceback) pass through unchanged, and
@@ -30,11 +31,13 @@ using SpanBeginArgsFn = decltype(&ss_span_begin_args);
 using SpanEndFn = decltype(&ss_span_end);
 using SpanEndArgsFn = decltype(&ss_span_end_args);
 using InstantFn = decltype(&ss_instant);
+using GpuMarkFn = decltype(&ss_gpu_mark);
 
 SpanBeginArgsFn g_span_begin_args = nullptr;
 SpanEndFn g_span_end = nullptr;
 SpanEndArgsFn g_span_end_args = nullptr;
 InstantFn g_instant = nullptr;
+GpuMarkFn g_gpu_mark = nullptr;  // light GPU mode only (ss_gpu_marks_wanted()); else null
 
 // Event ids of the current session (set_ids(), from hooks/_state.refresh_ids()).
 uint32_t g_next = 0, g_fetch = 0, g_collate = 0, g_cpu = 0, g_epoch_end = 0, g_sent = 0, g_recv = 0;
@@ -330,8 +333,10 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
   const int64_t c0 = marked ? clock_ns(CLOCK_PROCESS_CPUTIME_ID) : -1;
   const int64_t t0 = marked ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
   g_span_begin_args(g_next, L, i32(B), i32(E));
+  if (g_gpu_mark != nullptr) g_gpu_mark(1);
 
   PyObject* data = next_call_orig(h, self);
+  if (g_gpu_mark != nullptr) g_gpu_mark(2);  // touches no Python state: an exception set stays as it is
   if (data == nullptr) {
     const bool stop = PyErr_ExceptionMatches(PyExc_StopIteration);
     SavedError saved;
@@ -624,6 +629,10 @@ PyObject* mod_bind(PyObject* /*m*/, PyObject* arg) {
   g_span_end = end;
   g_span_end_args = end_args;
   g_instant = instant;
+  auto* marks_wanted = reinterpret_cast<int (*)()>(dlsym(handle, "ss_gpu_marks_wanted"));
+  g_gpu_mark = marks_wanted != nullptr && marks_wanted() == 1
+                   ? reinterpret_cast<GpuMarkFn>(dlsym(handle, "ss_gpu_mark"))
+                   : nullptr;
   Py_RETURN_NONE;
 }
 

@@ -59,7 +59,7 @@ if [ "$SANITIZERS" = 1 ]; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=thread \
         -DSTALLSCOPE_BUILD_BENCH=OFF >/dev/null
   cmake --build build-tsan --target unit_tests ui_tests loader_tests
-  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/unit_tests --gtest_filter='RingTest.*:IngestTest.*:RecorderTest.*')
+  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/unit_tests --gtest_filter='RingTest.*:IngestTest.*:RecorderTest.*:GpuLightTest.*')
   echo "== dashboard reader and analysis threads under TSan"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/ui_tests --gtest_filter='LiveTest.*:SimTest.ALargeFirstRead*:LongRecordingTest.*')
   echo "== reference loader threads under TSan"

@@ -311,7 +311,8 @@ void SnapshotBuilder::on_gpu(const GpuActivityRow& r) {
   }
   t.track.gpu.push_back(d);
   append(t, it, 0);
-  add_to_bins(&Bin::gpu_ns, it.start_ns, it.end_ns);
+  // Light mode's marks (recorded -> reached by the GPU) are drawn, but are not GPU work.
+  if (r.kind != "mark") add_to_bins(&Bin::gpu_ns, it.start_ns, it.end_ns);
   see(it.end_ns);
   first_ns_ = std::min(first_ns_, it.start_ns);
 }

@@ -52,6 +52,12 @@ STALLSCOPE_API const char* ss_version(void);
 /* 1 once stallscope's GPU capture (CUPTI) runs in this process. Another CUPTI client started in
  * the process then records no GPU activity (docs/events.md, "CUDA"). */
 STALLSCOPE_API int ss_gpu_capture_on(void);
+/* Light GPU mode (STALLSCOPE_GPU=light, `stallscope run --gpu light`): 1 when this process was
+ * asked for it. ss_gpu_mark(1) at the start of the training thread's next() call, ss_gpu_mark(2) at
+ * its end, record a CUDA event on the default stream there once the process uses CUDA (see
+ * collector/gpu_light.h); otherwise they return at once. */
+STALLSCOPE_API int ss_gpu_marks_wanted(void);
+STALLSCOPE_API void ss_gpu_mark(int kind);
 
 /* Starts an in-process session writing `db_path` (this process owns the drainer). Returns 0 on
  * success; on failure returns -1 and writes a one-line reason into err[err_len]. */

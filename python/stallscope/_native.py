@@ -20,7 +20,7 @@ __all__ = [
     "available", "lib_path", "load_error",
     "intern", "intern_once", "counter_track", "span_begin", "span_begin_args", "span_end", "span_end_args",
     "instant", "counter", "counter_for", "thread_name", "is_recording", "dropped_events",
-    "version", "session_start", "session_stop", "session_shm", "forget_ids", "leave_attached",
+    "version", "session_start", "session_stop", "session_shm", "forget_ids", "leave_attached", "gpu_mark",
 ]
 
 _u32, _i32, _i64, _u64 = ctypes.c_uint32, ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64
@@ -46,6 +46,8 @@ _SIGNATURES = {
     "ss_session_shm": (ctypes.c_char_p, [], True),
     "ss_attach_end": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t], False),
     "ss_gpu_capture_on": (ctypes.c_int, [], True),
+    "ss_gpu_marks_wanted": (ctypes.c_int, [], True),
+    "ss_gpu_mark": (None, [ctypes.c_int], True),
 }
 
 _LIB_NAME = "libstallscope.so"
@@ -136,6 +138,8 @@ if available:
     counter = _f["ss_counter"]
     counter_for = _f["ss_counter_for"]
     dropped_events = _f["ss_dropped_events"]
+    # Light GPU mode only (STALLSCOPE_GPU=light): ss_gpu_mark at the bounds of next(); else None.
+    gpu_mark = _f["ss_gpu_mark"] if _f["ss_gpu_marks_wanted"]() == 1 else None
 else:
     sys.stderr.write(f"stallscope: cannot load {_LIB_NAME} ({load_error}); nothing is recorded\n")
     _ss_intern = _ss_counter_track = _ss_is_recording = _ss_session_stop = _zero
@@ -146,6 +150,7 @@ else:
     span_begin = span_begin_args = span_end = span_end_args = instant = _noop
     counter = counter_for = _noop
     dropped_events = _zero
+    gpu_mark = None
 
 # Interned ids by text. Ids belong to a session: cleared when one starts or stops in this process
 # (forget_ids), kept across fork (a forked child records into the same session). A 0 (not

@@ -144,5 +144,79 @@ TEST_F(GpuTest, CpuRecordingStaysInCpuMode) {
   EXPECT_FALSE(has(r, "enable_pin_memory"));
 }
 
+// Light GPU mode: the same kind of loop recorded with marks instead of kernels. Step i of 100 ms
+// begins with next() [t, t+20 ms). Its next_begin mark is recorded 10 us into the call; on even
+// steps the GPU still works 5 ms on the previous step (reached at t+5 ms), on odd steps it is idle
+// already (reached 20 us after recording). Step 7 has no mark (a full event pool, say).
+void write_light_loop(RecordingBuilder& b, int steps) {
+  const int64_t proc = b.process(1000);
+  const int64_t th = b.thread(proc, 1000);
+  const int64_t t0 = 1000 * kMs;
+  constexpr int64_t kUs = 1000;
+  b.instant(th, "dl.config", t0 - 5 * kMs, 0,
+            b.str(R"({"loader":0,"batch_size":64,"num_workers":0,"pin_memory":false,"persistent_workers":false})"), 0);
+  b.instant(th, "dl.epoch_begin", t0 - 1 * kMs, 0, 0, 0);
+  for (int i = 0; i < steps; ++i) {
+    const int64_t t = t0 + i * 100 * kMs;
+    b.span(th, "dl.next", t, 20 * kMs, 0, i, 0);
+    if (i == 7) continue;
+    GpuActivityRow begin;
+    begin.process_id = proc;
+    begin.kind = "mark";
+    begin.start_ns = t + 10 * kUs;
+    begin.dur_ns = i % 2 == 0 ? 5 * kMs - 10 * kUs : 20 * kUs;
+    begin.name_id = b.str("next_begin");
+    b.writer().add_gpu_activity(begin);
+    GpuActivityRow end = begin;
+    end.start_ns = t + 20 * kMs - 10 * kUs;
+    end.dur_ns = 20 * kUs;
+    end.name_id = b.str("next_end");
+    b.writer().add_gpu_activity(end);
+  }
+  b.instant(th, "dl.epoch_end", t0 + steps * 100 * kMs, 0, 0, steps);
+}
+
+TEST_F(GpuTest, LightModeCountsTheGpusIdlePartOfEachWait) {
+  const std::string p = dir_.file("light.db");
+  {
+    RecordingBuilder b(p);
+    write_light_loop(b, 10);
+  }
+  auto s = load_session(p);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const Report r = analyze(*s);
+  ASSERT_EQ(r.mode, "gpu_light");
+  EXPECT_FALSE(r.gpu.present);  // marks are not GPU work
+  const GpuLightStats& g = r.gpu_light;
+  EXPECT_EQ(g.marks, 18);
+  EXPECT_EQ(g.calls, 10);
+  EXPECT_EQ(g.calls_marked, 9);
+  EXPECT_NEAR(g.host_wait_s, 0.200, 1e-9);
+  // Even steps 0,2,4,6,8: 15 ms idle; odd marked steps 1,3,5,9: 20 ms less the 30 us before the
+  // mark was reached; step 7, unmarked: its whole 20 ms.
+  const double idle = 5 * 0.015 + 4 * (0.020 - 0.000030) + 0.020;
+  EXPECT_NEAR(g.gpu_idle_s, idle, 1e-9);
+  EXPECT_NEAR(r.stall.by_cause_s.at("data_wait"), idle, 1e-9);
+  EXPECT_NEAR(r.stall.by_cause_s.at("loader_start"), 0.001, 1e-9);
+  EXPECT_NEAR(r.stall.seconds, idle + 0.001, 1e-9);
+  EXPECT_NEAR(r.stall.fraction, (idle + 0.001) / r.wall_s, 1e-9);
+  ASSERT_TRUE(g.queued_p50_ms.has_value());
+  EXPECT_NEAR(*g.queued_p50_ms, 4.99, 1e-9);  // 5 of the 9 marked calls found 4.99 ms still queued
+  // Each data_wait interval starts where the GPU ran out of work.
+  for (const StallInterval& i : r.stall.intervals) {
+    if (i.cause != "data_wait") continue;
+    const int64_t t = 1000 * kMs + i.batch * 100 * kMs;
+    const int64_t want = i.batch == 7 ? t : i.batch % 2 == 0 ? t + 5 * kMs : t + 30 * 1000;
+    EXPECT_EQ(i.start_ns, want) << i.batch;
+    EXPECT_EQ(i.end_ns, t + 20 * kMs) << i.batch;
+  }
+  const Json j = to_json(r);
+  EXPECT_EQ(json::get_string(j, "mode"), "gpu_light");
+  ASSERT_TRUE(j.contains("gpu_light"));
+  EXPECT_EQ(j["gpu_light"]["calls_marked"].get<int64_t>(), 9);
+  const std::string text = render_text(r);
+  EXPECT_NE(text.find("light mode: 9 of 10 next() calls marked"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace stallscope::analysis

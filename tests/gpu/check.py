@@ -15,7 +15,12 @@ For each variant:
   on through the profiler's span (all batch copies recorded); if the profiler saw no GPU events (one
   CUPTI client per process), stallscope said so on stderr, with what to do;
 - `profiler` again under STALLSCOPE_GPU=off: the profiler sees GPU events, the recording has no GPU
-  records, and the rest (NVTX ranges, the DataLoader) is still there.
+  records, and the rest (NVTX ranges, the DataLoader) is still there;
+- `pageable`, `pinned` and `compute` again under STALLSCOPE_GPU=light: no kernel or copy records,
+  report mode gpu_light, at least 90 % of the next() calls marked, and light mode's stall (the GPU
+  idle while the loop waits for data, and the loader's start) within 3 points of full mode's
+  data_wait + loader_start; full mode's other causes (transfers, syncs, other host work), which
+  light mode does not see, are printed beside it.
 """
 import json
 import sqlite3
@@ -70,6 +75,37 @@ def profiler_checks(out, failures):
     return on, off
 
 
+def report_json(build, db):
+    return json.loads(subprocess.run([f"{build}/bin/stallscope", "report", "--json", db],
+                                     capture_output=True, text=True, check=True).stdout)
+
+
+def light_checks(build, out, failures):
+    """Light mode against full mode on the same variant (separate runs). Returns table rows."""
+    rows = []
+    for variant in ("pageable", "pinned", "compute"):
+        full, light = report_json(build, f"{out}/{variant}.db"), report_json(build, f"{out}/{variant}-light.db")
+        con = sqlite3.connect(f"{out}/{variant}-light.db")
+        work = con.execute("SELECT count(*) FROM gpu_activities WHERE kind != 'mark'").fetchone()[0]
+        fc = full["stall"]["by_cause"]
+        full_data = (fc.get("data_wait", 0) + fc.get("loader_start", 0)) / full["wall_s"]
+        full_other = sum(v for k, v in fc.items() if k not in ("data_wait", "loader_start")) / full["wall_s"]
+        light_data = light["stall"]["fraction"]
+        g = light.get("gpu_light") or {}
+        marked, calls = g.get("calls_marked", 0), g.get("calls", 0)
+        rows.append((variant, full_data, light_data, full_other, f"{marked}/{calls}", g.get("queued_p50_ms")))
+        if work:
+            failures.append(f"{variant}-light: {work} kernel/copy records in light mode (CUPTI was on)")
+        if light["mode"] != "gpu_light":
+            failures.append(f"{variant}-light: report mode {light['mode']}, expected gpu_light")
+        if calls == 0 or marked < 0.9 * calls:
+            failures.append(f"{variant}-light: {marked} of {calls} next() calls marked")
+        if abs(light_data - full_data) > 0.03:
+            failures.append(f"{variant}-light: stall {light_data:.3f} against full mode's data_wait + loader_start "
+                            f"{full_data:.3f} (more than 3 points apart)")
+    return rows
+
+
 def main():
     build, out = sys.argv[1], sys.argv[2]
     failures = []
@@ -121,9 +157,15 @@ def main():
               f"| {r[10]:.2f} | {busy} |")
     on, off = profiler_checks(out, failures)
     print(f"torch.profiler's GPU events: {on} beside stallscope's GPU capture, {off} with STALLSCOPE_GPU=off")
+    light_rows = light_checks(build, out, failures)
+    print("\n| variant | full: data_wait + loader_start | light: stall | full: other causes (not seen by light) "
+          "| light: calls marked | light: queued at next() p50 |")
+    print("|---|---|---|---|---|---|")
+    for v, fd, ld, fo, marked, q in light_rows:
+        print(f"| {v} | {fd:.3f} | {ld:.3f} | {fo:.3f} | {marked} | {'-' if q is None else f'{q:.2f} ms'} |")
     for f in failures:
         print("FAIL:", f)
-    checked = len(variants) + 1  # + profiler-gpu-off
+    checked = len(variants) + 1 + 3  # + profiler-gpu-off, + three light variants
     failed = len({f.split(':')[0] for f in failures})
     print(f"{checked - failed} passed, {failed} failed")
     sys.exit(1 if failures else 0)

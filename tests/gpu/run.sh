@@ -2,9 +2,10 @@
 # GPU checks, for a machine with an NVIDIA GPU and a CUDA build of PyTorch:
 #   tests/gpu/run.sh
 # Builds stallscope, records tests/gpu/gpu_train.py in four variants under `stallscope run` (and
-# the profiler variant again with STALLSCOPE_GPU=off), and checks kernels, copies (pinned vs
-# pageable), NVTX ranges, clock alignment, the attributed stall causes and torch.profiler beside
-# stallscope (check.py); then the reference loader's device path against the memory-reuse races
+# the profiler variant again with STALLSCOPE_GPU=off, and three again in light GPU mode), and
+# checks kernels, copies (pinned vs pageable), NVTX ranges, clock alignment, the attributed stall
+# causes, torch.profiler beside stallscope, and light mode's stall against full mode's (check.py);
+# then the reference loader's device path against the memory-reuse races
 # (loader_race.py). STALLSCOPE_GPU_RECORDINGS=DIR keeps the recordings there.
 # CTest runs it under the label `gpu` only when asked (ctest -L gpu); CI skips it.
 set -euo pipefail
@@ -31,5 +32,6 @@ record() {  # record NAME VARIANT [ENV=VALUE...]: NAME.db, NAME.out and NAME.err
 rm -f "$REC"/*.db
 for v in pageable pinned compute profiler; do record "$v" "$v"; done
 record profiler-gpu-off profiler STALLSCOPE_GPU=off
+for v in pageable pinned compute; do record "$v-light" "$v" STALLSCOPE_GPU=light; done
 "$PY" tests/gpu/check.py "$BUILD" "$REC"
 "$PY" tests/gpu/loader_race.py --build "$BUILD"

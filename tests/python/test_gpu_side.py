@@ -2,16 +2,21 @@
 - `--gpu off` / STALLSCOPE_GPU=off leaves CUDA alone (no CUDA injection library), also for a
   program started through a shell wrapper such as a pyenv shim;
 - torch.profiler asking for CUDA activity while stallscope's GPU capture holds CUPTI gets one line
-  that says why its GPU view will be empty and what to do; a CPU-only profile is left untouched.
+  that says why its GPU view will be empty and what to do; a CPU-only profile is left untouched;
+- light GPU mode (`--gpu light`) end to end on a simulated GPU (tests/programs/fake_libcuda.cc, a
+  stand-in for libcuda.so.1): the hooks' marks, the reader thread, the recording and the report's
+  `gpu_light` figures, in the C hooks and the Python ones; no CUDA injection; a process without
+  CUDA gets CPU mode.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 
-from conftest import LAUNCHER, base_env, run_plain, run_recorded
+from conftest import BUILD, LAUNCHER, Recording, base_env, run_plain, run_recorded
 
 SHOW = "import os; print('inj=' + os.environ.get('CUDA_INJECTION64_PATH', ''))"
 WARNING = "torch.profiler asks for CUDA activity"
@@ -90,3 +95,81 @@ def test_cpu_profile_is_the_same_under_stallscope(tmp_path):
     assert line and line == [x for x in rec.stdout.splitlines() if x.startswith("events")]
     assert line[0].split()[1] == "5"
     assert WARNING not in rec.stderr
+
+
+FAKE_CUDA = BUILD / "tests" / "fake_cuda" / "libcuda.so.1"
+
+# Each step queues 5 ms of (simulated) GPU work, then asks for the next batch, which takes 12 ms to
+# load: the GPU runs dry about 5 ms into each next() and then idles about 7 ms.
+LIGHT_LOOP = r"""
+import ctypes, json, sys, time
+import torch
+from torch.utils.data import DataLoader, Dataset
+import stallscope._native as N
+if sys.argv[1] != "none":
+    gpu = ctypes.CDLL(sys.argv[1])
+    gpu.fake_gpu_queue.argtypes = [ctypes.c_uint64]
+else:
+    gpu = None
+class Slow(Dataset):
+    def __len__(self):
+        return 40
+    def __getitem__(self, i):
+        time.sleep(0.012)
+        return torch.zeros(4)
+n = 0
+for batch in DataLoader(Slow(), batch_size=1):
+    if gpu is not None:
+        gpu.fake_gpu_queue(5000)
+    n += 1
+print("RESULT " + json.dumps({"steps": n, "marks_bound": N.gpu_mark is not None}))
+"""
+
+
+def report_of(db):
+    p = subprocess.run([str(LAUNCHER), "report", "--json", str(db)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("hooks", ["c", "python"])
+def test_light_mode_on_a_simulated_gpu(tmp_path, hooks):
+    if not FAKE_CUDA.exists():
+        pytest.skip(f"{FAKE_CUDA} not built")
+    script = tmp_path / "loop.py"
+    script.write_text(LIGHT_LOOP)
+    env = base_env(STALLSCOPE_GPU="light", STALLSCOPE_PY_HOOKS="1" if hooks == "python" else None)
+    r = run_recorded(tmp_path / "light.db", [script, FAKE_CUDA], env=env)
+    assert r.rc == 0, r.stderr
+    assert r.result == {"steps": 40, "marks_bound": True}
+    rec = Recording(tmp_path / "light.db")
+    kinds = {row["kind"]: row["n"] for row in rec.q("SELECT kind, count(*) AS n FROM gpu_activities GROUP BY kind")}
+    assert set(kinds) == {"mark"}, kinds
+    names = {rec.string(row["name_id"]) for row in rec.q("SELECT DISTINCT name_id FROM gpu_activities")}
+    assert names == {"next_begin", "next_end"}, names
+    rep = report_of(tmp_path / "light.db")
+    assert rep["mode"] == "gpu_light"
+    g = rep["gpu_light"]
+    assert g["calls"] >= 40 and g["calls_marked"] >= g["calls"] - 1, g
+    # At each next() the GPU still had the step's 5 ms queued; then it idled for the rest of the wait.
+    assert 4.0 <= g["queued_p50_ms"] <= 5.5, g
+    assert 0.2 <= g["gpu_idle_s"] / g["host_wait_s"] <= 0.65, g
+    assert rep["stall"]["by_cause"]["data_wait"] == pytest.approx(g["gpu_idle_s"])
+    # No CUPTI in light mode: the CUDA injection variable is left alone.
+    assert injection(tmp_path, "light-env", ["--gpu", "light"], [sys.executable, "-c", SHOW]) == ""
+
+
+@pytest.mark.torch
+def test_light_mode_without_cuda_is_cpu_mode(tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text(LIGHT_LOOP)
+    r = run_recorded(tmp_path / "nocuda.db", [script, "none"], env=base_env(STALLSCOPE_GPU="light"))
+    assert r.rc == 0, r.stderr
+    assert r.result == {"steps": 40, "marks_bound": True}
+    assert Recording(tmp_path / "nocuda.db").q("SELECT count(*) AS n FROM gpu_activities")[0]["n"] == 0
+    rep = report_of(tmp_path / "nocuda.db")
+    assert rep["mode"] == "cpu" and rep["gpu_light"] is None
+    # Without --gpu light the hooks do not mark at all.
+    r = run_recorded(tmp_path / "default.db", [script, "none"])
+    assert r.rc == 0 and r.result == {"steps": 40, "marks_bound": False}, r.stderr

@@ -16,6 +16,13 @@ TEST(GpuChoiceTest, AllOffAndLists) {
   }
   ASSERT_TRUE(parse_gpu_choice("off", &c, &bad));
   EXPECT_TRUE(c.off());
+  EXPECT_FALSE(c.light);
+  // light: no CUPTI at all (CUDA_INJECTION64_PATH left alone), marks instead.
+  ASSERT_TRUE(parse_gpu_choice("light", &c, &bad));
+  EXPECT_TRUE(c.off());
+  EXPECT_TRUE(c.light);
+  EXPECT_FALSE(parse_gpu_choice("light,kernel", &c, &bad));  // a value of its own, like off
+  EXPECT_FALSE(c.light);
   ASSERT_TRUE(parse_gpu_choice("kernel,memcpy", &c, &bad));
   EXPECT_TRUE(c.kernel && c.memcpy);
   EXPECT_FALSE(c.memset || c.sync || c.calls || c.off());

@@ -25,6 +25,7 @@ _span_begin = N.span_begin_args
 _span_end = N.span_end
 _span_end_args = N.span_end_args
 _instant = N.instant
+_gpu_mark = N.gpu_mark  # light GPU mode only, else None (collector/gpu_light.h)
 _cpu_ns = time.process_time_ns
 _thread_ns = time.thread_time_ns
 _mono_ns = time.monotonic_ns
@@ -329,12 +330,16 @@ def _it_next(self):
         else:
             c0 = t0 = -1
         _span_begin(S._I_NEXT, L, B, E)
+        if _gpu_mark is not None:
+            _gpu_mark(1)
     except Exception:
         return S._orig_next(self)
     try:
         data = S._orig_next(self)
     except StopIteration:
         try:
+            if _gpu_mark is not None:
+                _gpu_mark(2)
             _span_end_args(L, -1, E)
             _cpu_mark(c0, t0)
             if not s.ended:
@@ -346,6 +351,8 @@ def _it_next(self):
     except BaseException:
         _marks[0] = False  # no mark, and the next call's arg2 would span this one
         try:
+            if _gpu_mark is not None:
+                _gpu_mark(2)
             if s.mp:
                 _handed(self, s, -1)  # forget the batch that raised (the loop may go on)
             _span_end_args(L, -1, E)
@@ -353,6 +360,8 @@ def _it_next(self):
             pass
         raise
     try:
+        if _gpu_mark is not None:
+            _gpu_mark(2)
         if s.mp:
             _span_end_args(L, _handed(self, s, B), E)
         else:
