@@ -152,7 +152,8 @@ std::vector<CompareProblem> problems(const CompareSide& a, const CompareSide& b)
   if (both_loops && a.mode != b.mode) {
     out.push_back({kProblemMode, false,
                    "A was recorded in " + a.mode + " mode, B in " + b.mode +
-                       " mode: the stall is the loop's wait in cpu mode and the GPU's idle time in gpu mode"});
+                       " mode: the stall is the loop's wait in cpu mode, the GPU's idle time in gpu mode, and the "
+                       "GPU's idle time while the loop waits for data in gpu_light mode"});
   }
   for (const auto& [s, which] : {std::pair{&a, "A"}, std::pair{&b, "B"}}) {
     if (!s->complete) {
