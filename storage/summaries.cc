@@ -206,6 +206,11 @@ struct Summaries::Impl {
   // the merge moves only the tail they overlap).
   std::deque<QueueEvent> queue_waiting;
   std::vector<QueueEvent> queue_fresh;
+  // (thread, loader) whose latest dl.epoch_begin said num_workers=0: its iterator has no queue, so
+  // its dl.next events are not held for kQueueLagNs only to be dropped (a fast loop's 25-30 MiB;
+  // docs/decisions.md). The epoch_begin comes from the thread that then calls next(), so it is
+  // drained before them. The reference loader's epoch_begin gives its threads (never 0).
+  std::map<std::pair<int64_t, int64_t>, bool> queue_no_workers;
   uint64_t queue_seq = 0;
   int64_t queue_seen = std::numeric_limits<int64_t>::min();  // the latest time of an event that came
   int64_t queue_done = std::numeric_limits<int64_t>::min();  // events up to here went through
@@ -238,6 +243,13 @@ struct Summaries::Impl {
 
 void Summaries::Impl::queue_event(int64_t t, int64_t thread_id, int64_t arg0, QueueEventKind kind, int64_t arg1,
                                   int64_t arg2) {
+  if (kind == QueueEventKind::kEpochBegin) {
+    if (queue_no_workers.size() >= kMaxQueues) queue_no_workers.clear();
+    queue_no_workers[{thread_id, arg0}] = arg2 == 0;
+  } else if (kind == QueueEventKind::kNextStart || kind == QueueEventKind::kHanded || kind == QueueEventKind::kStop) {
+    auto it = queue_no_workers.find({thread_id, arg0});
+    if (it != queue_no_workers.end() && it->second) return;
+  }
   queue_fresh.push_back(QueueEvent{t, queue_seq++, thread_id, arg0, arg1, arg2, kind});
   queue_seen = std::max(queue_seen, t);
   if (queue_waiting.size() + queue_fresh.size() <= kMaxQueueWaiting) return;
@@ -763,7 +775,9 @@ void Summaries::queue_instant(const InstantRow& r) {
                  : epoch_end_names_.count(r.name_id)    ? K::kEpochEnd
                  : sent_names_.count(r.name_id)         ? K::kSent
                                                         : K::kPut;
-  impl_->queue_event(r.ts_ns, r.thread_id, *r.arg0, kind, r.arg1.value_or(0), r.arg2.value_or(0));
+  // An epoch_begin without num_workers (arg2) is not taken for one without workers.
+  impl_->queue_event(r.ts_ns, r.thread_id, *r.arg0, kind, r.arg1.value_or(0),
+                     r.arg2.value_or(kind == K::kEpochBegin ? -1 : 0));
 }
 
 bool Summaries::is_queue_instant(uint32_t name_id) const {
@@ -934,6 +948,10 @@ void Summaries::finish_queues() {
 }
 
 int64_t Summaries::queue_events_late() const { return impl_ ? impl_->queue_late : 0; }
+
+size_t Summaries::queue_events_waiting() const {
+  return impl_ ? impl_->queue_waiting.size() + impl_->queue_fresh.size() : 0;
+}
 
 Status Summaries::build_queues(const std::function<bool(int64_t thread_id)>& include) {
   Impl& m = *impl_;

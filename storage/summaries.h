@@ -89,7 +89,8 @@ class Summaries {
   void set_queue_from_rows(bool on) { queue_from_rows_ = on; }
   Status build_queues(const std::function<bool(int64_t thread_id)>& include);
   void finish_queues();
-  int64_t queue_events_late() const;  // came after their time had gone through (see summaries.cc)
+  int64_t queue_events_late() const;    // came after their time had gone through (see summaries.cc)
+  size_t queue_events_waiting() const;  // held until their time can go through in order
 
   // Writes every bucket changed since the last call, inside the caller's open transaction, then
   // forgets those that end more than one of their own lengths before the latest time their table

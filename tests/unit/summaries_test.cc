@@ -651,6 +651,37 @@ TEST_F(JoinTest, TheSameBatchOfTwoEpochsIsSizedInOrder) {
   EXPECT_EQ((*rows)->front().start_total_ns, (10 - 7 + 20 - 17) * kMs);
 }
 
+// A loader whose epoch began with num_workers=0 has no queue: its next() calls are not held for
+// the queue's time order (they would be dropped when they went through). One with a worker, and one
+// whose epoch_begin does not say (an older recording), are held as before.
+TEST_F(JoinTest, ALoaderWithoutWorkersHoldsNoQueueEvents) {
+  open({"dl.next", "dl.epoch_begin"});
+  enum : uint32_t { kNext = 1, kBegin };
+  const int64_t train = process(100, std::nullopt, "train");
+  const int64_t main = thread(train, 100, "main");
+  instant(main, kBegin, 0, 0, 0, 0);  // loader 0: num_workers=0
+  for (int i = 0; i < 100; ++i) span(main, kNext, i * kMs, 500'000, 0, i, 0);
+  drain();
+  const size_t waiting_without = writer().summaries().queue_events_waiting();
+  EXPECT_EQ(waiting_without, 1u);             // the epoch_begin alone
+  instant(main, kBegin, 200 * kMs, 1, 0, 2);  // loader 1: two workers
+  for (int i = 0; i < 100; ++i) span(main, kNext, 200 * kMs + i * kMs, 500'000, 1, i, 0);
+  drain();
+  EXPECT_EQ(writer().summaries().queue_events_waiting(), waiting_without + 1 + 200);
+  // Loader 2's epoch_begin has no num_workers: its calls are held too.
+  const size_t before = writer().summaries().queue_events_waiting();
+  InstantRow begin;
+  begin.thread_id = main;
+  begin.name_id = kBegin;
+  begin.ts_ns = 400 * kMs;
+  begin.arg0 = 2;
+  begin.arg1 = 0;
+  writer().add_instant(begin);
+  span(main, kNext, 401 * kMs, 500'000, 2, 0, 0);
+  drain();
+  EXPECT_EQ(writer().summaries().queue_events_waiting(), before + 3);
+}
+
 // queue_summaries: a loader's batches ready (put by its worker, not yet handed) and in flight (sent,
 // not yet put) while it is active (first next() call to StopIteration), from rows that arrive out
 // of time order: the worker's puts in a later drain than the hand-offs they precede. Events wait
