@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -75,6 +76,7 @@ Ingest::Ingest(Arena* arena, Writer* writer)
   clock_.add_anchor(take_anchor());
   rings_.resize(arena->header()->config.ring_count);
   ring_dropped_seen_.resize(arena->header()->config.ring_count, 0);
+  spilled_.resize(arena->header()->config.ring_count);
 }
 
 Status Ingest::write_meta(const std::map<std::string, std::string>& extra) {
@@ -296,13 +298,16 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
     uint32_t expected = kRingActive;
     if (r->h.state.compare_exchange_strong(expected, kRingRetired, std::memory_order_acq_rel)) state = kRingRetired;
   }
-  // Read after the state: a retired ring's head is final.
-  const uint64_t head = r->h.head.load(std::memory_order_acquire);
-  uint64_t tail = r->h.tail.load(std::memory_order_relaxed);
-  const uint64_t mask = arena_->header()->config.ring_capacity - 1;
-  if (head - tail > mask + 1) tail = head - (mask + 1);  // cannot happen with a sane producer
-  for (; tail != head; ++tail) {
-    const Event e = r->events[tail & mask];
+  // What spill() took first, then the ring's rest, read after the state: a retired ring's head is
+  // final.
+  batch_.clear();
+  {
+    std::lock_guard<std::mutex> g(spill_mu_);
+    batch_.swap(spilled_[index]);
+    spilled_count_ -= batch_.size();
+    take_ring(r, batch_, SIZE_MAX);
+  }
+  for (const Event& e : batch_) {
     const int64_t ns = (e.flags & kFlagTimeNs) ? clock_.mono_to_session_ns(e.ticks) : clock_.to_session_ns(e.ticks);
     ++stats_.events;
     switch (e.kind) {
@@ -373,16 +378,47 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
       default: break;  // a kind this build does not know; skipped
     }
   }
-  r->h.tail.store(head, std::memory_order_release);
   ring_dropped_seen_[index] = r->h.dropped.load(std::memory_order_relaxed);
   if (state == kRingRetired || final) close_open_spans(t);
   if (state == kRingRetired) {
     dropped_retired_ += ring_dropped_seen_[index];
     ring_dropped_seen_[index] = 0;
     t = ThreadTrack{};
+    std::lock_guard<std::mutex> g(spill_mu_);  // not while spill() copies from it
     r->h.state.store(kRingFree, std::memory_order_release);
   }
   (void)now_ns;
+}
+
+size_t Ingest::take_ring(Ring* r, std::vector<Event>& out, size_t room) {
+  const uint64_t head = r->h.head.load(std::memory_order_acquire);
+  uint64_t tail = r->h.tail.load(std::memory_order_relaxed);
+  const uint64_t cap = arena_->header()->config.ring_capacity;
+  if (head - tail > cap) tail = head - cap;  // cannot happen with a sane producer
+  const uint64_t end = head - tail > room ? tail + room : head;
+  const size_t n = static_cast<size_t>(end - tail);
+  for (; tail != end; ++tail) out.push_back(r->events[tail & (cap - 1)]);
+  r->h.tail.store(end, std::memory_order_release);  // the slots are the producer's again
+  return n;
+}
+
+size_t Ingest::spill() {
+  std::lock_guard<std::mutex> g(spill_mu_);
+  size_t taken = 0;
+  for (uint32_t i = 0; i < arena_->header()->config.ring_count && spilled_count_ < spill_cap_; ++i) {
+    Ring* r = arena_->ring(i);
+    const uint32_t state = r->h.state.load(std::memory_order_acquire);
+    if (state != kRingActive && state != kRingRetired) continue;
+    const size_t n = take_ring(r, spilled_[i], spill_cap_ - spilled_count_);
+    spilled_count_ += n;
+    taken += n;
+  }
+  return taken;
+}
+
+size_t Ingest::spilled_events() const {
+  std::lock_guard<std::mutex> g(spill_mu_);
+  return spilled_count_;
 }
 
 void Ingest::sync_strings() {

@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -62,6 +63,15 @@ class Ingest {
   Status drain(bool final);
   // The fullest ring's events not drained yet, over its capacity (0..1): a few atomic loads.
   double fullest_ring() const;
+  // Copies what the rings hold into memory and gives their space back to the threads recording,
+  // so that a drain held up by the disk (a checkpoint's sync) does not make them drop events; the
+  // next drain writes the copies first. Called from a second thread, also while drain() runs.
+  // Holds at most kSpillCapEvents; past that the rings fill and drop as before. Returns the events
+  // copied.
+  size_t spill();
+  static inline constexpr size_t kSpillCapEvents = size_t{1} << 21;  // 64 MiB of 32-byte events
+  size_t spilled_events() const;
+  void set_spill_cap(size_t events) { spill_cap_ = events; }  // tests
   // Queues /proc samples; the next drain writes them as proc.* counters (docs/events.md).
   void add_samples(std::vector<ProcSample> samples);
   // Pids of the session's processes that have not ended, for the sampler.
@@ -98,6 +108,9 @@ class Ingest {
   void sync_processes(bool final, int64_t now_ns);
   int64_t process_row_for(int pid);
   void drain_ring(uint32_t index, bool final, int64_t now_ns);
+  // Appends the ring's events not taken yet to `out` (at most `room`) and gives their slots back.
+  // With spill_mu_ held.
+  size_t take_ring(Ring* r, std::vector<Event>& out, size_t room);
   void close_open_spans(ThreadTrack& t);
   void sync_strings();
   int64_t counter_track(uint32_t name, int pid);
@@ -123,6 +136,13 @@ class Ingest {
   uint64_t dropped_retired_ = 0;  // drops of rings already recycled
   std::map<int, std::pair<std::optional<int>, std::optional<int>>> pending_exit_;
   IngestStats stats_;
+  // Events taken from the rings by spill() and not written yet, by ring index, and their count;
+  // guarded by spill_mu_, which also covers taking from a ring and giving a ring back.
+  mutable std::mutex spill_mu_;
+  std::vector<std::vector<Event>> spilled_;
+  size_t spilled_count_ = 0;
+  size_t spill_cap_ = kSpillCapEvents;
+  std::vector<Event> batch_;  // the drain's events of one ring (the drain thread's only)
   // this drain's span id range and time bounds (the flushes table indexes spans by time)
   std::optional<int64_t> first_span_, last_span_, min_start_, max_end_;
   bool open_ended_ = false;

@@ -47,6 +47,7 @@ Result<std::unique_ptr<Recorder>> Recorder::start(Arena* arena, const std::strin
   pthread_sigmask(SIG_BLOCK, &all, &old);
   r->thread_ = std::thread([rec = r.get()] { rec->loop(); });
   r->sampler_ = std::thread([rec = r.get()] { rec->sample_loop(); });
+  r->spiller_ = std::thread([rec = r.get()] { rec->spill_loop(); });
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return r;
 }
@@ -88,7 +89,16 @@ void Recorder::loop() {
         ingest_->add_samples(std::move(samples_));
         samples_.clear();
       }
+      {
+        std::lock_guard<std::mutex> g(spill_mu_);
+        draining_ = true;
+      }
+      spill_cv_.notify_one();
       Status s = ingest_->drain(last);
+      {
+        std::lock_guard<std::mutex> g(spill_mu_);
+        draining_ = false;
+      }
       if (!s.ok()) fail(s);
       if (last && !failed_.load()) {
         Status f = writer_->finish();
@@ -119,6 +129,23 @@ void Recorder::sample_loop() {
   }
 }
 
+void Recorder::spill_loop() {
+  std::unique_lock<std::mutex> lk(spill_mu_);
+  for (;;) {
+    spill_cv_.wait(lk, [this] { return draining_ || spill_stop_; });
+    if (spill_stop_) return;
+    // A drain has begun; most end within the first look. Not woken at the end: the look after it
+    // finds draining_ false and goes back to sleep.
+    while (draining_ && !spill_stop_) {
+      spill_cv_.wait_for(lk, std::chrono::milliseconds(kFillCheckMs), [this] { return spill_stop_; });
+      if (!draining_ || spill_stop_) break;
+      lk.unlock();
+      (void)ingest_->spill();
+      lk.lock();
+    }
+  }
+}
+
 void Recorder::wake() {
   const char c = 1;
   if (wake_pipe_[1] >= 0) (void)!::write(wake_pipe_[1], &c, 1);
@@ -139,6 +166,12 @@ Status Recorder::stop() {
   if (sampler_.joinable()) sampler_.join();
   wake();
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> g(spill_mu_);
+    spill_stop_ = true;
+  }
+  spill_cv_.notify_all();
+  if (spiller_.joinable()) spiller_.join();
   final_status_ = failed_.load() ? Status::Error("recording failed") : Status::Ok();
   return final_status_;
 }

@@ -50,6 +50,7 @@ class Recorder {
   Recorder() = default;
   void loop();
   void sample_loop();
+  void spill_loop();
   void fail(const Status& s);
 
   Arena* arena_ = nullptr;
@@ -59,6 +60,14 @@ class Recorder {
   std::unique_ptr<Ingest> ingest_;
   std::thread thread_;
   std::thread sampler_;
+  // While a drain runs, this thread gives the rings' space back every kFillCheckMs (Ingest::spill):
+  // a drain held up by the disk let the rings fill and drop events (a 100-ms sync: 33,000 of 240,000).
+  // It sleeps between drains.
+  std::thread spiller_;
+  std::mutex spill_mu_;
+  std::condition_variable spill_cv_;
+  bool draining_ = false;            // guarded by spill_mu_
+  bool spill_stop_ = false;          // guarded by spill_mu_
   std::vector<ProcSample> samples_;  // guarded by g_exit_mu in recorder.cc
   int wake_pipe_[2] = {-1, -1};
   std::atomic<bool> stopping_{false};
