@@ -30,7 +30,7 @@ bool CudaDriver::from_loaded_library(CudaDriver* out, std::string* why) {
   // Only a libcuda the process has loaded already: light mode never brings CUDA in.
   void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
   if (lib == nullptr) {
-    *why = "the process has not loaded libcuda.so.1";
+    why->clear();
     return false;
   }
   struct Sym {
@@ -277,7 +277,13 @@ void gpu_mark(GpuMarkKind kind) {
       g_next_try_ns = now + 1'000'000'000ull;  // at most one look a second until CUDA is loaded
       CudaDriver d;
       std::string why;
-      if (!CudaDriver::from_loaded_library(&d, &why)) return;
+      if (!CudaDriver::from_loaded_library(&d, &why)) {
+        if (!why.empty()) {  // a driver that will not change: said once, then no more looks
+          g_stop = true;
+          std::fprintf(stderr, "stallscope: light GPU marks off (%s); use --gpu all or --gpu kernel\n", why.c_str());
+        }
+        return;
+      }
       g_marks = new GpuMarks(d, [] { return monotonic_ns(); });
       ::pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true, std::memory_order_relaxed); });
     }

@@ -44,7 +44,8 @@ struct CudaDriver {
   int (*event_synchronize)(void* event) = nullptr;
   int (*event_elapsed_ms)(float* ms, void* start, void* end) = nullptr;
   int (*stream_create)(void** stream, unsigned flags) = nullptr;
-  // True with the functions set when the process has loaded libcuda.so.1; else why not.
+  // True with the functions set when the process has loaded libcuda.so.1. False with `why` empty
+  // when it has not (yet), with `why` said when the loaded one lacks a function.
   static bool from_loaded_library(CudaDriver* out, std::string* why);
 };
 

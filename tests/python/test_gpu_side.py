@@ -161,6 +161,25 @@ def test_light_mode_on_a_simulated_gpu(tmp_path, hooks):
 
 
 @pytest.mark.torch
+def test_light_mode_on_a_driver_that_lacks_a_function_says_so_once(tmp_path):
+    """A loaded libcuda without cuEventQuery: one line names the function and what to use instead,
+    the loop runs as it would, and the recording is a CPU one (no retry every second, no marks)."""
+    old = BUILD / "tests" / "fake_cuda_old" / "libcuda.so.1"
+    if not old.exists():
+        pytest.skip(f"{old} not built")
+    script = tmp_path / "loop.py"
+    script.write_text(LIGHT_LOOP)
+    r = run_recorded(tmp_path / "old.db", [script, old], env=base_env(STALLSCOPE_GPU="light"))
+    assert r.rc == 0, r.stderr
+    assert r.result == {"steps": 40, "marks_bound": True}
+    said = [ln for ln in r.stderr.splitlines() if "light GPU marks" in ln]
+    assert said == [("stallscope: light GPU marks off (libcuda.so.1 has no cuEventQuery); "
+                     "use --gpu all or --gpu kernel")], r.stderr
+    assert Recording(tmp_path / "old.db").q("SELECT count(*) AS n FROM gpu_activities")[0]["n"] == 0
+    assert report_of(tmp_path / "old.db")["mode"] == "cpu"
+
+
+@pytest.mark.torch
 def test_light_mode_without_cuda_is_cpu_mode(tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(LIGHT_LOOP)
