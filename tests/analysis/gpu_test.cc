@@ -20,11 +20,10 @@ bool has(const Report& r, const std::string& id) {
   return false;
 }
 
-// One step of 100 ms, repeated: [0,20) next() waits for data; [20,35) a pageable cudaMemcpyAsync
-// whose GPU copy runs [27,35); [35,75) a kernel; [75,90) cudaStreamSynchronize with nothing left
-// on the GPU; [90,100) other host work. GPU busy 48 ms of 100; idle: data 20, h2d 7, sync 15,
-// other 10.
-void write_gpu_loop(RecordingBuilder& b, int steps, const std::string& src_kind, int64_t pid = 1000) {
+// A loader without workers in process `pid`: steps of 100 ms from 1 s, each beginning with a
+// 20-ms next() of batch i; `step(proc, th, i, t)` writes the rest of step i, which begins at t.
+template <typename Step>
+void write_loader_loop(RecordingBuilder& b, int steps, int64_t pid, Step step) {
   const int64_t proc = b.process(pid);
   const int64_t th = b.thread(proc, pid);
   const int64_t t0 = 1000 * kMs;
@@ -34,6 +33,17 @@ void write_gpu_loop(RecordingBuilder& b, int steps, const std::string& src_kind,
   for (int i = 0; i < steps; ++i) {
     const int64_t t = t0 + i * 100 * kMs;
     b.span(th, "dl.next", t, 20 * kMs, 0, i, 0);
+    step(proc, th, i, t);
+  }
+  b.instant(th, "dl.epoch_end", t0 + steps * 100 * kMs, 0, 0, steps);
+}
+
+// One step of 100 ms, repeated: [0,20) next() waits for data; [20,35) a pageable cudaMemcpyAsync
+// whose GPU copy runs [27,35); [35,75) a kernel; [75,90) cudaStreamSynchronize with nothing left
+// on the GPU; [90,100) other host work. GPU busy 48 ms of 100; idle: data 20, h2d 7, sync 15,
+// other 10.
+void write_gpu_loop(RecordingBuilder& b, int steps, const std::string& src_kind, int64_t pid = 1000) {
+  write_loader_loop(b, steps, pid, [&](int64_t proc, int64_t th, int i, int64_t t) {
     b.span(th, "dl.fetch", t, 20 * kMs, 0, i, -1, 1);
     b.span(th, "cuda.cudaMemcpyAsync", t + 20 * kMs, 15 * kMs, 100 + i);
     GpuActivityRow copy;
@@ -57,8 +67,7 @@ void write_gpu_loop(RecordingBuilder& b, int steps, const std::string& src_kind,
     k.correlation_id = 200 + i;
     b.writer().add_gpu_activity(k);
     b.span(th, "cuda.cudaStreamSynchronize", t + 75 * kMs, 15 * kMs, 300 + i);
-  }
-  b.instant(th, "dl.epoch_end", t0 + steps * 100 * kMs, 0, 0, steps);
+  });
 }
 
 class GpuTest : public ::testing::Test {
@@ -149,17 +158,9 @@ TEST_F(GpuTest, CpuRecordingStaysInCpuMode) {
 // steps the GPU still works 5 ms on the previous step (reached at t+5 ms), on odd steps it is idle
 // already (reached 20 us after recording). Step 7 has no mark (a full event pool, say).
 void write_light_loop(RecordingBuilder& b, int steps) {
-  const int64_t proc = b.process(1000);
-  const int64_t th = b.thread(proc, 1000);
-  const int64_t t0 = 1000 * kMs;
   constexpr int64_t kUs = 1000;
-  b.instant(th, "dl.config", t0 - 5 * kMs, 0,
-            b.str(R"({"loader":0,"batch_size":64,"num_workers":0,"pin_memory":false,"persistent_workers":false})"), 0);
-  b.instant(th, "dl.epoch_begin", t0 - 1 * kMs, 0, 0, 0);
-  for (int i = 0; i < steps; ++i) {
-    const int64_t t = t0 + i * 100 * kMs;
-    b.span(th, "dl.next", t, 20 * kMs, 0, i, 0);
-    if (i == 7) continue;
+  write_loader_loop(b, steps, 1000, [&](int64_t proc, int64_t, int i, int64_t t) {
+    if (i == 7) return;
     GpuActivityRow begin;
     begin.process_id = proc;
     begin.kind = "mark";
@@ -172,8 +173,7 @@ void write_light_loop(RecordingBuilder& b, int steps) {
     end.dur_ns = 20 * kUs;
     end.name_id = b.str("next_end");
     b.writer().add_gpu_activity(end);
-  }
-  b.instant(th, "dl.epoch_end", t0 + steps * 100 * kMs, 0, 0, steps);
+  });
 }
 
 TEST_F(GpuTest, LightModeCountsTheGpusIdlePartOfEachWait) {
