@@ -430,6 +430,23 @@ void Ingest::sync_strings() {
   strings_written_ = n;
 }
 
+int64_t Ingest::queue_horizon(int64_t drain_start_ns) const {
+  // Every event of the rings was stamped when written, and each ring was read after this drain
+  // began: what comes later was written after drain_start_ns, bar a thread preempted between its
+  // clock read and its publish (the margin). A span's row comes at its end with its start's time,
+  // so a dl.next begun and not ended holds the horizon at its start.
+  int64_t h = drain_start_ns - kHorizonMarginNs;
+  const std::string_view next = vocab::name_of(vocab::Event::kDlNext);
+  for (const ThreadTrack& t : rings_) {
+    for (const OpenSpan& o : t.stack) {
+      if (o.start_ns >= h) continue;
+      const char* name = arena_->string(o.name);
+      if (name != nullptr && next == name) h = o.start_ns;
+    }
+  }
+  return h;
+}
+
 double Ingest::fullest_ring() const {
   const uint64_t cap = arena_->header()->config.ring_capacity;
   uint64_t most = 0;
@@ -482,6 +499,7 @@ Status Ingest::drain(bool final) {
     }
   }
   ++stats_.drains;
+  writer_->summaries().set_queue_horizon(queue_horizon(now_ns));
   if (final) writer_->summaries().finish_queues();  // the queues' events that waited for later rows
   Status committed = writer_->commit();
   return end.ok() ? committed : end;

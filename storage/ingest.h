@@ -71,6 +71,9 @@ class Ingest {
   size_t spill();
   static inline constexpr size_t kSpillCapEvents = size_t{1} << 21;  // 64 MiB of 32-byte events
   size_t spilled_events() const;
+  // How far before a drain's start its queue horizon lies: room for a thread preempted between
+  // stamping an event and publishing it.
+  static inline constexpr int64_t kHorizonMarginNs = 100'000'000;
   void set_spill_cap(size_t events) { spill_cap_ = events; }  // tests
   // Queues /proc samples; the next drain writes them as proc.* counters (docs/events.md).
   void add_samples(std::vector<ProcSample> samples);
@@ -113,6 +116,8 @@ class Ingest {
   size_t take_ring(Ring* r, std::vector<Event>& out, size_t room);
   void close_open_spans(ThreadTrack& t);
   void sync_strings();
+  // The time after which every dl.next row still to come begins (Summaries::set_queue_horizon).
+  int64_t queue_horizon(int64_t drain_start_ns) const;
   int64_t counter_track(uint32_t name, int pid);
   int64_t named_track(vocab::Counter counter, int pid);
   void write_samples();

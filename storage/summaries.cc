@@ -172,9 +172,10 @@ struct Summaries::Impl {
 
   // The queues (queue_summaries) follow each loader's batches in time order, which the rows do not
   // arrive in: a worker's puts come from its own ring, the hand-offs from the training thread's.
-  // Their events wait here until kQueueLagNs of later rows have come (each drain reads every ring,
-  // ~100 ms apart), then go through in time order. One that comes later than that is taken at the
-  // time reached (counted in queue_late).
+  // Their events wait here until the drainer's horizon (Summaries::set_queue_horizon: no earlier
+  // row can come) or kQueueLagNs of later rows have come, whichever is sooner, then go through in
+  // time order. One that comes later than that is taken at the time reached (counted in
+  // queue_late).
   static constexpr int64_t kQueueLagNs = 5'000'000'000;
   static constexpr size_t kMaxQueueWaiting = 1 << 20;
   // In the order a batch's events follow each other: at equal times a put goes before the hand-off
@@ -1009,7 +1010,7 @@ Status Summaries::build_queues(const std::function<bool(int64_t thread_id)>& inc
 
 Status Summaries::write() {
   Impl& m = *impl_;
-  m.queue_until(saturating_add(m.queue_seen, -Impl::kQueueLagNs));
+  m.queue_until(std::max(saturating_add(m.queue_seen, -Impl::kQueueLagNs), queue_horizon_));
   if (!m.error.ok()) {
     Status e = m.error;
     m.error = Status::Ok();

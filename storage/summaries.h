@@ -18,8 +18,8 @@
 //
 // Queues (queue_summaries): per process and loader, the batches ready (put, not yet handed) and in
 // flight (sent, not yet put) while the loader is active, as step functions: their integrals, lowest
-// and highest values and the time with none ready. Their events go through in time order, after
-// waiting for 5 s of later rows (see set_queue_from_rows).
+// and highest values and the time with none ready. Their events go through in time order, once no
+// earlier row can come (set_queue_horizon), or at the latest after 5 s of later rows.
 //
 // Buckets are written in the transaction of the rows they summarise, so a reader (or a recording
 // cut off mid-run) sees summaries that agree with the detail rows committed with them. Recent
@@ -30,6 +30,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -81,7 +82,8 @@ class Summaries {
   void add_summary(const QueueSummaryRow& row);
 
   // Queues (queue_summaries) need their events in time order. By default the rows feed them as
-  // they come, each event waiting until 5 s of later rows have come (a live recording's drains).
+  // they come, each event waiting until no earlier row can come (set_queue_horizon) or 5 s of
+  // later rows have come.
   // Where rows come table by table (an upgrade, a merge), set_queue_from_rows(false) leaves them
   // out and build_queues() reads the database's own rows in time order instead, those of the
   // threads `include` accepts; it needs the processes, threads and dl.worker_start instants
@@ -89,6 +91,10 @@ class Summaries {
   void set_queue_from_rows(bool on) { queue_from_rows_ = on; }
   Status build_queues(const std::function<bool(int64_t thread_id)>& include);
   void finish_queues();
+  // From a live recording's drainer: every queue row still to come has its time after `t` (the
+  // drain's start less a margin, or the start of a dl.next call begun and not ended), so the
+  // events up to `t` can go through at the next write() instead of waiting kQueueLagNs.
+  void set_queue_horizon(int64_t t) { queue_horizon_ = t; }
   int64_t queue_events_late() const;    // came after their time had gone through (see summaries.cc)
   size_t queue_events_waiting() const;  // held until their time can go through in order
 
@@ -112,6 +118,7 @@ class Summaries {
   std::unordered_set<uint32_t> next_names_, collate_names_, worker_start_names_, epoch_begin_names_, epoch_end_names_,
       sent_names_, put_names_;
   bool queue_from_rows_ = true;
+  int64_t queue_horizon_ = std::numeric_limits<int64_t>::min();
 };
 
 }  // namespace stallscope

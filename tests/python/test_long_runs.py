@@ -51,12 +51,14 @@ def test_a_fork_storm_leaks_nothing_and_changes_nothing(tmp_path):
 SOAK_S = float(os.environ.get("STALLSCOPE_SOAK_S", "20"))
 
 
-def test_a_soak_at_a_high_event_rate(tmp_path):
-    """Tiny batches for SOAK_S seconds (about 100,000 events/s on one thread): the training
-    process's and the launcher's memory stay flat, drops are counted the same in the recording and
-    in the launcher's last line, and the database's bytes per hour are reported."""
-    args = [PROGRAMS / "soak_train.py", SOAK_S]
-    plain = run_plain([PROGRAMS / "soak_train.py", 1])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_soak_at_a_high_event_rate(tmp_path, workers):
+    """Tiny batches for SOAK_S seconds (about 100,000 events/s on one thread without workers;
+    15,000 with two, whose queue events the launcher holds until their time order is known): the
+    training process's and the launcher's memory stay flat, drops are counted the same in the
+    recording and in the launcher's last line, and the database's bytes per hour are reported."""
+    args = [PROGRAMS / "soak_train.py", SOAK_S, workers]
+    plain = run_plain([PROGRAMS / "soak_train.py", 1, workers])
     r = run_recorded(tmp_path / "soak.db", args, timeout=120 + 2 * SOAK_S)
     assert plain.rc == r.rc == 0, r.stderr
     assert r.result["sums"] == plain.result["sums"]  # every epoch the same, and as without stallscope
@@ -88,7 +90,7 @@ def test_a_soak_at_a_high_event_rate(tmp_path):
     assert 0.7 * own <= said <= 1.05 * own, (said, own)
     launcher = [n["parent"]["rss_kb"] / MiB for n in notes]
     training = [n["self"]["rss_kb"] / MiB for n in notes]
-    print(f"\nsoak: {SOAK_S:.0f} s, {r.result['batches'] / r.result['seconds']:,.0f} batches/s, "
+    print(f"\nsoak: {SOAK_S:.0f} s, {workers} workers, {r.result['batches'] / r.result['seconds']:,.0f} batches/s, "
           f"{events / r.result['seconds']:,.0f} events/s recorded, {dropped} dropped, database "
           f"{size / r.result['seconds'] * 3600 / 2**30:.2f} GiB per hour; launcher RSS "
           f"{min(launcher):.1f}-{max(launcher):.1f} MiB, training RSS {min(training):.1f}-{max(training):.1f} MiB")

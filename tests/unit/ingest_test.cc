@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -230,29 +231,38 @@ TEST_F(IngestTest, SpillingStopsAtItsCapAndTheRingDropsAsBefore) {
 TEST_F(IngestTest, SpillingBesideDrainsLosesAndRepeatsNothing) {
   // A thread records as fast as it can while one thread drains and another spills, as the
   // recorder's threads do: every event is either a row or counted as dropped, once (TSan: no race).
-  constexpr int kSpans = 200000;
+  // It records at least 200,000 spans, and on until the spiller has taken events and two drains
+  // have run meanwhile (a loaded machine may not schedule them at first).
+  constexpr int64_t kSpans = 200000, kMostSpans = 20'000'000;
   std::atomic<bool> done{false};
+  std::atomic<size_t> spilled{0};
+  std::atomic<int> drains{0};
+  int64_t recorded = 0;
   std::thread producer([&] {
     const uint32_t n = ss_intern("fast");
-    for (int i = 0; i < kSpans; ++i) {
-      ss_span_begin_args(n, i, 0, 0);
+    for (; recorded < kMostSpans && (recorded < kSpans || spilled.load() == 0 || drains.load() < 2); ++recorded) {
+      ss_span_begin_args(n, recorded, 0, 0);
       ss_span_end();
     }
     done.store(true);
   });
-  std::atomic<size_t> spilled{0};
   std::thread spiller([&] {
     while (!done.load()) spilled += ingest_->spill();
   });
-  while (!done.load()) ASSERT_TRUE(ingest_->drain(false).ok());
+  while (!done.load()) {
+    ASSERT_TRUE(ingest_->drain(false).ok());
+    ++drains;
+  }
   producer.join();
   spiller.join();
   ASSERT_TRUE(ingest_->drain(true).ok());
+  ASSERT_GT(spilled.load(), 0u);  // the spiller took part
+  ASSERT_GE(drains.load(), 2);
   auto r = read();
   const int64_t dropped = std::stoll((*r->meta())["dropped_events"]);
   auto spans = r->all_spans();
   ASSERT_TRUE(spans.ok());
-  EXPECT_EQ(static_cast<int64_t>(ingest_->stats().events) + dropped, 2 * kSpans);
+  EXPECT_EQ(static_cast<int64_t>(ingest_->stats().events) + dropped, 2 * recorded);
   int64_t last = -1;
   for (const auto& s : *spans) {  // in order, none twice
     ASSERT_TRUE(s.arg0.has_value());
@@ -260,7 +270,33 @@ TEST_F(IngestTest, SpillingBesideDrainsLosesAndRepeatsNothing) {
     last = *s.arg0;
   }
   EXPECT_GT(spans->size(), 0u);
-  EXPECT_GT(spilled.load(), 0u);  // the spiller took part
+}
+
+TEST_F(IngestTest, QueueEventsGoThroughOnceNoEarlierRowCanCome) {
+  // A loader with workers: its queue's events wait for time order. They go through at the drain
+  // after their time, not 5 s later; a next() call begun and not ended holds them from its start.
+  const uint32_t next = ss_intern("dl.next"), begin = ss_intern("dl.epoch_begin");
+  ASSERT_TRUE(ingest_->drain(false).ok());  // the names first
+  const Summaries& sum = writer_->summaries();
+  ss_instant(begin, 0, 0, 2);  // loader 0, epoch 0, 2 workers
+  for (int i = 0; i < 100; ++i) {
+    ss_span_begin_args(next, 0, i, 0);
+    ss_span_end();
+  }
+  std::this_thread::sleep_for(std::chrono::nanoseconds(2 * Ingest::kHorizonMarginNs));
+  ASSERT_TRUE(ingest_->drain(false).ok());
+  EXPECT_EQ(sum.queue_events_waiting(), 0u);  // 201 held for 5 s before
+  ss_span_begin_args(next, 0, 100, 0);        // held open across drains
+  std::this_thread::sleep_for(std::chrono::nanoseconds(2 * Ingest::kHorizonMarginNs));
+  for (int i = 0; i < 10; ++i) ss_instant(begin, 0, 1, 2);  // rows after the open call's start
+  std::this_thread::sleep_for(std::chrono::nanoseconds(2 * Ingest::kHorizonMarginNs));
+  ASSERT_TRUE(ingest_->drain(false).ok());
+  EXPECT_EQ(sum.queue_events_waiting(), 10u);
+  ss_span_end();
+  std::this_thread::sleep_for(std::chrono::nanoseconds(2 * Ingest::kHorizonMarginNs));
+  ASSERT_TRUE(ingest_->drain(false).ok());
+  EXPECT_EQ(sum.queue_events_waiting(), 0u);
+  EXPECT_EQ(sum.queue_events_late(), 0);
 }
 
 TEST(RecorderTest, ASecondReaderFollowsTheRecordingLive) {
