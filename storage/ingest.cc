@@ -300,11 +300,19 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
   }
   // What spill() took first, then the ring's rest, read after the state: a retired ring's head is
   // final.
+  // The copies' memory is given back at once (spills are rare: a drain held up), and the batch's
+  // when one was far larger than a ring.
+  const size_t ring_capacity = arena_->header()->config.ring_capacity;
+  if (batch_.capacity() > 4 * ring_capacity) std::vector<Event>().swap(batch_);
   batch_.clear();
   {
     std::lock_guard<std::mutex> g(spill_mu_);
-    batch_.swap(spilled_[index]);
-    spilled_count_ -= batch_.size();
+    std::vector<Event>& held = spilled_[index];
+    if (!held.empty()) {
+      batch_.insert(batch_.end(), held.begin(), held.end());
+      spilled_count_ -= held.size();
+      std::vector<Event>().swap(held);
+    }
     take_ring(r, batch_, SIZE_MAX);
   }
   for (const Event& e : batch_) {
