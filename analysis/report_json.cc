@@ -154,6 +154,8 @@ Json whatif_json(const WhatIf& w) {
   inputs["fetch_cpu_ms"] = in.fetch_cpu_ms;
   inputs["recv_cpu_ms"] = in.recv_cpu_ms;
   inputs["others_cpu_ms"] = in.others_cpu_ms;
+  inputs["spin_window_ms"] = in.spin_window_s * 1e3;
+  inputs["wake_ms"] = in.wake_s * 1e3;
   inputs["startup_s"] = in.startup_s;
   inputs["startup_estimated"] = in.startup_estimated;
   inputs["shutdown_s"] = in.shutdown_s;

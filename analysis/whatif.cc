@@ -178,7 +178,13 @@ class Sim {
           if (gang_ > 1) others_.phase = Phase::kIdle;
           set(&consumer_, Phase::kGang, d.gang_s * gang_scale_);
           break;
-        case 4: set(&consumer_, Phase::kCpu, d.serial_cpu_s); break;
+        case 4: {
+          // With no intra-op threads asleep (a next() shorter than their spin, or none of them),
+          // the step does not wait to wake them. An unknown spin (0) keeps the step as recorded.
+          const bool asleep = gang_ > 1 && (in_.spin_window_s <= 0 || now_ - step_begin_ > in_.spin_window_s);
+          set(&consumer_, Phase::kCpu, d.serial_cpu_s - d.wake_s + (asleep ? in_.wake_s : 0));
+          break;
+        }
         case 5: set(&consumer_, Phase::kWait, d.wait_s); break;
         default:
           ++handed_;
@@ -344,6 +350,81 @@ const CpuMark* mark_after(const std::vector<CpuMark>& marks, int64_t end, int64_
   return &*it;
 }
 
+// One step of the training loop between two next() calls of the training loader (seconds).
+struct RawStep {
+  double gap = 0, gap_cpu = -1, next_wall = 0, next_cpu = -1, next_others = 0;
+  double prev_wall = 0, prev_others = -1;  // the next() before the step, its other threads' CPU
+};
+
+// Steps that began by waking torch's intra-op threads (docs/decisions.md, "A step after a long
+// next() wakes the intra-op threads"). After a parallel region those threads spin, then sleep; a
+// next() that outlasts their spin (its other threads' CPU well under its wall) leaves them asleep,
+// and the next step's first parallel region waits, spinning on the training thread, until they
+// run again. On a 2-core VM that took 10-24 ms in a quarter to over half of such steps, against
+// 1-2 ms for the rest. Such a step is told by its CPU: one thread's worth (the intra-op threads did
+// not run beside it) and a wall over twice the median of the steps after a sleep that did not
+// wait, the excess being the wake. With batches ready, the threads still spin when the step begins and it is not paid.
+void find_wakes(const std::vector<RawStep>& raw, int64_t threads, WhatIfInputs* in) {
+  if (threads < 2 || raw.size() != in->steps.size()) return;
+  const double k = static_cast<double>(threads - 1);
+  std::vector<double> spins, gaps;
+  std::vector<bool> slept(raw.size(), false);
+  for (size_t j = 0; j < raw.size(); ++j) {
+    const RawStep& st = raw[j];
+    if (st.prev_others < 0) continue;
+    const double spin = st.prev_others / k;
+    if (st.prev_wall > 1.5 * spin + 0.0005) {
+      slept[j] = true;
+      spins.push_back(spin);
+      gaps.push_back(st.gap);
+    }
+  }
+  // Only where sleeping between steps is the rule: a few long calls tell too little.
+  if (spins.size() < 5 || spins.size() * 5 < raw.size()) return;
+  std::sort(spins.begin(), spins.end());
+  std::sort(gaps.begin(), gaps.end());
+  const double window = percentile(spins, 50).value_or(0);
+  // The steps after a sleep in two groups, split where the spread of log(wall) within them is
+  // least (Otsu's threshold): those that did not wait and those that did. Wakes were from a
+  // quarter to over half of such steps in three recordings, so neither a median nor a fixed
+  // quantile finds the steps that did not wait.
+  std::vector<double> lg;
+  for (double g : gaps) lg.push_back(std::log(std::max(g, 1e-7)));
+  const size_t n = lg.size();
+  double total = 0;
+  for (double x : lg) total += x;
+  double best = -1, head = 0;
+  size_t split = 0;  // gaps[0, split) did not wait
+  for (size_t i = 1; i < n; ++i) {
+    head += lg[i - 1];
+    const double a = static_cast<double>(i), b = static_cast<double>(n - i);
+    const double d = head / a - (total - head) / b;
+    const double between = a * b * d * d;
+    if (between > best) {
+      best = between;
+      split = i;
+    }
+  }
+  // The lower group must be a real part of the steps (a wake is then a step over twice its median).
+  if (split * 5 < n) return;
+  std::vector<double> low(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(split));
+  const double typical = percentile(low, 50).value_or(0);
+  if (window <= 0 || typical <= 0) return;
+  double sum = 0;
+  int64_t after_sleep = 0;
+  for (size_t j = 0; j < raw.size(); ++j) {
+    after_sleep += slept[j] ? 1 : 0;
+    const RawStep& st = raw[j];
+    const bool one_thread = st.gap_cpu >= 0 && st.gap_cpu <= 1.15 * st.gap;
+    if (!slept[j] || !one_thread || st.gap <= 2 * typical) continue;
+    StepDemand& d = in->steps[j];
+    d.wake_s = std::min(d.serial_cpu_s, st.gap - typical);
+    sum += d.wake_s;
+  }
+  in->spin_window_s = window;
+  in->wake_s = sum / static_cast<double>(after_sleep);
+}
+
 struct Built {
   WhatIfInputs in;
   bool from_marks = true;  // CPU split from dl.cpu (else from /proc means)
@@ -367,9 +448,6 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     if (c.ended) calls.push_back(&c);
   }
   const double train_cpu = r.train_cpu_util.value_or(1.0);
-  struct RawStep {
-    double gap = 0, gap_cpu = -1, next_wall = 0, next_cpu = -1, next_others = 0;
-  };
   std::vector<RawStep> raw;
   for (size_t k = 1; k < calls.size(); ++k) {
     const NextCall& c = *calls[k];
@@ -380,6 +458,10 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     st.gap = static_cast<double>(c.start_ns - prev.end_ns) / kNs;
     st.next_wall = static_cast<double>(c.end_ns - c.start_ns) / kNs;
     const int64_t limit = k + 1 < calls.size() ? calls[k + 1]->start_ns : std::numeric_limits<int64_t>::max();
+    st.prev_wall = static_cast<double>(prev.end_ns - prev.start_ns) / kNs;
+    if (const CpuMark* mk = mark_after(marks.train, prev.end_ns, c.start_ns)) {
+      st.prev_others = static_cast<double>(mk->others_us) / 1e6;
+    }
     if (const CpuMark* mk = mark_after(marks.train, c.end_ns, limit)) {
       st.next_cpu = static_cast<double>(mk->in_us) / 1e6;
       st.next_others = static_cast<double>(mk->others_us) / 1e6;
@@ -449,6 +531,7 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     ccpu_ms.push_back(st.gap_cpu >= 0 ? st.gap_cpu * 1e3 : c * train_cpu * 1e3);
     recv_ms.push_back(d.recv_cpu_s * 1e3);
   }
+  find_wakes(raw, T, &in);
   in.compute_ms = mean_of(c_ms);
   in.compute_cpu_ms = mean_of(ccpu_ms);
   in.recv_cpu_ms = mean_of(recv_ms);
@@ -686,7 +769,10 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   // num_workers: 0 to what the fetch's waiting could use (at least twice the cores), recorded
   // prefetch and persistence; then, at the best of those, deeper prefetch and persistent workers.
   const double cores = static_cast<double>(in.usable_cores);
-  const double ratio = in.compute_ms > 0 ? in.fetch_ms / in.compute_ms : cores;
+  // The step as it runs with batches ready: without the waits to wake the intra-op threads.
+  double ready_compute_ms = in.compute_ms;
+  for (const StepDemand& d : in.steps) ready_compute_ms -= d.wake_s * 1e3 / static_cast<double>(in.steps.size());
+  const double ratio = ready_compute_ms > 0 ? in.fetch_ms / ready_compute_ms : cores;
   // Clamped before the conversion: a damaged recording's times can make the ratio anything.
   double want = std::ceil(2 * std::max(ratio, cores));
   if (!std::isfinite(want)) want = 2 * cores;
@@ -873,6 +959,12 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
     w.assumptions.push_back(
         "the training process's other threads stay busy in next() as recorded (" + duration_ms(in.others_cpu_ms) +
         " of CPU per call: torch's intra-op threads spinning after the step): workers share the cores with them");
+  }
+  if (in.wake_s > 0) {
+    w.assumptions.push_back(
+        "torch's intra-op threads sleep after " + duration_ms(in.spin_window_s * 1e3) +
+        " of spinning in next(), and some steps waited to wake them (" + duration_ms(in.wake_s * 1e3) +
+        " on average after such a next()): a setting that keeps batches ready does not pay that wait");
   }
   if (!b.from_marks) {
     w.assumptions.push_back("no dl.cpu events: CPU and waiting are split by the /proc CPU means, not per batch");

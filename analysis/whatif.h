@@ -67,13 +67,25 @@ struct StepDemand {
   // precedes the step: torch's intra-op threads spinning after the previous step (until the next
   // parallel region or their spin limit), a pin-memory thread. It takes cores from the workers.
   double others_cpu_s = 0;
+  // Of the step's serial CPU, the part spent waking torch's intra-op threads that had gone to
+  // sleep during a long next(): the training thread spins at the first parallel region's barrier
+  // until they run again (milliseconds on a virtual machine whose idle CPU the host took back).
+  // The simulation takes it out and pays WhatIfInputs::wake_s instead after a next() longer than
+  // WhatIfInputs::spin_window_s.
+  double wake_s = 0;
 };
 
 // What the model was fed, in the units it uses; kept for the report's evidence.
 struct WhatIfInputs {
   int64_t usable_cores = 1;
-  int64_t torch_threads = 1;       // intra-op threads of the training process (T)
-  std::vector<StepDemand> steps;   // per steady step, in time order
+  int64_t torch_threads = 1;      // intra-op threads of the training process (T)
+  std::vector<StepDemand> steps;  // per steady step, in time order
+  // How long torch's intra-op threads spin in next() before they sleep (0: not seen, never
+  // asleep), and what waking them cost on average a step that followed a longer next() (the
+  // recorded wakes are rare and long: paying each one's own after its own long next() would make
+  // the prediction hang on which steps a simulated wait happens to fall before).
+  double spin_window_s = 0;
+  double wake_s = 0;
   std::vector<Demand> fetches;     // per batch (fetch + put), in time order
   double startup_s = 0;            // per epoch whose workers start, at the recorded num_workers (0: unknown)
   bool startup_estimated = false;  // recorded without workers: startup_s is the model's estimate

@@ -213,6 +213,7 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
     }
     bool first = true;
     int fetched = 0;
+    int64_t prev_step = c.compute_ns;
     for (int batch = 0; batch < batches; ++batch) {
       const int64_t call = t;
       int64_t handed = 0;
@@ -232,7 +233,7 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
       b.span(main, "dl.next", call, handed - call, L, batch, e, 0);
       if ((c.fetch_cpu || c.compute_cpu) && batch % c.mark_every == 0) {
         const int64_t in_next = n == 0 ? cpu_us(c.fetch_cpu.value_or(1.0), handed - call) : 0;
-        const int64_t before = first_mark ? -1 : cpu_us(c.compute_cpu.value_or(1.0), c.compute_ns);
+        const int64_t before = first_mark ? -1 : cpu_us(c.compute_cpu.value_or(1.0), prev_step);
         b.instant(main, "dl.cpu", handed, c.others_cpu_us, in_next, before);
         first_mark = false;
       }
@@ -243,7 +244,8 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
       ++truth.steps;
       truth.samples += samples_of(batch);
       if (n > 0) send(batch + c.prefetch_factor * n, handed);
-      t = handed + c.compute_ns;
+      prev_step = c.step_ns ? c.step_ns(e, batch) : c.compute_ns;
+      t = handed + prev_step;
     }
     // The StopIteration call (non-persistent workers are shut down inside it), then the epoch's end.
     const bool last = e == c.epochs - 1;

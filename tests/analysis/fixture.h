@@ -63,8 +63,9 @@ struct SimConfig {
   int prefetch_factor = 2;
   bool persistent_workers = false;
   std::string start_method = "fork";
-  int64_t start_ns = 1000 * kMs;  // the first dl.epoch_begin
-  int64_t compute_ns = 70 * kMs;  // the loop's work per step, after each hand-off
+  int64_t start_ns = 1000 * kMs;                         // the first dl.epoch_begin
+  int64_t compute_ns = 70 * kMs;                         // the loop's work per step, after each hand-off
+  std::function<int64_t(int epoch, int batch)> step_ns;  // when set: the step after `batch`, in place of compute_ns
   std::function<int64_t(int epoch, int batch)> fetch_ns = [](int, int) { return 30 * kMs; };
   int64_t iter_ns = 0;         // time inside __iter__ (epoch_begin -> first next())
   int64_t worker_boot_ns = 0;  // worker_start -> worker ready, for each new worker

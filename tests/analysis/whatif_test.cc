@@ -139,6 +139,28 @@ TEST(WhatIfSimTest, OneIntraOpThreadTakesTheStepsCpuAndNoSpinning) {
   EXPECT_DOUBLE_EQ(simulate(in, same, 600).step_s, simulate(in, workers(2), 600).step_s);
 }
 
+// A step after a next() longer than the intra-op threads' spin waits to wake them (the inputs'
+// wake_s, on the training thread, in place of the step's own); after a shorter one they still spin
+// and it does not. With one intra-op thread there is none to wake.
+TEST(WhatIfSimTest, AWakeIsPaidOnlyAfterANextLongerThanTheSpin) {
+  StepDemand step;
+  step.serial_cpu_s = 12 * kS;  // 2 ms of work, 10 ms waking
+  step.wake_s = 10 * kS;
+  WhatIfInputs in = inputs(2, 2, step, Demand{0, 30 * kS});
+  in.spin_window_s = 9 * kS;
+  in.wake_s = 10 * kS;
+  // Without workers every next() waits 30 ms: each step wakes the threads.
+  EXPECT_NEAR(simulate(in, workers(0), 200).step_s, 42 * kS, 1e-9);
+  // Ten waiting workers hand a batch every 3 ms: next() waits about 1 ms, the step takes 2.
+  EXPECT_NEAR(simulate(in, workers(10), 800).step_s, 3 * kS, 0.02 * 3 * kS);
+  LoaderSetting one = workers(0);
+  one.torch_threads = 1;
+  EXPECT_NEAR(simulate(in, one, 200).step_s, 32 * kS, 1e-9);
+  // Not knowing the spin (0), the model keeps the recorded step everywhere.
+  in.spin_window_s = 0;
+  EXPECT_NEAR(simulate(in, workers(10), 800).step_s, 12 * kS, 0.02 * 12 * kS);
+}
+
 // prefetch_factor: a slow batch every so often drains a shallow queue; a deep one hides it.
 TEST(WhatIfSimTest, DeeperPrefetchHidesSlowBatches) {
   WhatIfInputs in;
@@ -353,6 +375,42 @@ TEST_F(WhatIfTest, OneIntraOpThreadIsPredictedAndAdvisedWhereItGains) {
   EXPECT_FALSE(one.whatif.threads_best.has_value());
   for (const Recommendation& rec : one.recommendations) EXPECT_NE(rec.id, std::string("limit_torch_threads"));
   EXPECT_FALSE(warns(one.whatif));
+}
+
+// Recorded without workers, a 30-ms fetch that waits, 2 intra-op threads that spin 9 ms in each
+// next() and then sleep, and a step of 2 ms on one thread's CPU that every 4th time takes 12 ms,
+// as waking the sleeping threads did on a 2-core VM: the model finds the 9-ms spin and the 10-ms
+// wakes (2.5 ms per step), keeps them for the recorded setting, and predicts the 2-ms step where
+// enough workers keep batches ready. A step whose CPU shows both threads working is not a wake.
+TEST_F(WhatIfTest, AStepThatWokeTheIntraOpThreadsIsNotPaidWithBatchesReady) {
+  SimConfig c;
+  c.epochs = 2;
+  c.fetch_cpu = 0.0;
+  c.compute_cpu = 1.0;
+  c.torch_threads = 2;
+  c.step_ns = [](int, int batch) { return (batch % 4 == 3 ? 12 : 2) * kMs; };
+  c.others_cpu_us = 9000;
+  const Report r = run(c, 2);
+  const WhatIf& w = r.whatif;
+  ASSERT_TRUE(w.available) << w.why_not;
+  EXPECT_NEAR(w.inputs.spin_window_s, 9 * kS, 1e-6);
+  EXPECT_NEAR(w.inputs.wake_s, 2.5 * kS, 0.1 * kS);  // 10 ms after one long next() in 4
+  EXPECT_NEAR(w.inputs.compute_ms, 4.5, 0.1);
+  EXPECT_LT(std::abs(w.fit_error), 0.02) << w.fit_error;
+  ASSERT_TRUE(w.best.has_value());
+  const WhatIfCandidate& best = w.candidates[*w.best];
+  EXPECT_GE(best.setting.num_workers, 10);
+  EXPECT_LT(best.steady_step_ms, 3.0);
+  bool said = false;
+  for (const std::string& a : w.assumptions) said |= a.find("some steps waited to wake them") != std::string::npos;
+  EXPECT_TRUE(said);
+
+  c.compute_cpu = 1.8;  // both threads on a CPU through the step: slow steps, not wakes
+  const Report busy = run(c, 2);
+  ASSERT_TRUE(busy.whatif.available) << busy.whatif.why_not;
+  EXPECT_EQ(busy.whatif.inputs.wake_s, 0);
+  ASSERT_TRUE(busy.whatif.best.has_value());
+  EXPECT_GT(busy.whatif.candidates[*busy.whatif.best].steady_step_ms, 4.0);
 }
 
 TEST_F(WhatIfTest, NotAvailableSaysWhy) {
