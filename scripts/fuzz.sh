@@ -19,10 +19,15 @@ if ! command -v clang++ >/dev/null; then
   exit 1
 fi
 
+LAUNCHER=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
+  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
 # -O1 with line tables, as libFuzzer advises (and quicker to build); asserts kept.
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -gline-tables-only" \
   -DCMAKE_C_FLAGS_RELEASE="-O1 -gline-tables-only" -DSTALLSCOPE_FUZZ=ON \
-  -DSTALLSCOPE_BUILD_BENCH=OFF >/dev/null
+  -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
 if [ ${#TARGETS[@]} -eq 0 ]; then
   TARGETS=(fuzz_npy fuzz_jpeg fuzz_tar fuzz_recording fuzz_cli)
   # The dashboard's reader, where ImGui, GLFW and OpenGL are there to build the dashboard.

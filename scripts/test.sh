@@ -14,17 +14,21 @@ cd "$ROOT"
 SANITIZERS=1
 [ "${1:-}" = "--no-sanitizers" ] && SANITIZERS=0
 
+START=$SECONDS
+# Each stage's start, with the minutes since the script began (CI's time is bounded).
+stage() { printf '== %s  [%d:%02d]\n' "$1" $(((SECONDS - START) / 60)) $(((SECONDS - START) % 60)); }
+
 scripts/setup.sh --no-build
 PY=${PYTHON:-python3}
 
-echo "== lint (ruff)"
+stage "lint (ruff)"
 "$PY" -m ruff --version >/dev/null 2>&1 || "$PY" -m pip install -q ruff
 "$PY" -m ruff check python tests bench examples
 
-echo "== format (clang-format)"
+stage "format (clang-format)"
 scripts/check_format.sh
 
-echo "== build"
+stage "build"
 # Through ccache, with paths relative to the repository: tests/python/test_pip_install.py builds the
 # same sources again with the same settings (pip install ., into build-pip/) and reuses the objects.
 LAUNCHER=()
@@ -35,37 +39,37 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLSCOPE_WERROR=ON "${LAUNCHER[@]}" >/dev/null
 cmake --build build
 
-echo "== C++ tests"
+stage "C++ tests"
 (cd build && ctest --output-on-failure -j2 -LE gpu)
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   # torchvision's tests run in an environment of their own (torch 2.14.1 + torchvision 0.29.1, made
   # once per machine; test_torchvision_parity.py starts them): the main one keeps torch 2.13.0 CPU.
-  echo "== torchvision environment"
+  stage "torchvision environment"
   scripts/venv_torchvision.sh >/dev/null
-  echo "== Python tests"
+  stage "Python tests"
   STALLSCOPE_BUILD="$ROOT/build" "$PY" -m pytest -q tests/python
 fi
 
 if [ "$SANITIZERS" = 1 ]; then
-  echo "== C++ tests under ASan+UBSan"
+  stage "C++ tests under ASan+UBSan"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=address,undefined \
-        -DSTALLSCOPE_BUILD_BENCH=OFF >/dev/null
+        -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
   cmake --build build-asan
   # The preloaded, instrumented libstallscope.so comes before the ASan runtime in the load order.
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 ctest --output-on-failure -j2 -LE gpu)
 
-  echo "== collector tests under TSan"
+  stage "collector tests under TSan"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=thread \
-        -DSTALLSCOPE_BUILD_BENCH=OFF >/dev/null
+        -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
   cmake --build build-tsan --target unit_tests ui_tests loader_tests
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/unit_tests --gtest_filter='RingTest.*:IngestTest.*:RecorderTest.*:GpuLightTest.*')
-  echo "== dashboard reader and analysis threads under TSan"
+  stage "dashboard reader and analysis threads under TSan"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/ui_tests --gtest_filter='LiveTest.*:SimTest.ALargeFirstRead*:LongRecordingTest.*')
-  echo "== reference loader threads under TSan"
+  stage "reference loader threads under TSan"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/loader_tests)
 
-  echo "== fuzzing (libFuzzer with ASan+UBSan, 20 s a target; docs/robustness.md)"
+  stage "fuzzing (libFuzzer with ASan+UBSan, 20 s a target; docs/robustness.md)"
   scripts/fuzz.sh 20
 fi
-echo "== all tests passed"
+stage "all tests passed"
