@@ -53,11 +53,14 @@ int64_t TickConverter::to_session_ns(uint64_t ticks) const {
   size_t hi = 1;
   if (ticks >= anchors_.back().ticks) {
     hi = anchors_.size() - 1;
+  } else if (hint_ < anchors_.size() && anchors_[hint_ - 1].ticks <= ticks && ticks < anchors_[hint_].ticks) {
+    hi = hint_;
   } else if (ticks > anchors_.front().ticks) {
     auto it = std::upper_bound(anchors_.begin(), anchors_.end(), ticks,
                                [](uint64_t t, const ClockAnchor& x) { return t < x.ticks; });
     hi = static_cast<size_t>(it - anchors_.begin());
   }
+  hint_ = hi;
   const ClockAnchor& a = anchors_[hi - 1];
   const ClockAnchor& b = anchors_[hi];
   const double rate = static_cast<double>(b.ns - a.ns) / static_cast<double>(b.ticks - a.ticks);

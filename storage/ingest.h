@@ -40,6 +40,9 @@ class TickConverter {
   bool uses_tsc_;
   ClockAnchor start_;
   std::deque<ClockAnchor> anchors_;  // increasing; the last ~10 s
+  // The segment the last conversion fell in (its upper anchor's index): a ring's events come in
+  // time order, so most conversions fall in the same one.
+  mutable size_t hint_ = 1;
 };
 
 struct IngestStats {

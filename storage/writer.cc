@@ -81,6 +81,15 @@ Status Writer::prepare_all() {
     if (!s.ok()) return Status::Error("cannot prepare statement: " + s.status().message());
     *it.slot = std::move(*s);
   }
+  std::string many = "INSERT INTO spans (thread_id, start_ns, dur_ns, name_id, depth, arg0, arg1, arg2) VALUES ";
+  for (size_t i = 0; i < kSpanRows; ++i) many += i == 0 ? "(?,?,?,?,?,?,?,?)" : ",(?,?,?,?,?,?,?,?)";
+  auto sm = db_->prepare(many);
+  if (!sm.ok()) return Status::Error("cannot prepare statement: " + sm.status().message());
+  spans_ = std::move(*sm);
+  pending_spans_.reserve(kSpanRows);
+  auto next = db_->query_int("SELECT coalesce(max(id), 0) + 1 FROM spans");
+  if (!next.ok()) return Status::Error("cannot read the spans table: " + next.status().message());
+  next_span_id_ = *next;
   summaries_ = std::make_unique<Summaries>(*db_);
   return summaries_->prepare();
 }
@@ -95,10 +104,14 @@ Status Writer::set_meta(std::string_view key, std::string_view value) {
 
 Status Writer::begin() {
   batch_status_ = Status::Ok();
-  return db_->exec("BEGIN");
+  Status s = db_->exec("BEGIN");
+  in_batch_ = s.ok();
+  return s;
 }
 
 Status Writer::commit() {
+  write_spans();
+  in_batch_ = false;
   keep(summaries_->write());
   if (keep_ns_ > 0 && flush_ns_) keep(purge());
   flush_ns_.reset();
@@ -157,16 +170,37 @@ int64_t Writer::add_thread(const ThreadRow& r) {
 void Writer::set_thread_name(int64_t id, std::string_view name) { keep(thread_name_->bind(1, name).bind(2, id).run()); }
 
 int64_t Writer::add_span(const SpanRow& r) {
-  Stmt& s = *span_;
-  s.bind(1, r.thread_id).bind(2, r.start_ns);
-  bind_opt(s, 3, r.dur_ns);
-  s.bind(4, static_cast<int64_t>(r.name_id)).bind(5, static_cast<int64_t>(r.depth));
-  bind_opt(s, 6, r.arg0);
-  bind_opt(s, 7, r.arg1);
-  bind_opt(s, 8, r.arg2);
-  keep(s.run());
+  pending_spans_.push_back(r);
+  const int64_t id = next_span_id_++;
+  if (pending_spans_.size() == kSpanRows || !in_batch_) write_spans();
   if (summarize_) summaries_->add_span(r);
-  return db_->last_insert_rowid();
+  return id;
+}
+
+void Writer::write_spans() {
+  if (pending_spans_.empty()) return;
+  const bool many = pending_spans_.size() == kSpanRows;
+  int col = 1;
+  for (const SpanRow& r : pending_spans_) {
+    Stmt& s = many ? *spans_ : *span_;
+    if (!many) col = 1;
+    s.bind(col, r.thread_id).bind(col + 1, r.start_ns);
+    bind_opt(s, col + 2, r.dur_ns);
+    s.bind(col + 3, static_cast<int64_t>(r.name_id)).bind(col + 4, static_cast<int64_t>(r.depth));
+    bind_opt(s, col + 5, r.arg0);
+    bind_opt(s, col + 6, r.arg1);
+    bind_opt(s, col + 7, r.arg2);
+    col += 8;
+    if (!many) keep(s.run());
+  }
+  if (many) keep(spans_->run());
+  pending_spans_.clear();
+  // SQLite gives a new row the largest id + 1, as add_span() counted (the id is not bound: a bound
+  // one costs a search of the table). purge() never deletes the largest, so this holds.
+  if (db_->last_insert_rowid() != next_span_id_ - 1 && batch_status_.ok()) {
+    keep(Status::Error("span ids out of step: " + std::to_string(db_->last_insert_rowid()) + " written, " +
+                       std::to_string(next_span_id_ - 1) + " counted"));
+  }
 }
 
 void Writer::add_instant(const InstantRow& r) {
@@ -190,6 +224,7 @@ void Writer::add_counter(const CounterRow& r) {
 }
 
 void Writer::add_flush(const FlushRow& r) {
+  write_spans();
   flush_ns_ = r.ts_ns;
   Stmt& s = *flush_;
   s.bind(1, r.ts_ns).bind(2, r.events).bind(3, r.dropped_total);
@@ -275,12 +310,13 @@ Status Writer::purge() {
   auto range = [](int64_t after, int64_t last) {
     return "rowid > " + std::to_string(after) + " AND rowid <= " + std::to_string(last);
   };
-  const std::string sql =
-      "DELETE FROM spans WHERE " + range(purged_.span, upto.span) + " AND dur_ns IS NOT NULL AND start_ns + dur_ns < " +
-      c + "; DELETE FROM instants WHERE " + range(purged_.instant, upto.instant) + " AND ts_ns < " + c +
-      (kept.empty() ? "" : " AND name_id NOT IN (" + kept + ")") + "; DELETE FROM counters WHERE " +
-      range(purged_.counter, upto.counter) + " AND ts_ns < " + c + "; DELETE FROM gpu_activities WHERE " +
-      range(purged_.gpu, upto.gpu) + " AND start_ns + dur_ns < " + c + ";";
+  const std::string sql = "DELETE FROM spans WHERE " + range(purged_.span, std::min(upto.span, next_span_id_ - 2)) +
+                          " AND dur_ns IS NOT NULL AND start_ns + dur_ns < " + c + "; DELETE FROM instants WHERE " +
+                          range(purged_.instant, upto.instant) + " AND ts_ns < " + c +
+                          (kept.empty() ? "" : " AND name_id NOT IN (" + kept + ")") + "; DELETE FROM counters WHERE " +
+                          range(purged_.counter, upto.counter) + " AND ts_ns < " + c +
+                          "; DELETE FROM gpu_activities WHERE " + range(purged_.gpu, upto.gpu) +
+                          " AND start_ns + dur_ns < " + c + ";";
   if (Status s = db_->exec(sql); !s.ok()) return s;
   purged_ = upto;
   return set_meta("detail_from_ns", std::to_string(upto.flush_ns));

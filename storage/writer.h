@@ -75,6 +75,17 @@ class Writer {
   std::unique_ptr<Db> db_;
   std::unique_ptr<Stmt> meta_, string_, process_, process_end_, process_cmd_, thread_, thread_name_, span_, instant_,
       track_, counter_, flush_, gpu_;
+  // Spans are written kSpanRows to a statement (a statement's start and end cost about as much as
+  // a row: docs/decisions.md, "The drain writes spans 32 to a statement"); the rest of a batch one
+  // by one, and outside a batch (begin() to commit()) each at once. Their ids are given here, in
+  // order, so add_span() returns a row's id before the row is written; pending rows are written
+  // before anything reads the table and before the batch commits.
+  static constexpr size_t kSpanRows = 32;
+  std::unique_ptr<Stmt> spans_;
+  std::vector<SpanRow> pending_spans_;
+  int64_t next_span_id_ = 1;
+  bool in_batch_ = false;  // between begin() and commit(): outside, a span is written at once
+  void write_spans();
   Status batch_status_;
   std::unique_ptr<Summaries> summaries_;
   bool summarize_ = true;

@@ -138,6 +138,72 @@ TEST_F(StorageTest, TimeWindowFindsOverlappingSpans) {
   EXPECT_TRUE(none->empty());
 }
 
+// Spans go to the file 32 to a statement inside a batch, the rest one by one at commit, and each at
+// once outside a batch; add_span() returns the id the row gets, args and NULLs kept, in order.
+TEST_F(StorageTest, SpansWrittenManyToAStatementKeepTheirIdsAndValues) {
+  auto w = Writer::create(db_path());
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  Writer& wr = **w;
+  std::vector<int64_t> ids;
+  auto add = [&](int i) {
+    SpanRow s;
+    s.thread_id = 1;
+    s.start_ns = 1000 * i;
+    if (i % 7 != 0) s.dur_ns = i;  // every 7th never ended
+    s.name_id = static_cast<uint32_t>(i % 3 + 1);
+    s.depth = i % 2;
+    if (i % 2 == 0) s.arg0 = -i;
+    if (i % 5 == 0) s.arg2 = i * 10;
+    ids.push_back(wr.add_span(s));
+  };
+  ASSERT_TRUE(wr.begin().ok());
+  for (int i = 0; i < 70; ++i) add(i);  // two statements of 32, then 6 pending
+  {
+    // Not committed yet: the 6 pending are not in the file, and a reader sees no batch at all.
+    auto r = Reader::open(db_path());
+    ASSERT_TRUE(r.ok());
+    auto spans = (*r)->all_spans();
+    ASSERT_TRUE(spans.ok());
+    EXPECT_TRUE(spans->empty());
+  }
+  ASSERT_TRUE(wr.commit().ok());
+  add(70);  // outside a batch: written at once
+  {
+    auto r = Reader::open(db_path());
+    ASSERT_TRUE(r.ok());
+    auto spans = (*r)->all_spans();
+    ASSERT_TRUE(spans.ok());
+    ASSERT_EQ(spans->size(), 71u);
+  }
+  ASSERT_TRUE(wr.begin().ok());
+  for (int i = 71; i < 100; ++i) add(i);
+  ASSERT_TRUE(wr.commit().ok());
+  ASSERT_TRUE(wr.finish().ok());
+  auto r = Reader::open(db_path());
+  ASSERT_TRUE(r.ok());
+  auto spans = (*r)->all_spans();
+  ASSERT_TRUE(spans.ok());
+  ASSERT_EQ(spans->size(), 100u);
+  for (int i = 0; i < 100; ++i) {
+    const SpanRow& s = (*spans)[static_cast<size_t>(i)];
+    EXPECT_EQ(s.id, ids[static_cast<size_t>(i)]) << i;
+    EXPECT_EQ(s.id, i + 1) << i;
+    EXPECT_EQ(s.start_ns, 1000 * i) << i;
+    EXPECT_EQ(s.dur_ns.has_value(), i % 7 != 0) << i;
+    if (s.dur_ns) {
+      EXPECT_EQ(*s.dur_ns, i) << i;
+    }
+    EXPECT_EQ(s.name_id, static_cast<uint32_t>(i % 3 + 1)) << i;
+    EXPECT_EQ(s.depth, i % 2) << i;
+    EXPECT_EQ(s.arg0.has_value(), i % 2 == 0) << i;
+    EXPECT_FALSE(s.arg1.has_value()) << i;
+    EXPECT_EQ(s.arg2.has_value(), i % 5 == 0) << i;
+    if (s.arg2) {
+      EXPECT_EQ(*s.arg2, i * 10) << i;
+    }
+  }
+}
+
 TEST_F(StorageTest, FileIsPrivateAndSelfDescribing) {
   write_sample();
   struct stat st;

@@ -845,6 +845,57 @@ TEST(KeepDetailTest, OldDetailIsDeletedAndTheSummariesKeepAllOfIt) {
   EXPECT_LT(count(d, "SELECT count(*) FROM spans"), count(**full, "SELECT count(*) FROM spans") / 4);
 }
 
+// Spans that stop coming while the drains go on: the window passes the last of them, which stays
+// (SQLite gives the next span the largest id + 1, which the writer counted on when it returned
+// its id; docs/decisions.md, "The drain writes spans 32 to a statement"), and the spans that come
+// afterwards get the ids the writer returned.
+TEST(KeepDetailTest, TheLastSpanOutlivesTheWindowSoTheNextGetsTheIdReturned) {
+  testing::TempDir dir;
+  const std::string path = dir.file("gap.db");
+  constexpr int64_t kS = 1'000'000'000, kMs = 1'000'000;
+  auto w = Writer::create(path);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  Writer& wr = **w;
+  ASSERT_TRUE(wr.set_keep_detail(10 * kS).ok());
+  ASSERT_TRUE(wr.begin().ok());
+  wr.add_string(1, "dl.next");
+  const int64_t proc = wr.add_process(ProcessRow{0, 7, {}, "p", 0, {}, {}, {}});
+  const int64_t th = wr.add_thread(ThreadRow{0, proc, 7, "t"});
+  auto span = [&](int64_t start) {
+    SpanRow s;
+    s.thread_id = th;
+    s.name_id = 1;
+    s.start_ns = start;
+    s.dur_ns = kMs;
+    return wr.add_span(s);
+  };
+  int64_t last = 0;
+  for (int i = 0; i < 40; ++i) last = span(i * 10 * kMs);  // 40 spans in the first 0.4 s
+  wr.add_flush(FlushRow{kS / 2, 40, 0, {}, {}, {}, {}});
+  ASSERT_TRUE(wr.commit().ok());
+  for (int64_t flush = kS; flush <= 60 * kS; flush += kS) {  // a minute of drains without spans
+    ASSERT_TRUE(wr.begin().ok());
+    wr.add_flush(FlushRow{flush, 0, 0, {}, {}, {}, {}});
+    ASSERT_TRUE(wr.commit().ok());
+  }
+  ASSERT_TRUE(wr.begin().ok());
+  std::vector<int64_t> later;
+  for (int i = 0; i < 40; ++i) later.push_back(span(60 * kS + i * kMs));
+  wr.add_flush(FlushRow{61 * kS, 40, 0, {}, {}, {}, {}});
+  Status c = wr.commit();
+  ASSERT_TRUE(c.ok()) << c.message();
+  ASSERT_TRUE(wr.finish().ok());
+
+  auto db = Db::open(path, Db::Mode::kReadOnly);
+  ASSERT_TRUE(db.ok());
+  Db& d = **db;
+  EXPECT_EQ(count(d, "SELECT count(*) FROM spans WHERE start_ns < " + std::to_string(kS)), 1);  // the last
+  EXPECT_EQ(count(d, "SELECT id FROM spans WHERE start_ns < " + std::to_string(kS)), last);
+  EXPECT_EQ(later.front(), last + 1);
+  EXPECT_EQ(count(d, "SELECT min(id) FROM spans WHERE start_ns >= " + std::to_string(60 * kS)), later.front());
+  EXPECT_EQ(count(d, "SELECT max(id) FROM spans"), later.back());
+}
+
 // `merge` of a recording made with --keep-detail: the merged file holds that input's summaries of
 // the whole run (not only of the detail it kept), its ids the merged file's, each bucket moved by
 // the input's clock offset (2.5 s: 2 buckets of 1 s, none of 10 s and 100 s). The other input's
