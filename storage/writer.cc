@@ -118,6 +118,8 @@ Status Writer::commit() {
   Status c = db_->exec("COMMIT");
   if (!c.ok()) {
     (void)db_->exec("ROLLBACK");  // the COMMIT's error is the one that matters
+    // The batch's spans are gone: the next gets the largest id left + 1.
+    if (auto next = db_->query_int("SELECT coalesce(max(id), 0) + 1 FROM spans"); next.ok()) next_span_id_ = *next;
     return c;
   }
   Status b = batch_status_;
@@ -196,8 +198,11 @@ void Writer::write_spans() {
   if (many) keep(spans_->run());
   pending_spans_.clear();
   // SQLite gives a new row the largest id + 1, as add_span() counted (the id is not bound: a bound
-  // one costs a search of the table). purge() never deletes the largest, so this holds.
-  if (db_->last_insert_rowid() != next_span_id_ - 1 && batch_status_.ok()) {
+  // one costs a search of the table). purge() never deletes the largest, so this holds; after a
+  // failed write the count starts again from the table.
+  if (!batch_status_.ok()) {
+    if (auto next = db_->query_int("SELECT coalesce(max(id), 0) + 1 FROM spans"); next.ok()) next_span_id_ = *next;
+  } else if (db_->last_insert_rowid() != next_span_id_ - 1) {
     keep(Status::Error("span ids out of step: " + std::to_string(db_->last_insert_rowid()) + " written, " +
                        std::to_string(next_span_id_ - 1) + " counted"));
   }
