@@ -87,9 +87,7 @@ Status Writer::prepare_all() {
   if (!sm.ok()) return Status::Error("cannot prepare statement: " + sm.status().message());
   spans_ = std::move(*sm);
   pending_spans_.reserve(kSpanRows);
-  auto next = db_->query_int("SELECT coalesce(max(id), 0) + 1 FROM spans");
-  if (!next.ok()) return Status::Error("cannot read the spans table: " + next.status().message());
-  next_span_id_ = *next;
+  if (Status s = count_span_ids(); !s.ok()) return s;
   summaries_ = std::make_unique<Summaries>(*db_);
   return summaries_->prepare();
 }
@@ -119,7 +117,7 @@ Status Writer::commit() {
   if (!c.ok()) {
     (void)db_->exec("ROLLBACK");  // the COMMIT's error is the one that matters
     // The batch's spans are gone: the next gets the largest id left + 1.
-    if (auto next = db_->query_int("SELECT coalesce(max(id), 0) + 1 FROM spans"); next.ok()) next_span_id_ = *next;
+    (void)count_span_ids();
     return c;
   }
   Status b = batch_status_;
@@ -179,6 +177,13 @@ int64_t Writer::add_span(const SpanRow& r) {
   return id;
 }
 
+Status Writer::count_span_ids() {
+  auto next = db_->query_int("SELECT coalesce(max(id), 0) + 1 FROM spans");
+  if (!next.ok()) return Status::Error("cannot read the spans table: " + next.status().message());
+  next_span_id_ = *next;
+  return Status::Ok();
+}
+
 void Writer::write_spans() {
   if (pending_spans_.empty()) return;
   const bool many = pending_spans_.size() == kSpanRows;
@@ -201,7 +206,7 @@ void Writer::write_spans() {
   // one costs a search of the table). purge() never deletes the largest, so this holds; after a
   // failed write the count starts again from the table.
   if (!batch_status_.ok()) {
-    if (auto next = db_->query_int("SELECT coalesce(max(id), 0) + 1 FROM spans"); next.ok()) next_span_id_ = *next;
+    (void)count_span_ids();
   } else if (db_->last_insert_rowid() != next_span_id_ - 1) {
     keep(Status::Error("span ids out of step: " + std::to_string(db_->last_insert_rowid()) + " written, " +
                        std::to_string(next_span_id_ - 1) + " counted"));

@@ -86,6 +86,7 @@ class Writer {
   int64_t next_span_id_ = 1;
   bool in_batch_ = false;  // between begin() and commit(): outside, a span is written at once
   void write_spans();
+  Status count_span_ids();  // next_span_id_ from the table: the largest id + 1
   Status batch_status_;
   std::unique_ptr<Summaries> summaries_;
   bool summarize_ = true;
