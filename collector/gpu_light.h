@@ -9,7 +9,8 @@
 //
 // GPU time is put on the host's clock by anchors: the reader records an event on a stream of its
 // own, which has no work queued, and waits for it; the GPU reached it between the host instants
-// before and after, and the middle is taken (the error is half that gap, a few microseconds). A
+// before and after, and the middle is taken (the error is half that gap, a few microseconds; the
+// tightest of a few tries is kept, so that a thread descheduled during one costs nothing). A
 // mark's instant is its elapsed time from the latest anchor recorded before it. Anchors are
 // renewed every second, so that the two clocks cannot drift apart and cuEventElapsedTime's float
 // keeps sub-microsecond precision.
@@ -107,7 +108,10 @@ class GpuMarks {
   bool reader_bound_ = false;
   void* stream_ = nullptr;
   static constexpr int kAnchors = 4;
+  static constexpr int kAnchorTries = 4;
+  static constexpr uint64_t kAnchorTightNs = 20'000;  // a round trip this short ends the tries
   Anchor anchors_[kAnchors];
+  void* spare_ = nullptr;  // the event an anchor's next try is recorded to
   int anchor_next_ = 0;
   std::atomic<uint64_t> recorded_{0}, skipped_{0}, unresolved_{0};
 };

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,8 @@ struct FakeGpu {
   void* ctx = nullptr;
   int record_fails_after = -1;  // >= 0: event_record fails once that many have succeeded
   int records = 0;
+  std::vector<uint64_t> late_waits;  // the next waits return this much after the event, one each
+  int waits = 0;
   std::map<void*, uint64_t> reached;  // recorded events
   std::vector<std::unique_ptr<int>> storage;
 };
@@ -69,6 +72,8 @@ CudaDriver fake_driver() {
     uint64_t now = g_fake->now.load();
     while (now < reached && !g_fake->now.compare_exchange_weak(now, reached)) {
     }
+    if (g_fake->waits < static_cast<int>(g_fake->late_waits.size())) g_fake->now += g_fake->late_waits[g_fake->waits];
+    ++g_fake->waits;
     return kCudaSuccess;
   };
   d.event_elapsed_ms = [](float* ms, void* a, void* b) {
@@ -126,6 +131,48 @@ TEST_F(GpuLightTest, MarkIsReachedWhenTheQueuedWorkIsDone) {
   EXPECT_NEAR(static_cast<double>(got[0].end_ns), want, static_cast<double>(fake_.latency) / 2 + 1000);
   EXPECT_EQ(m.pending(), 0u);
   EXPECT_EQ(m.unresolved(), 0u);
+}
+
+TEST_F(GpuLightTest, AnAnchorWhoseWaitReturnedLateIsTakenAgain) {
+  // The reader descheduled in its first two waits (3 ms, then 1 ms late): the anchor keeps the
+  // third, tight try, so the mark's instant is off by half the latency, not by 1.5 ms.
+  fake_.ctx = &ctx_;
+  GpuMarks m = make();
+  ASSERT_TRUE(m.mark(GpuMarkKind::kNextBegin));
+  ASSERT_TRUE(poll(m).empty());  // no anchor yet: the reader has not bound
+  fake_.late_waits = {3'000'000, 1'000'000};
+  ASSERT_TRUE(m.anchor());
+  EXPECT_EQ(fake_.waits, 3);  // the third try was tight: no fourth
+  ASSERT_EQ(poll(m).size(), 1u);
+  const uint64_t t = fake_.now;
+  fake_.busy_until = t + 5'000'000;
+  ASSERT_TRUE(m.mark(GpuMarkKind::kNextBegin));
+  fake_.now = t + 6'000'000;
+  const std::vector<GpuActivity> got = poll(m);
+  ASSERT_EQ(got.size(), 1u);
+  const double want = static_cast<double>(t + 5'000'000 + fake_.latency);
+  EXPECT_NEAR(static_cast<double>(got[0].end_ns), want, static_cast<double>(fake_.latency) / 2 + 1000);
+}
+
+TEST_F(GpuLightTest, AnAnchorKeepsItsTightestTry) {
+  // Every wait late, the second least: that try's instants are kept (the error is half of 0.2 ms).
+  fake_.ctx = &ctx_;
+  GpuMarks m = make();
+  ASSERT_TRUE(m.mark(GpuMarkKind::kNextBegin));
+  ASSERT_TRUE(poll(m).empty());
+  fake_.late_waits = {3'000'000, 200'000, 900'000, 2'000'000};
+  ASSERT_TRUE(m.anchor());
+  EXPECT_EQ(fake_.waits, 4);
+  ASSERT_EQ(poll(m).size(), 1u);
+  const uint64_t t = fake_.now;
+  fake_.busy_until = t + 5'000'000;
+  ASSERT_TRUE(m.mark(GpuMarkKind::kNextBegin));
+  fake_.now = t + 6'000'000;
+  const std::vector<GpuActivity> got = poll(m);
+  ASSERT_EQ(got.size(), 1u);
+  const double want = static_cast<double>(t + 5'000'000 + fake_.latency);
+  EXPECT_NEAR(static_cast<double>(got[0].end_ns), want, (200'000.0 + static_cast<double>(fake_.latency)) / 2 + 1000);
+  EXPECT_GT(std::abs(static_cast<double>(got[0].end_ns) - want), 50'000.0);  // not a tighter try's
 }
 
 TEST_F(GpuLightTest, AMarkOlderThanEveryAnchorIsMeasuredBackFromTheOldest) {
