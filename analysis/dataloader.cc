@@ -162,7 +162,7 @@ class Builder {
     for (const InstantRow& in : s_.instants) {
       const Event e = ev(in.name_id);
       if (e != Event::kDlConfig && e != Event::kDlEpochBegin && e != Event::kDlEpochEnd && e != Event::kDlWorkerStart &&
-          e != Event::kDlWorkerStop && e != Event::kDlStep) {
+          e != Event::kDlWorkerStop && e != Event::kDlStep && e != Event::kDlBatch) {
         continue;
       }
       if (!in_training_process(in.thread_id)) {
@@ -190,6 +190,12 @@ class Builder {
           }
           break;
         }
+        case Event::kDlBatch:
+          if (d.count && *d.count >= 0 && d.bytes && *d.bytes >= 0) {
+            li.batch_tensors = d.count;
+            li.batch_bytes = d.bytes;
+          }
+          break;
         case Event::kDlEpochBegin: {
           const int64_t ep = d.epoch.value_or(0);
           EpochInfo& ei = li.epochs[ep];

@@ -104,6 +104,8 @@ struct LoaderInfo {
     int64_t batches = 0;
     double read_s = 0, decode_s = 0, augment_s = 0;
   } stages;
+  // What one batch of it holds (dl.batch, written without workers): tensors and their bytes.
+  std::optional<int64_t> batch_tensors, batch_bytes;
   // num_workers from the config, else from the first epoch_begin; nullopt if neither was recorded.
   std::optional<int64_t> num_workers() const;
 };

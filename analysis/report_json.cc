@@ -153,6 +153,15 @@ Json whatif_json(const WhatIf& w) {
   inputs["fetch_ms"] = in.fetch_ms;
   inputs["fetch_cpu_ms"] = in.fetch_cpu_ms;
   inputs["recv_cpu_ms"] = in.recv_cpu_ms;
+  inputs["put_cpu_ms"] = in.put_cpu_ms;
+  inputs["handoff_estimated"] = in.handoff_estimated;
+  if (in.batch_tensors >= 0) {
+    inputs["batch_tensors"] = in.batch_tensors;
+    inputs["batch_bytes"] = in.batch_bytes;
+  } else {
+    inputs["batch_tensors"] = nullptr;
+    inputs["batch_bytes"] = nullptr;
+  }
   inputs["others_cpu_ms"] = in.others_cpu_ms;
   inputs["spin_window_ms"] = in.spin_window_s * 1e3;
   inputs["wake_ms"] = in.wake_s * 1e3;

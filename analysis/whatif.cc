@@ -40,11 +40,19 @@ constexpr int64_t kMaxDirect = 1500;
 // (docs/decisions.md, "Starting workers that were not recorded").
 constexpr double kForkStartupS = 0.03;
 constexpr double kFreshStartupS = 1.0;
-// Recorded without workers, what receiving a batch from one costs the training thread was not seen
-// either (unpickling it, mapping its tensors' shared memory): the model takes this, below what
-// it measured on a 2-core VM (0.46-0.60 ms for a batch of 4 tensors of 8 floats; 0.89-1.27 ms for
-// 32 x 256 floats). A loop whose batches take less than this to load is not advised workers
-// (docs/decisions.md, "Receiving batches that were not recorded").
+// Recorded without workers, what handing a batch over costs was not seen either: the training
+// thread receiving it (unpickling it, fetching each tensor's shared memory from the worker over its
+// own connection and mapping it) and the worker putting it (pickling it, sharing each tensor). Both
+// follow the batch's tensors and bytes (dl.batch): the model takes these, measured on a 2-core VM
+// in training loops with workers computing beside them (1.45-1.95 ms to receive a batch of 2
+// tensors, 1.6-2.9 ms more in the worker; bench/handoff_cost.py gives the split by tensors and MB,
+// at half these figures or less back to back on an idle machine, and no put per MB: collating into
+// shared memory costs what collating in the training process does). docs/decisions.md, "Handing a
+// batch over, priced by its layout". A loop without dl.batch (recorded before it) takes the
+// receive below and no put, as before.
+constexpr double kRecvPerTensorS = 0.00075;
+constexpr double kRecvPerMbS = 0.0002;
+constexpr double kPutPerTensorS = 0.0008;
 constexpr double kRecvEstimateS = 0.0002;
 
 double mean_of(const std::vector<double>& v) { return mean(v).value_or(0); }
@@ -143,7 +151,7 @@ class Sim {
         case 0:
           set(&others_, d.others_cpu_s * others_scale_ > 0 ? Phase::kCpu : Phase::kIdle,
               d.others_cpu_s * others_scale_ / others_k_);
-          if (n_ == 0) {
+          if (n_ == 0) {  // the training thread fetches for itself: no put
             set(&consumer_, Phase::kCpu, fetch_demand(handed_).cpu_s);
           } else if (!ready_[static_cast<size_t>(handed_)]) {
             consumer_.phase = Phase::kBlocked;
@@ -219,7 +227,7 @@ class Sim {
       }
       const Demand& d = fetch_demand(wbatch_[w]);
       if (wphase_[w] == 0) {
-        set(&a, Phase::kCpu, d.cpu_s);
+        set(&a, Phase::kCpu, d.cpu_s + d.put_cpu_s);
       } else if (wphase_[w] == 1) {
         set(&a, Phase::kWait, d.wait_s);
       } else {
@@ -505,6 +513,19 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   const double runq = n_rec > 0 ? r.train_runq_delay_fraction.value_or(0) * r.wall_s : 0.0;
   const int64_t T = std::clamp<int64_t>(in.torch_threads, 1, in.usable_cores);
 
+  // Handing a batch over, recorded without workers: estimated from the batch's layout.
+  double recv_estimate = kRecvEstimateS, put_estimate = 0;
+  if (n_rec == 0) {
+    in.handoff_estimated = true;
+    if (li.batch_tensors && li.batch_bytes) {
+      in.batch_tensors = *li.batch_tensors;
+      in.batch_bytes = *li.batch_bytes;
+      const double t = static_cast<double>(in.batch_tensors), mb = static_cast<double>(in.batch_bytes) / 1e6;
+      recv_estimate = kRecvPerTensorS * t + kRecvPerMbS * mb;
+      put_estimate = kPutPerTensorS * t;
+    }
+  }
+
   std::vector<double> c_ms, ccpu_ms, recv_ms, others_ms;
   for (const RawStep& st : raw) {
     const double c = st.gap;
@@ -522,7 +543,7 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
       d.serial_cpu_s = w;
       d.wait_s = c0 - w;
     }
-    d.recv_cpu_s = n_rec > 0 ? (st.next_cpu >= 0 ? std::min(st.next_cpu, st.next_wall) : 0) : kRecvEstimateS;
+    d.recv_cpu_s = n_rec > 0 ? (st.next_cpu >= 0 ? std::min(st.next_cpu, st.next_wall) : 0) : recv_estimate;
     // At most every other thread busy for the whole call.
     d.others_cpu_s = std::min(st.next_others, st.next_wall * static_cast<double>(std::max<int64_t>(1, T - 1)));
     in.steps.push_back(d);
@@ -539,13 +560,14 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
 
   // Fetches: the main thread's next() calls (no workers), else the workers' dl.fetch spans with
   // their dl.cpu marks, less the run-queue delay the worker saw while fetching.
-  std::vector<double> f_ms, fcpu_ms;
+  std::vector<double> f_ms, fcpu_ms, put_ms;
   if (n_rec == 0) {
     for (const RawStep& st : raw) {
       Demand d;
       const double cpu = st.next_cpu >= 0 ? st.next_cpu : st.next_wall * std::min(1.0, train_cpu);
       d.cpu_s = std::min(cpu, st.next_wall);
       d.wait_s = st.next_wall - d.cpu_s;
+      d.put_cpu_s = put_estimate;
       in.fetches.push_back(d);
       f_ms.push_back(st.next_wall * 1e3);
       fcpu_ms.push_back(d.cpu_s * 1e3);
@@ -593,11 +615,13 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
       auto q = worker_runq.find(w.pid);
       const double delay = q == worker_runq.end() ? 0.0 : q->second * wall;
       Demand d;
-      d.cpu_s = std::min(cpu, wall) + put;
-      d.wait_s = std::max(0.0, wall - std::min(cpu, wall) - delay);
+      d.cpu_s = std::min(cpu, wall);
+      d.put_cpu_s = put;
+      d.wait_s = std::max(0.0, wall - d.cpu_s - delay);
       in.fetches.push_back(d);
       f_ms.push_back(wall * 1e3);
-      fcpu_ms.push_back(d.cpu_s * 1e3);
+      fcpu_ms.push_back((d.cpu_s + d.put_cpu_s) * 1e3);
+      put_ms.push_back(put * 1e3);
     }
     if (in.fetches.empty()) {
       b.why_not = "the workers' fetches were not recorded";
@@ -606,6 +630,7 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   }
   in.fetch_ms = mean_of(f_ms);
   in.fetch_cpu_ms = mean_of(fcpu_ms);
+  in.put_cpu_ms = n_rec > 0 ? mean_of(put_ms) : put_estimate * 1e3;
 
   // Epochs of the training loader in the window, their batches, and what starting and stopping
   // workers cost per epoch at the recorded num_workers.
@@ -902,8 +927,9 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   // What bounds the loop at the advised setting.
   const WhatIfCandidate& bc = w.candidates[pick];
   const double step_ms = bc.steady_step_ms;
-  const double cpu_per_step =
-      in.compute_cpu_ms + in.fetch_cpu_ms + (bc.setting.num_workers > 0 ? in.recv_cpu_ms + in.others_cpu_ms : 0);
+  const double fetch_alone_ms = in.fetch_cpu_ms - (n_rec > 0 ? in.put_cpu_ms : 0);
+  const double cpu_per_step = in.compute_cpu_ms + fetch_alone_ms +
+                              (bc.setting.num_workers > 0 ? in.put_cpu_ms + in.recv_cpu_ms + in.others_cpu_ms : 0);
   const double busy = step_ms > 0 ? cpu_per_step / (cores * step_ms) : 0;
   const std::string cores_s = std::to_string(in.usable_cores) + (in.usable_cores == 1 ? " core" : " cores");
   if (bc.stall < kDataBoundFraction) {
@@ -970,10 +996,15 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
     w.assumptions.push_back("no dl.cpu events: CPU and waiting are split by the /proc CPU means, not per batch");
   }
   if (n_rec == 0) {
-    w.assumptions.push_back(
-        "recorded without workers: receiving a batch from a worker is taken to cost the training thread " +
-        duration_ms(kRecvEstimateS * 1e3) + " of CPU and putting it nothing in the worker, and starting them to take " +
-        duration_ms(in.startup_s * 1e3) + " per epoch (" + in.startup_method + "; estimates, not measured)");
+    const std::string layout = in.batch_tensors >= 0 ? " (a batch of " + std::to_string(in.batch_tensors) +
+                                                           (in.batch_tensors == 1 ? " tensor, " : " tensors, ") +
+                                                           fixed(static_cast<double>(in.batch_bytes) / 1e6, 2) + " MB)"
+                                                     : " (the batch's layout was not recorded)";
+    w.assumptions.push_back("recorded without workers: handing a batch over is taken to cost the training thread " +
+                            duration_ms(in.recv_cpu_ms) + " of CPU to receive it and the worker " +
+                            duration_ms(in.put_cpu_ms) + " to put it" + layout + ", and starting the workers to take " +
+                            duration_ms(in.startup_s * 1e3) + " per epoch (" + in.startup_method +
+                            "; estimates, not measured)");
   }
   return w;
 }

@@ -57,6 +57,9 @@ struct WhatIfCandidate {
 struct Demand {
   double cpu_s = 0;   // CPU work (seconds of one core)
   double wait_s = 0;  // not on a CPU (sleep, I/O, GPU)
+  // A worker's CPU after the fetch, handing the batch over (pickling it, sharing its tensors'
+  // memory): paid by workers only, not by the training thread fetching for itself.
+  double put_cpu_s = 0;
 };
 struct StepDemand {
   double recv_cpu_s = 0;    // receiving the batch in next() (workers only)
@@ -86,7 +89,7 @@ struct WhatIfInputs {
   // the prediction hang on which steps a simulated wait happens to fall before).
   double spin_window_s = 0;
   double wake_s = 0;
-  std::vector<Demand> fetches;     // per batch (fetch + put), in time order
+  std::vector<Demand> fetches;     // per batch, in time order
   double startup_s = 0;            // per epoch whose workers start, at the recorded num_workers (0: unknown)
   bool startup_estimated = false;  // recorded without workers: startup_s is the model's estimate
   std::string startup_method;      // then: the start method it assumes ("fork", "spawn", "forkserver")
@@ -96,8 +99,13 @@ struct WhatIfInputs {
   double samples_per_step = 1;
   double other_s = 0;  // window time outside the training loader's epochs (evaluation, set-up)
   double train_s = 0;  // window time inside them (measured)
-  // Means, for the report.
-  double compute_ms = 0, compute_cpu_ms = 0, fetch_ms = 0, fetch_cpu_ms = 0, recv_cpu_ms = 0, others_cpu_ms = 0;
+  // Recorded without workers: the batch's layout (dl.batch; -1 when not recorded), which the
+  // receive and put estimates follow.
+  int64_t batch_tensors = -1, batch_bytes = -1;
+  bool handoff_estimated = false;  // recv_cpu_ms and put_cpu_ms are the model's estimates
+  // Means, for the report (recorded with workers, fetch_cpu_ms holds the put).
+  double compute_ms = 0, compute_cpu_ms = 0, fetch_ms = 0, fetch_cpu_ms = 0, recv_cpu_ms = 0, put_cpu_ms = 0,
+         others_cpu_ms = 0;
 };
 
 struct WhatIf {

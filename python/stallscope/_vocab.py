@@ -21,6 +21,7 @@ DL_WORKER_STOP = "dl.worker_stop"
 DL_FETCH = "dl.fetch"  # also in worker processes
 DL_COLLATE = "dl.collate"  # also in worker processes
 DL_STEP = "dl.step"
+DL_BATCH = "dl.batch"
 
 # Pin-memory thread
 DL_PIN = "dl.pin"
@@ -44,7 +45,7 @@ DIST_DONE = "dist.done"
 # Every event name above, in the order of docs/events.md.
 EVENT_NAMES = (
     DL_CONFIG, DL_EPOCH_BEGIN, DL_EPOCH_END, DL_NEXT, DL_SENT, DL_RECV, DL_WORKER_START, DL_WORKER_STOP,
-    DL_FETCH, DL_COLLATE, DL_STEP, DL_CPU, DL_PIN, DL_WORKER_READY, DL_PUT, STALLSCOPE_HOOKS,
+    DL_FETCH, DL_COLLATE, DL_STEP, DL_CPU, DL_BATCH, DL_PIN, DL_WORKER_READY, DL_PUT, STALLSCOPE_HOOKS,
     DIST_RANK, DIST_COLLECTIVE, DIST_ISSUE, DIST_DONE,
 )
 

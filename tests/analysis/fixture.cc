@@ -161,6 +161,7 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
     const int64_t begin = t;
     b.instant(main, "dl.epoch_begin", begin, L, e, n);
     if (e == 0 && c.write_config) b.instant(main, "dl.config", begin, L, b.str(config_json(c)));
+    if (e == 0 && c.batch_layout) b.instant(main, "dl.batch", begin, L, c.batch_layout->first, c.batch_layout->second);
     int64_t generation = 0;
     if (n > 0 && (e == 0 || !c.persistent_workers)) {
       workers.clear();
@@ -202,7 +203,7 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
       b.span(wk.thread, "dl.fetch", start, dur, batch, batch % n, generation, 0);
       b.span(wk.thread, "dl.collate", end - dur / 4, dur / 4, batch, samples_of(batch), generation, 1);
       b.instant(wk.thread, "dl.put", end, batch, batch % n, generation);
-      if (c.fetch_cpu) b.instant(wk.thread, "dl.cpu", end, batch, cpu_us(*c.fetch_cpu, dur), int64_t{0});
+      if (c.fetch_cpu) b.instant(wk.thread, "dl.cpu", end, batch, cpu_us(*c.fetch_cpu, dur), c.worker_put_cpu_us);
       wk.free_ns = end;
       put[batch] = end;
       truth.fetch_ms.push_back(static_cast<double>(dur) / 1e6);

@@ -84,7 +84,10 @@ struct SimConfig {
   std::optional<double> fetch_cpu, compute_cpu;
   int mark_every = 1;  // the training thread's marks on every n-th batch only (the hooks' sampling)
   int torch_threads = 1;
-  int64_t others_cpu_us = 0;  // the training process's other threads' CPU in each marked next()
+  int64_t others_cpu_us = 0;      // the training process's other threads' CPU in each marked next()
+  int64_t worker_put_cpu_us = 0;  // a worker's CPU between its fetches (dl.cpu's "before")
+  // dl.batch (tensors, bytes) in the first epoch, as the hooks write it without workers.
+  std::optional<std::pair<int64_t, int64_t>> batch_layout;
   // meta usable_cores (not written when unset): the cores the what-if model shares out.
   std::optional<int> usable_cores = 16;
   bool finish = true;   // mark complete and checkpoint

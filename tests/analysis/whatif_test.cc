@@ -326,6 +326,78 @@ TEST_F(WhatIfTest, StartingWorkersThatWereNotRecordedIsPriced) {
   EXPECT_LT(spawn2->samples_per_s, fork2->samples_per_s);
 }
 
+// Recorded without workers, handing a batch over is priced by the batch's layout (dl.batch): the
+// training thread receives it in next() and the worker puts it after its fetch, both more for more
+// tensors and more bytes; without dl.batch the receive is the older 0.2-ms estimate and the put
+// nothing. The put is the workers' alone: recorded with workers, the prediction without them does
+// not pay it.
+TEST_F(WhatIfTest, HandingABatchOverFollowsItsLayout) {
+  SimConfig c;
+  c.epochs = 2;
+  c.compute_ns = 10 * kMs;
+  c.fetch_ns = [](int, int) { return 8 * kMs; };
+  c.fetch_cpu = 1.0;
+  c.compute_cpu = 1.0;
+  const Report unknown = run(c, 2);
+  c.batch_layout = std::make_pair(int64_t{2}, int64_t{1'000'000});
+  const Report two = run(c, 2);
+  c.batch_layout = std::make_pair(int64_t{8}, int64_t{4'000'000});
+  const Report eight = run(c, 2);
+  ASSERT_TRUE(unknown.whatif.available && two.whatif.available && eight.whatif.available);
+  const WhatIfInputs& u = unknown.whatif.inputs;
+  const WhatIfInputs& t = two.whatif.inputs;
+  const WhatIfInputs& e = eight.whatif.inputs;
+  EXPECT_TRUE(u.handoff_estimated && t.handoff_estimated);
+  EXPECT_EQ(u.batch_tensors, -1);
+  EXPECT_NEAR(u.recv_cpu_ms, 0.2, 1e-9);
+  EXPECT_NEAR(u.put_cpu_ms, 0, 1e-9);
+  EXPECT_EQ(t.batch_tensors, 2);
+  EXPECT_EQ(t.batch_bytes, 1'000'000);
+  // 2 x 0.75 + 1 MB x 0.2 to receive, 2 x 0.8 to put.
+  EXPECT_NEAR(t.recv_cpu_ms, 1.7, 1e-9);
+  EXPECT_NEAR(t.put_cpu_ms, 1.6, 1e-9);
+  EXPECT_GT(e.recv_cpu_ms, 3 * t.recv_cpu_ms);
+  EXPECT_GT(e.put_cpu_ms, 3 * t.put_cpu_ms);
+  // The recorded setting fetches in the training thread: no hand-off, the same prediction.
+  EXPECT_NEAR(two.whatif.candidates.front().samples_per_s, unknown.whatif.candidates.front().samples_per_s,
+              1e-6 * unknown.whatif.candidates.front().samples_per_s);
+  // One worker: the step is the compute plus the receive, the worker's round fetch plus put (both
+  // under it): 10 + 1.7 ms with 2 tensors.
+  const WhatIfCandidate* one = candidate(two.whatif, 1, 2, true);
+  ASSERT_NE(one, nullptr);
+  EXPECT_NEAR(one->steady_step_ms, 11.7, 0.05);
+  // Two workers on 2 cores with 8 tensors a batch: each batch costs the workers 8 ms + 6.4 ms of
+  // CPU, more than the unknown layout's 8 ms: fewer samples/s.
+  const WhatIfCandidate* two_u = candidate(unknown.whatif, 2, 2, true);
+  const WhatIfCandidate* two_e = candidate(eight.whatif, 2, 2, true);
+  ASSERT_TRUE(two_u && two_e);
+  EXPECT_LT(two_e->samples_per_s, 0.9 * two_u->samples_per_s);
+  bool said = false;
+  for (const std::string& a : eight.whatif.assumptions)
+    said |= a.find("(a batch of 8 tensors, 4.00 MB)") != std::string::npos;
+  EXPECT_TRUE(said);
+
+  // Recorded with a worker whose batches took 2 ms of CPU to put (between its fetches): predicted
+  // without workers, the training thread fetches for itself and pays no put.
+  SimConfig w;
+  w.epochs = 2;
+  w.num_workers = 1;
+  w.compute_ns = 10 * kMs;
+  w.fetch_ns = [](int, int) { return 8 * kMs; };
+  w.fetch_cpu = 1.0;
+  w.compute_cpu = 1.0;
+  w.worker_put_cpu_us = 2000;
+  const Report with = run(w, 2);
+  ASSERT_TRUE(with.whatif.available) << with.whatif.why_not;
+  EXPECT_FALSE(with.whatif.inputs.handoff_estimated);
+  // (A worker's last fetch has no later mark: its put is not seen, 1 or 2 batches in 100.)
+  EXPECT_GE(with.whatif.inputs.put_cpu_ms, 1.96);
+  EXPECT_LE(with.whatif.inputs.put_cpu_ms, 2.0);
+  const WhatIfCandidate* none = candidate(with.whatif, 0, 2, false);
+  ASSERT_NE(none, nullptr);
+  EXPECT_NEAR(none->steady_step_ms, 18, 0.1);
+}
+
 // The reference loader is not modelled; a run without steady steps neither.
 // A step on 2 intra-op threads (2 ms of CPU in 1.2 ms) that spin 8 ms in each next(), a 30-ms
 // CPU fetch without workers, 2 cores: the model predicts each worker count with torch on one

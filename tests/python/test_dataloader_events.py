@@ -285,3 +285,44 @@ def test_cpu_marks_split_the_training_thread_from_the_others(recorded, tmp_path)
     assert others[len(others) // 2] >= 0.25, steady
     assert mine[len(mine) // 2] <= 0.3, steady  # the training thread slept
     assert all(m["arg2"] >= 0 for m in marks[1:])
+
+
+NESTED_BATCHES = """
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+
+def collate(samples):
+    # 3 tensors (128 + 32 + 16 bytes) nested in a dict, a tuple and a list; a numpy array (64
+    # bytes) and a string beside them.
+    return {"x": torch.stack(samples), "y": (torch.zeros(4, dtype=torch.int64), [torch.ones(2, 2)]),
+            "np": np.zeros((4, 2)), "name": "b"}
+
+
+data = [torch.full((8,), float(i)) for i in range(16)]
+for workers in (0, 0, 1):  # two loaders without workers, one with
+    loader = DataLoader(data, batch_size=4, collate_fn=collate, num_workers=workers)
+    for epoch in range(2):
+        for batch in loader:
+            assert batch["x"].shape == (4, 8)
+"""
+
+
+@pytest.mark.parametrize("hooks", ["c", "python"])
+def test_batch_layout_once_per_loader_without_workers(recorded, tmp_path, hooks):
+    """dl.batch: once per loader that collates in the training process, whatever its epochs,
+    with the batch's tensors counted through dicts, tuples and lists and the bytes of the tensors
+    and numpy arrays; none for a loader with workers (their hand-off is measured instead)."""
+    prog = tmp_path / "nested_batches.py"
+    prog.write_text(NESTED_BATCHES)
+    _, rec = recorded([prog], env=base_env(STALLSCOPE_PY_HOOKS="1") if hooks == "python" else None)
+    rows = [(r["arg0"], r["arg1"], r["arg2"]) for r in rec.instants("dl.batch")]
+    assert rows == [(0, 3, 128 + 32 + 16 + 64), (1, 3, 240)]
+    assert all(r["thread"] == "MainThread" for r in rec.instants("dl.batch"))
+    # Each loader's comes after its first batch was collated, before that batch is handed.
+    firsts = {}
+    for s in rec.spans("dl.collate"):
+        firsts.setdefault(s["arg0"], s)
+    for r in rec.instants("dl.batch"):
+        assert firsts[r["arg0"]]["end_ns"] <= r["ts_ns"]

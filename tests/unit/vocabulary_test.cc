@@ -109,7 +109,8 @@ std::optional<vocab::Arg> arg_of_cell(std::string cell) {
   if (cell == "G") return Arg::kGeneration;
   if (cell == "pid") return Arg::kPid;
   if (cell == "samples") return Arg::kSamples;
-  if (cell == "num_workers" || cell == "batches yielded" || cell == "world size") return Arg::kCount;
+  if (cell == "num_workers" || cell == "batches yielded" || cell == "world size" || cell == "tensors")
+    return Arg::kCount;
   if (cell == "rank") return Arg::kRank;
   if (cell == "seq") return Arg::kSeq;
   if (cell == "category") return Arg::kCategory;

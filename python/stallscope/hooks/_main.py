@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 
 from .. import _native as N
 from .. import _tb
@@ -448,7 +449,7 @@ def _instrument_fetcher(fetcher):
     ctx = _FetchCtx()
     fast = S._fast_module
     if fast is not None:  # the same spans from C (_fast.py)
-        fetcher.collate_fn = fast.span_call(orig_collate, ctx, 1 if auto else 2)
+        fetcher.collate_fn = _layout_once(fetcher, ctx, fast.span_call(orig_collate, ctx, 1 if auto else 2))
         fetcher.fetch = fast.span_call(orig_fetch, ctx, 0)
         fetcher._stallscope_ctx = ctx
         return
@@ -483,9 +484,65 @@ def _instrument_fetcher(fetcher):
             if begun:
                 _span_end()
 
-    fetcher.collate_fn = collate_fn  # instance attributes: torch's fetch() reads self.collate_fn
-    fetcher.fetch = fetch
+    fetcher.collate_fn = _layout_once(fetcher, ctx, collate_fn)  # instance attributes: torch's fetch()
+    fetcher.fetch = fetch  # reads self.collate_fn
     fetcher._stallscope_ctx = ctx
+
+
+# Loaders whose dl.batch was written (once per loader), and the most objects of a batch walked to
+# count its tensors.
+_layout_written = set()
+_LAYOUT_MAX_ITEMS = 10_000
+
+
+def _layout_once(fetcher, ctx, collate):
+    """`collate` with dl.batch after its first batch of a loader not yet described: the wrapper
+    puts `collate` back in its place at its first return, so later batches pay nothing."""
+
+    def collate_first(data):
+        out = collate(data)
+        try:
+            fetcher.collate_fn = collate
+            L = ctx.L
+            if L >= 0 and L not in _layout_written:
+                _layout_written.add(L)
+                tensors, nbytes = _batch_layout(out)
+                _instant(S._I_BATCH, L, tensors, nbytes)
+        except Exception:
+            pass
+        return out
+
+    return collate_first
+
+
+def _batch_layout(batch):
+    """(tensors, bytes) of a collated batch: its torch tensors nested in tuples, lists and dicts
+    (their subclasses too: namedtuples, OrderedDict, BatchEncoding), and their bytes plus those of
+    numpy arrays (which a worker pickles whole into its result pipe). What a worker would pay to
+    hand the batch over, and the training thread to receive it, follows these (docs/decisions.md,
+    "Handing a batch over, measured beside workers")."""
+    torch = sys.modules.get("torch")
+    tensor_t = torch.Tensor if torch is not None else ()
+    np = sys.modules.get("numpy")
+    array_t = np.ndarray if np is not None else ()
+    tensors = nbytes = 0
+    stack = [batch]
+    walked = 0
+    while stack and walked < _LAYOUT_MAX_ITEMS:
+        x = stack.pop()
+        walked += 1
+        if isinstance(x, tensor_t):
+            tensors += 1
+            nbytes += x.numel() * x.element_size()
+        elif isinstance(x, array_t):
+            nbytes += int(x.nbytes)
+        elif isinstance(x, (tuple, list)):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, Mapping):  # not a dict: UserDict (BatchEncoding), MappingProxy
+            stack.extend(x.values())
+    return tensors, nbytes
 
 
 # ---------------------------------------------------------------------------------------------
