@@ -520,7 +520,7 @@ def _batch_layout(batch):
     (their subclasses too: namedtuples, OrderedDict, BatchEncoding), and their bytes plus those of
     numpy arrays (which a worker pickles whole into its result pipe). What a worker would pay to
     hand the batch over, and the training thread to receive it, follows these (docs/decisions.md,
-    "Handing a batch over, measured beside workers")."""
+    "Handing a batch over, priced by its layout")."""
     torch = sys.modules.get("torch")
     tensor_t = torch.Tensor if torch is not None else ()
     np = sys.modules.get("numpy")
