@@ -521,8 +521,9 @@ def _batch_layout(batch):
     numpy arrays (which a worker pickles whole into its result pipe). What a worker would pay to
     hand the batch over, and the training thread to receive it, follows these (docs/decisions.md,
     "Handing a batch over, priced by its layout")."""
-    torch = sys.modules.get("torch")
-    tensor_t = torch.Tensor if torch is not None else ()
+    import torch  # imported already: a DataLoader made this batch
+
+    tensor_t = torch.Tensor
     np = sys.modules.get("numpy")
     array_t = np.ndarray if np is not None else ()
     tensors = nbytes = 0
