@@ -211,8 +211,13 @@ def test_the_queue_of_a_loop_that_leaves_an_epoch_early_agrees_with_the_rows(tmp
     q, exact = whole["over_time"]["total"]["queue"], whole["queue"]
     assert exact["available"] and q is not None, (q, exact)
     assert q["active_s"] == pytest.approx(exact["active_s"], rel=1e-3), (q, exact)
-    for key in ("mean_ready", "empty_fraction", "mean_in_flight"):
+    for key in ("mean_ready", "mean_in_flight"):
         assert q[key] == pytest.approx(exact[key], rel=1e-3, abs=1e-4), (key, q, exact)
+    # Those moments have nothing ready: the time with the queue empty differs by them at most (a
+    # share of the active time would differ by 0.3 ms / 0.59 s x (1 - 0.28): 4e-4, seen once).
+    extra = abs(q["active_s"] - exact["active_s"])
+    empty_s = q["empty_fraction"] * q["active_s"], exact["empty_fraction"] * exact["active_s"]
+    assert abs(empty_s[0] - empty_s[1]) <= extra + 1e-5, (empty_s, extra, q, exact)
     assert q["max_ready"] == exact["max_ready"], (q, exact)
 
 
