@@ -539,9 +539,7 @@ def _batch_layout(batch):
             nbytes += int(x.nbytes)
         elif isinstance(x, (tuple, list)):
             stack.extend(x)
-        elif isinstance(x, dict):
-            stack.extend(x.values())
-        elif isinstance(x, Mapping):  # not a dict: UserDict (BatchEncoding), MappingProxy
+        elif isinstance(x, Mapping):  # dicts, and UserDict (BatchEncoding), MappingProxy
             stack.extend(x.values())
     return tensors, nbytes
 
