@@ -151,10 +151,13 @@ def train(loader, trainer: Trainer, epochs: int) -> Stats:
                 st.first_wait += t1 - t
                 first = False
             trainer.step(batch)
+            st.samples += len(batch[1])
+            # Freed here, in the step's time: at the next `batch = next(it)` the old batch (shared
+            # memory from a worker: an munmap) would be freed on this clock but after next() returned.
+            del batch
             t = time.perf_counter()
             st.busy += t - t1
             st.batches += 1
-            st.samples += len(batch[1])
         del it
     return st
 

@@ -201,24 +201,41 @@ int slot_true(PyObject* o, Slot& s) {
 Slot it_L{&s_L}, it_E{&s_E}, it_ctx{&s_ctx}, it_mp{&s_mp};
 Slot ctx_L{&s_L}, ctx_B{&s_B};
 
+// The clocks a dl.next span's end needs (_main._cpu_end), read before the span ends: a CPU-clock
+// read is a system call, and at its return the scheduler may hand the core to another thread whose
+// turn has come (on a machine with more runnable threads than cores). Read inside the span, that
+// wait counts where the script's own clock around next() puts it, not in the step after it; the
+// reads at the start come after the span begins for the same reason (docs/decisions.md).
+struct CpuEnd {
+  int64_t t1 = -1;  // this thread's CPU time (marked calls only)
+  int64_t c1 = -1;  // the process's (marked calls, and unmarked ones that arm)
+  int64_t now = 0;
+  bool due = false;  // arm the next call
+};
+
+CpuEnd cpu_end(int64_t c0) {
+  CpuEnd e;
+  e.now = clock_ns(CLOCK_MONOTONIC);
+  e.due = g_mark_gap_ns <= 0 || e.now - g_armed_at >= g_mark_gap_ns;
+  if (c0 >= 0) e.t1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  if (c0 >= 0 || e.due) e.c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  return e;
+}
+
 // _main._cpu_mark: after a dl.next span, dl.cpu when the call was marked (c0 >= 0: its CPU clocks
 // were read at its start), then arming for the next call when due.
-void cpu_mark(int64_t c0, int64_t t0) {
-  int64_t c1 = -1;
+void cpu_mark(int64_t c0, int64_t t0, const CpuEnd& e) {
   if (c0 >= 0) {
-    const int64_t t1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-    const int64_t mine = floor_div(t1 - t0, 1000);
-    int64_t others = floor_div(c1 - c0, 1000) - mine;
+    const int64_t mine = floor_div(e.t1 - t0, 1000);
+    int64_t others = floor_div(e.c1 - c0, 1000) - mine;
     if (others < 0) others = 0;
     const int64_t between = g_cpu_last >= 0 ? floor_div(c0 - g_cpu_last, 1000) : -1;
     g_instant(g_cpu, others, i32(mine), i32(between));
   }
-  const int64_t now = clock_ns(CLOCK_MONOTONIC);
-  g_armed = g_mark_gap_ns <= 0 || now - g_armed_at >= g_mark_gap_ns;
+  g_armed = e.due;
   if (g_armed) {
-    g_cpu_last = c1 >= 0 ? c1 : clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-    g_armed_at = now;
+    g_cpu_last = e.c1;
+    g_armed_at = e.now;
   }
 }
 
@@ -329,11 +346,11 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
     Py_DECREF(s);
     return next_call_orig(h, self);
   }
-  const bool marked = g_armed;
-  const int64_t c0 = marked ? clock_ns(CLOCK_PROCESS_CPUTIME_ID) : -1;
-  const int64_t t0 = marked ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
   g_span_begin_args(g_next, L, i32(B), i32(E));
   if (g_gpu_mark != nullptr) g_gpu_mark(1);
+  const bool marked = g_armed;  // its clocks are read inside the span (cpu_end)
+  const int64_t c0 = marked ? clock_ns(CLOCK_PROCESS_CPUTIME_ID) : -1;
+  const int64_t t0 = marked ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
 
   PyObject* data = next_call_orig(h, self);
   if (g_gpu_mark != nullptr) g_gpu_mark(2);  // touches no Python state: an exception set stays as it is
@@ -341,8 +358,9 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
     const bool stop = PyErr_ExceptionMatches(PyExc_StopIteration);
     SavedError saved;
     if (stop) {
+      const CpuEnd ce = cpu_end(c0);
       g_span_end_args(L, -1, i32(E));
-      cpu_mark(c0, t0);
+      cpu_mark(c0, t0, ce);
       const int ended = attr_true(s, s_ended);
       if (ended == 0 && PyObject_SetAttr(s, s_ended, Py_True) == 0) {
         int64_t n = 0;
@@ -359,6 +377,7 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
     Py_DECREF(s);
     return nullptr;
   }
+  const CpuEnd ce = cpu_end(c0);
   const int mp = slot_true(s, it_mp);
   bool handed_ok = mp == 0;
   if (mp > 0) {
@@ -369,7 +388,7 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
     g_span_end();  // the batch handed is the one begun with: keep the begin's arguments
   }
   if (handed_ok && PyDict_SetItem(h->state, s_last_it, s) == 0) {
-    cpu_mark(c0, t0);
+    cpu_mark(c0, t0, ce);
   } else {
     PyErr_Clear();
     g_armed = false;

@@ -128,8 +128,10 @@ def test_workers_that_cost_more_than_they_save_are_dropped(tmp_path):
 
 def test_oversubscribed_workers_get_fewer(tmp_path):
     # 48 batches (1.2 s of loop): 8 workers on 2 cores preempt the loop, and a preemption just
-    # outside stallscope's span counts in the script's wait only; with 24 batches (0.6 s) one of
-    # 20 ms was 3 points, and a loaded CI machine once saw the report 3.5 points under the script.
+    # outside stallscope's span counts in the script's wait only. The hooks read their CPU clocks
+    # inside the span and the script frees each batch in the step's time (docs/decisions.md:
+    # "Clock reads inside the dl.next span"); before, a loaded CI machine saw the report 3.6 points
+    # under the script.
     args = ["--epochs", "1", "--batches", "48"]
     rep, truth, _ = report_for(tmp_path, "oversubscribed.py", *args)
     check_figures(rep, truth)

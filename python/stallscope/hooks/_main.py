@@ -325,14 +325,14 @@ def _it_next(self):
         ctx = s.ctx
         if ctx is not None:
             ctx.B = B
-        if _marks[0]:
+        _span_begin(S._I_NEXT, L, B, E)
+        if _gpu_mark is not None:
+            _gpu_mark(1)
+        if _marks[0]:  # the clocks are read inside the span (_cpu_end)
             c0 = _cpu_ns()
             t0 = _thread_ns()
         else:
             c0 = t0 = -1
-        _span_begin(S._I_NEXT, L, B, E)
-        if _gpu_mark is not None:
-            _gpu_mark(1)
     except Exception:
         return S._orig_next(self)
     try:
@@ -341,8 +341,9 @@ def _it_next(self):
         try:
             if _gpu_mark is not None:
                 _gpu_mark(2)
+            end = _cpu_end(c0)
             _span_end_args(L, -1, E)
-            _cpu_mark(c0, t0)
+            _cpu_mark(c0, t0, end)
             if not s.ended:
                 s.ended = True
                 _instant(S._I_EPOCH_END, L, E, self._num_yielded)
@@ -363,37 +364,47 @@ def _it_next(self):
     try:
         if _gpu_mark is not None:
             _gpu_mark(2)
+        end = _cpu_end(c0)
         if s.mp:
             _span_end_args(L, _handed(self, s, B), E)
         else:
             _span_end()  # the batch handed is the one begun with: keep the begin's arguments
         S._last_it = s
-        _cpu_mark(c0, t0)
+        _cpu_mark(c0, t0, end)
     except Exception:
         _marks[0] = False
     return data
 
 
-def _cpu_mark(c0, t0):
+def _cpu_end(c0):
+    """The clocks a dl.next span's end needs, read before the span ends: (this thread's CPU time,
+    the process's, now, whether to arm the next call). A CPU-clock read is a system call, and at
+    its return the scheduler may hand the core to another thread whose turn has come (more
+    runnable threads than cores); inside the span that wait counts where the script's own clock
+    around next() puts it, not in the step after it (docs/decisions.md)."""
+    now = _mono_ns()
+    gap = S.MARK_GAP_NS
+    due = gap <= 0 or now - _marks[1] >= gap
+    t1 = _thread_ns() if c0 >= 0 else -1
+    return t1, _cpu_ns() if c0 >= 0 or due else -1, now, due
+
+
+def _cpu_mark(c0, t0, end):
     """dl.cpu right after a dl.next span, in microseconds: the CPU time of the process's other
     threads inside that next() call (torch's intra-op threads spinning after the step, a
     pin-memory thread: CPU taken from the workers), this thread's CPU time inside it (the fetch
     without workers, receiving the batch with them), and the process's CPU time (all its threads:
     the step) since the previous next() ended; what the what-if model splits into CPU and waiting
-    (docs/events.md). Written only for a marked call (c0 >= 0); then arms for the next call when
-    due."""
-    c1 = -1
+    (docs/events.md). Written only for a marked call (c0 >= 0), from the clocks _cpu_end read; then
+    arms for the next call when due."""
+    t1, c1, now, due = end
     if c0 >= 0:
-        t1 = _thread_ns()
-        c1 = _cpu_ns()
         last = _cpu_last[0]
         mine = (t1 - t0) // 1000
         _instant(S._I_CPU, max(0, (c1 - c0) // 1000 - mine), mine, (c0 - last) // 1000 if last >= 0 else -1)
-    now = _mono_ns()
-    gap = S.MARK_GAP_NS
-    armed = _marks[0] = gap <= 0 or now - _marks[1] >= gap
-    if armed:
-        _cpu_last[0] = c1 if c1 >= 0 else _cpu_ns()
+    _marks[0] = due
+    if due:
+        _cpu_last[0] = c1
         _marks[1] = now
 
 
