@@ -6,7 +6,12 @@ sweep's best, and whether the advice held (not slower than the original, within 
 best); then the prediction error over all (workload, setting) pairs against the goals (median at
 most 10 %, no pair worse than 25 %).
 
-    python3 bench/advice_bench.py [--reps N] [--only NAME ...] [--json FILE] [--build DIR]
+The verdict compares medians, and the sweep's best is the highest of many noisy medians (a lucky
+run makes a setting the best). So after the sweep the settings the verdict rests on (the original,
+the advised, the two best of the whole sweep and the best of the DataLoader settings alone) run
+--confirm more interleaved rounds, and every figure is the median of all its runs.
+
+    python3 bench/advice_bench.py [--reps N] [--confirm N] [--only NAME ...] [--json FILE] [--build DIR]
 """
 
 from __future__ import annotations
@@ -112,6 +117,8 @@ def advised_setting(rep: dict, base: dict) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions per setting")
+    ap.add_argument("--confirm", type=int, default=3,
+                    help="more interleaved rounds of the settings the verdict rests on (default 3)")
     ap.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--build", default=os.environ.get("STALLSCOPE_BUILD", os.path.join(REPO, "build")))
@@ -123,8 +130,8 @@ def main() -> int:
     names = a.only or list(WORKLOADS)
     tmp = tempfile.mkdtemp(prefix="advice-bench-")
     all_errors, results, held_all = [], {}, True
-    print(f"advice bench: {os.cpu_count()} CPUs, {a.reps} interleaved repetitions per setting; "
-          "samples/s by each loop's own clock")
+    print(f"advice bench: {os.cpu_count()} CPUs, {a.reps} interleaved repetitions per setting, {a.confirm} more "
+          "of those the verdict rests on; samples/s by each loop's own clock (the median of its runs)")
     for name in names:
         what, flags, base, sweep_n = WORKLOADS[name]
         base = dict(base)
@@ -155,6 +162,13 @@ def main() -> int:
         for _ in range(a.reps):
             for k, s in settings.items():
                 measured[k].append(run_loop(flags + setting_flags(s)))
+        med = {k: statistics.median(v) for k, v in measured.items()}
+        ranked = sorted(med, key=med.get, reverse=True)
+        decisive = list(dict.fromkeys([key(base), key(advised), *ranked[:2],
+                                       max((k for k in med if not k[3]), key=med.get)]))
+        for _ in range(a.confirm):
+            for k in decisive:
+                measured[k].append(run_loop(flags + setting_flags(settings[k])))
         med = {k: statistics.median(v) for k, v in measured.items()}
         best_k = max(med, key=med.get)  # over the whole sweep, torch threads included
         loader_best_k = max((k for k in med if not k[3]), key=med.get)  # DataLoader settings alone
