@@ -3,6 +3,7 @@ complete and consistent, for the configurations training scripts use."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from collections import Counter, defaultdict
@@ -286,6 +287,54 @@ def test_cpu_marks_split_the_training_thread_from_the_others(recorded, tmp_path)
     assert mine[len(mine) // 2] <= 0.3, steady  # the training thread slept
     assert all(m["arg2"] >= 0 for m in marks[1:])
 
+
+
+SLOW_CLOCKS = """
+import json, time
+import torch
+from torch.utils.data import DataLoader
+from stallscope.hooks import _main
+
+def slow(read):
+    # A clock read that hands the core away for 5 ms at its return, as a preemption at a system
+    # call's return does on a machine with more runnable threads than cores.
+    def go():
+        v = read()
+        time.sleep(0.005)
+        return v
+    return go
+
+_main._cpu_ns, _main._thread_ns = slow(_main._cpu_ns), slow(_main._thread_ns)
+walls = []
+it = iter(DataLoader(torch.arange(32.0), batch_size=4))
+while True:
+    t = time.perf_counter()
+    try:
+        next(it)
+    except StopIteration:
+        break
+    walls.append(time.perf_counter() - t)
+print(json.dumps(walls))
+"""
+
+
+def test_cpu_mark_clocks_are_read_inside_the_next_span(recorded, tmp_path):
+    """The CPU clocks of a dl.cpu mark are read after the dl.next span begins and before it ends
+    (the Python hooks here, whose clocks the program can slow down; the C hooks read theirs in the
+    same order): a wait at a clock read belongs to the next() call, and the script's own clock
+    around next() must find it inside the span, not beside it."""
+    prog = tmp_path / "slow_clocks.py"
+    prog.write_text(SLOW_CLOCKS)
+    r, rec = recorded([prog], env=base_env(STALLSCOPE_PY_HOOKS="1", STALLSCOPE_CPU_MARK_GAP_US="0"))
+    walls = json.loads(r.stdout.strip().splitlines()[-1])
+    nexts = [s for s in rec.spans("dl.next") if s["arg1"] >= 0]
+    marks = [m for m in rec.instants("dl.cpu") if m["thread"] == "MainThread"]
+    assert len(walls) == len(nexts) == 8 and len(marks) == 9, (walls, len(nexts), len(marks))
+    for wall, span in zip(walls, nexts, strict=True):
+        # Four slow reads per marked call: 20 ms, all inside the span (a few hundred microseconds
+        # of the script's own work lie outside it).
+        assert span["dur_ns"] / 1e9 >= 0.020, (span, wall)
+        assert wall - span["dur_ns"] / 1e9 < 0.002, (wall, span)
 
 NESTED_BATCHES = """
 import numpy as np
