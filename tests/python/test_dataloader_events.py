@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
+import subprocess
 from collections import Counter, defaultdict
 
 import pytest
@@ -289,24 +291,39 @@ def test_cpu_marks_split_the_training_thread_from_the_others(recorded, tmp_path)
 
 
 
+
+# A clock_gettime that, once the program turns it on, hands the core away for 5 ms after each read
+# of a CPU clock on the main thread: what a preemption at a system call's return does on a machine
+# with more runnable threads than cores. Preloaded after libstallscope, it slows the reads of the C
+# hooks and of the Python ones alike (both call libc's clock_gettime).
+SLOW_CLOCKS_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <time.h>
+#include <unistd.h>
+static int (*real)(clockid_t, struct timespec*);
+static volatile int on;
+void ss_test_slow_cpu_clocks(int v) { on = v; }
+int clock_gettime(clockid_t c, struct timespec* ts) {
+  if (!real) real = (int (*)(clockid_t, struct timespec*))dlsym(RTLD_NEXT, "clock_gettime");
+  int r = real(c, ts);
+  if (on && (c == CLOCK_PROCESS_CPUTIME_ID || c == CLOCK_THREAD_CPUTIME_ID) && getpid() == gettid()) {
+    struct timespec d = {0, 5000000};
+    nanosleep(&d, 0);
+  }
+  return r;
+}
+"""
+
 SLOW_CLOCKS = """
-import json, time
+import ctypes, json, time
 import torch
 from torch.utils.data import DataLoader
-from stallscope.hooks import _main
 
-def slow(read):
-    # A clock read that hands the core away for 5 ms at its return, as a preemption at a system
-    # call's return does on a machine with more runnable threads than cores.
-    def go():
-        v = read()
-        time.sleep(0.005)
-        return v
-    return go
-
-_main._cpu_ns, _main._thread_ns = slow(_main._cpu_ns), slow(_main._thread_ns)
-walls = []
+slow = ctypes.CDLL(None).ss_test_slow_cpu_clocks
 it = iter(DataLoader(torch.arange(32.0), batch_size=4))
+walls = []
+slow(1)
 while True:
     t = time.perf_counter()
     try:
@@ -314,18 +331,27 @@ while True:
     except StopIteration:
         break
     walls.append(time.perf_counter() - t)
+slow(0)
 print(json.dumps(walls))
 """
 
 
-def test_cpu_mark_clocks_are_read_inside_the_next_span(recorded, tmp_path):
-    """The CPU clocks of a dl.cpu mark are read after the dl.next span begins and before it ends
-    (the Python hooks here, whose clocks the program can slow down; the C hooks read theirs in the
-    same order): a wait at a clock read belongs to the next() call, and the script's own clock
-    around next() must find it inside the span, not beside it."""
+@pytest.mark.parametrize("hooks", ["c", "python"])
+def test_cpu_mark_clocks_are_read_inside_the_next_span(recorded, tmp_path, hooks):
+    """The CPU clocks of a dl.cpu mark are read after the dl.next span begins and before it ends: a
+    wait at a clock read belongs to the next() call, and the script's own clock around next() must
+    find it inside the span, not beside it (before, 10 ms of each marked call's 20 fell outside)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc, "a C compiler builds the project; none on PATH"
+    lib = tmp_path / "slow_clocks.so"
+    (tmp_path / "slow_clocks.c").write_text(SLOW_CLOCKS_C)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(tmp_path / "slow_clocks.c"), "-ldl"],
+                   check=True)
     prog = tmp_path / "slow_clocks.py"
     prog.write_text(SLOW_CLOCKS)
-    r, rec = recorded([prog], env=base_env(STALLSCOPE_PY_HOOKS="1", STALLSCOPE_CPU_MARK_GAP_US="0"))
+    env = base_env(LD_PRELOAD=str(lib), STALLSCOPE_CPU_MARK_GAP_US="0",
+                   **({"STALLSCOPE_PY_HOOKS": "1"} if hooks == "python" else {}))
+    r, rec = recorded([prog], env=env)
     walls = json.loads(r.stdout.strip().splitlines()[-1])
     nexts = [s for s in rec.spans("dl.next") if s["arg1"] >= 0]
     marks = [m for m in rec.instants("dl.cpu") if m["thread"] == "MainThread"]
