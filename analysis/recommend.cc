@@ -172,9 +172,9 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
     const double g = w.gain_num_workers;
     std::string why;
     if (more) {
-      why = "The " + std::to_string(from.num_workers) +
-            " workers cannot keep the queue full, and the cores have room "
-            "for more.";
+      why = (from.num_workers == 1 ? std::string("The one worker cannot")
+                                   : "The " + std::to_string(from.num_workers) + " workers cannot") +
+            " keep the queue full, and the cores have room for more.";
     } else if (to.num_workers == 0) {
       why = "Starting the workers costs " + fixed(w.inputs.startup_s, 2) +
             " s per epoch, more than fetching the batches inside the loop (" + duration_ms(w.inputs.fetch_ms) +
@@ -225,8 +225,12 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
   x.id = vocab::kRecLimitTorchThreads;
   x.severity = gain_severity(w.threads_gain);
   x.expected_speedup = w.threads_gain;
+  // Below min_gain it was advised because the one-thread floor reaches the DataLoader setting's
+  // likely-high figure (whatif.cc): at least as fast, not a predicted gain.
+  const bool by_floor = w.threads_gain < w.min_gain;
   x.action = "call torch.set_num_threads(1) in the training process" + (same ? std::string() : ", with " + args) +
-             " (predicted " + speedup(w.threads_gain) + " over the DataLoader setting alone)";
+             (by_floor ? " (predicted at least as fast as the DataLoader setting alone)"
+                       : " (predicted " + speedup(w.threads_gain) + " over the DataLoader setting alone)");
   x.message = "torch runs the training step on " + std::to_string(w.inputs.torch_threads) +
               " intra-op threads, which spin in next() (" + duration_ms(w.inputs.others_cpu_ms) +
               " of CPU per call) and need every core at once for each parallel region: beside busy workers on " +
@@ -235,9 +239,12 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
               "each other. " +
               model_basis(w) + prediction(rec, t) + " with " + args + " and torch.set_num_threads(1), the step's " +
               duration_ms(w.inputs.compute_cpu_ms) + " of CPU all on one thread, against " +
-              fixed(best.samples_per_s, 1) + " samples/s with " + best.setting.arguments() +
-              " alone. Set it before the training loop; the workers already run torch "
-              "on one thread.";
+              fixed(best.samples_per_s, 1) + " samples/s with " + best.setting.arguments() + " alone." +
+              (by_floor ? " That second figure is likely high, the threads' waiting for each other beside busy "
+                          "workers unpriced, and the first is a floor, the step's whole recorded CPU put on one "
+                          "thread: one thread should be at least as fast."
+                        : std::string()) +
+              " Set it before the training loop; the workers already run torch on one thread.";
   x.evidence = model_evidence(r, w);
   x.evidence["suggested"] = args;
   x.evidence["suggested_num_workers"] = t.setting.num_workers;

@@ -896,7 +896,13 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
     }
   }
   // torch on one intra-op thread, at each worker count's best DataLoader setting found above.
-  if (std::clamp<int64_t>(in.torch_threads, 1, in.usable_cores) > 1) {
+  const int64_t gang = std::clamp<int64_t>(in.torch_threads, 1, in.usable_cores);
+  const int64_t advised_workers = w.candidates[pick].setting.num_workers;
+  // The intra-op threads beside workers that keep more threads runnable than there are cores.
+  const bool gang_beside_busy_workers =
+      gang > 1 && advised_workers > 0 &&
+      static_cast<double>(advised_workers) * fetch_cpu_share + static_cast<double>(gang) > cores;
+  if (gang > 1) {
     std::map<int64_t, const WhatIfCandidate*> per_count;
     for (const WhatIfCandidate& c : w.candidates) {
       auto [it, added] = per_count.emplace(c.setting.num_workers, &c);
@@ -920,7 +926,15 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
     }
     const double base = w.candidates[pick].samples_per_s;
     w.threads_gain = base > 0 ? w.thread_candidates[tp].samples_per_s / base : 1;
-    if (w.threads_gain >= w.min_gain) w.threads_best = tp;
+    // Beside workers that keep more threads runnable than there are cores, the two figures err in
+    // opposite directions: the advised setting's, with all the intra-op threads, is likely high
+    // (they wait for each other, which the even share does not price), and the one-thread figure
+    // is a floor on the step's side (the step's whole recorded CPU on one thread; the workers'
+    // side weighs on both figures alike). A floor that reaches the likely-high figure is then
+    // advice that cannot make the loop slower, so it needs no margin for noise. Without such
+    // workers min_gain stands (docs/decisions.md, "One intra-op thread beside busy
+    // workers: the floor against the likely-high figure").
+    if (w.threads_gain >= (gang_beside_busy_workers ? 1.0 : w.min_gain)) w.threads_best = tp;
   }
   w.available = true;
 
@@ -971,12 +985,9 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   w.assumptions.push_back("the " + cores_s + " are shared evenly among runnable threads; torch's " +
                           std::to_string(in.torch_threads) +
                           " intra-op thread(s) advance together, as fast as the slowest");
-  const int64_t gang = std::clamp<int64_t>(in.torch_threads, 1, in.usable_cores);
-  const WhatIfCandidate& advised = w.candidates[pick];
-  if (gang > 1 && advised.setting.num_workers > 0 && fetch_cpu_share >= 0.25 &&
-      static_cast<double>(advised.setting.num_workers) * fetch_cpu_share + static_cast<double>(gang) > cores) {
+  if (gang_beside_busy_workers) {
     w.assumptions.push_back(
-        "beside workers that compute, torch's " + std::to_string(gang) +
+        "beside busy workers, torch's " + std::to_string(gang) +
         " intra-op threads wait for each other longer than an even share of the cores gives: a parallel region "
         "needs all of them at once. The predictions with such workers may be high (on a 2-core VM by up to 30 %, "
         "docs/decisions.md); torch.set_num_threads(1) removes the wait");

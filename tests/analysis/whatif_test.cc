@@ -449,6 +449,50 @@ TEST_F(WhatIfTest, OneIntraOpThreadIsPredictedAndAdvisedWhereItGains) {
   EXPECT_FALSE(warns(one.whatif));
 }
 
+// Recorded without workers, a 30-ms fetch that is all CPU, and a step on 2 intra-op threads that
+// spin 2 ms in each next(): at the advised 2 workers, the one-thread figure (the step's whole CPU
+// on one thread, no spinning) comes out 3 % above the two-thread one, short of min_gain. Beside
+// workers that keep the cores busy the two-thread figure is the likely-high one and the one-thread
+// figure a floor, so one thread is advised, "at least as fast". Without the spin the floor falls
+// just short of the two-thread figure (0.999): no advice.
+TEST_F(WhatIfTest, OneIntraOpThreadIsAdvisedWhereItsFloorReachesTheLikelyHighFigure) {
+  SimConfig c;
+  c.epochs = 2;
+  c.compute_ns = 1200 * kUs;
+  c.fetch_cpu = 1.0;
+  c.compute_cpu = 2000.0 / 1200.0;
+  c.torch_threads = 2;
+  c.others_cpu_us = 2000;
+  const Report busy = run(c, 2);
+  const WhatIf& w = busy.whatif;
+  ASSERT_TRUE(w.available) << w.why_not;
+  ASSERT_TRUE(w.best.has_value());
+  EXPECT_GT(w.candidates[*w.best].setting.num_workers, 0);
+  EXPECT_GE(w.threads_gain, 1.0);
+  EXPECT_LT(w.threads_gain, w.min_gain) << w.min_gain;  // the near-tie min_gain alone would not advise
+  ASSERT_TRUE(w.threads_best.has_value());
+  bool advised = false;
+  for (const Recommendation& rec : busy.recommendations) {
+    if (rec.id != std::string("limit_torch_threads")) continue;
+    advised = true;
+    EXPECT_NE(rec.action.find("at least as fast"), std::string::npos) << rec.action;
+    EXPECT_NE(rec.message.find("floor"), std::string::npos) << rec.message;
+  }
+  EXPECT_TRUE(advised);
+
+  c.others_cpu_us = 0;
+  const Report short_of_it = run(c, 2);
+  const WhatIf& v = short_of_it.whatif;
+  ASSERT_TRUE(v.available) << v.why_not;
+  ASSERT_TRUE(v.best.has_value());
+  EXPECT_GT(v.candidates[*v.best].setting.num_workers, 0);
+  EXPECT_LT(v.threads_gain, 1.0);
+  EXPECT_FALSE(v.threads_best.has_value());
+  for (const Recommendation& rec : short_of_it.recommendations) {
+    EXPECT_NE(rec.id, std::string("limit_torch_threads"));
+  }
+}
+
 // Recorded without workers, a 30-ms fetch that waits, 2 intra-op threads that spin 9 ms in each
 // next() and then sleep, and a step of 2 ms on one thread's CPU that every 4th time takes 12 ms,
 // as waking the sleeping threads did on a 2-core VM: the model finds the 9-ms spin and the 10-ms
