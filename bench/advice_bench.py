@@ -101,17 +101,23 @@ def from_model(c: dict) -> dict:
     return s
 
 
-def advised_setting(rep: dict, base: dict) -> dict:
-    """The setting the report's speed recommendations lead to (the what-if model's advised one),
-    or the original when there is no speed advice."""
+def loader_advice(rep: dict, base: dict) -> dict:
+    """The setting the report's DataLoader recommendations lead to (the what-if model's advised
+    one), or the original when there is no such advice."""
     speed_ids = {"increase_num_workers", "reduce_num_workers", "increase_prefetch_factor",
                  "enable_persistent_workers"}
+    if not any(r["id"] in speed_ids for r in rep["recommendations"]):
+        return dict(base)
+    return from_model(rep["whatif"]["best"])
+
+
+def advised_setting(rep: dict, base: dict) -> dict:
+    """The setting all the report's speed recommendations lead to: the DataLoader advice, or torch
+    on one thread at a worker count's best setting (limit_torch_threads)."""
     w = rep["whatif"]
     if any(r["id"] == "limit_torch_threads" for r in rep["recommendations"]):
         return from_model(w["thread_candidates"][w["threads_best"]])
-    if not any(r["id"] in speed_ids for r in rep["recommendations"]):
-        return dict(base)
-    return from_model(w["best"])
+    return loader_advice(rep, base)
 
 
 def main() -> int:
@@ -129,6 +135,7 @@ def main() -> int:
         return 2
     names = a.only or list(WORKLOADS)
     tmp = tempfile.mkdtemp(prefix="advice-bench-")
+    print(f"advice bench: the recordings are kept in {tmp}")
     all_errors, results, held_all = [], {}, True
     print(f"advice bench: {os.cpu_count()} CPUs, {a.reps} interleaved repetitions per setting, {a.confirm} more "
           "of those the verdict rests on; samples/s by each loop's own clock (the median of its runs)")
@@ -148,6 +155,9 @@ def main() -> int:
         predicted = {key(from_model(c)): c["samples_per_s"]
                      for c in w["candidates"] + w.get("thread_candidates", [])}
         settings = {key(base): base, key(advised): advised}
+        settings.setdefault(key(loader_advice(rep, base)), loader_advice(rep, base))
+        if not advised.get("threads"):  # the advice with torch on one thread, which the model also predicts
+            settings.setdefault(key(dict(advised, threads=1)), dict(advised, threads=1))
         for n in sweep_n:
             for threads in (0, 1):  # torch's default intra-op threads, and one
                 s = {"workers": n}
@@ -197,7 +207,9 @@ def main() -> int:
               f"{med[key(advised)] / med[loader_best_k]:.2f}): {'held' if held else 'DID NOT HOLD'}")
         results[name] = {"advised": describe(advised), "original": describe(base), "held": held, "rows": rows,
                          "best": describe(settings[best_k]), "loader_best": describe(settings[loader_best_k]),
-                         "fit_error": w["fit_error"], "confidence": w["confidence"]}
+                         "fit_error": w["fit_error"], "confidence": w["confidence"],
+                         "loader_advised": describe(loader_advice(rep, base)),
+                         "threads_gain": w.get("threads_gain"), "min_gain": w.get("min_gain")}
     if all_errors:
         errs = sorted(all_errors)
         med_err, max_err = statistics.median(errs), errs[-1]
