@@ -398,6 +398,19 @@ TEST_F(WhatIfTest, HandingABatchOverFollowsItsLayout) {
   EXPECT_NEAR(none->steady_step_ms, 18, 0.1);
 }
 
+// A step on 2 intra-op threads (2 ms of CPU in 1.2 ms) that spin `spin_us` in each next(), and a
+// 30-ms fetch that is all CPU, recorded without workers over 2 epochs.
+SimConfig two_thread_step_cpu_fetch(int64_t spin_us) {
+  SimConfig c;
+  c.epochs = 2;
+  c.compute_ns = 1200 * kUs;
+  c.fetch_cpu = 1.0;
+  c.compute_cpu = 2000.0 / 1200.0;
+  c.torch_threads = 2;
+  c.others_cpu_us = spin_us;
+  return c;
+}
+
 // The reference loader is not modelled; a run without steady steps neither.
 // A step on 2 intra-op threads (2 ms of CPU in 1.2 ms) that spin 8 ms in each next(), a 30-ms
 // CPU fetch without workers, 2 cores: the model predicts each worker count with torch on one
@@ -405,13 +418,7 @@ TEST_F(WhatIfTest, HandingABatchOverFollowsItsLayout) {
 // spinning's CPU goes to the workers), which limit_torch_threads advises. Recorded on one thread,
 // there is nothing to cut.
 TEST_F(WhatIfTest, OneIntraOpThreadIsPredictedAndAdvisedWhereItGains) {
-  SimConfig c;
-  c.epochs = 2;
-  c.compute_ns = 1200 * kUs;
-  c.fetch_cpu = 1.0;
-  c.compute_cpu = 2000.0 / 1200.0;
-  c.torch_threads = 2;
-  c.others_cpu_us = 8000;
+  SimConfig c = two_thread_step_cpu_fetch(8000);
   const Report r = run(c, 2);
   const WhatIf& w = r.whatif;
   ASSERT_TRUE(w.available) << w.why_not;
@@ -456,13 +463,7 @@ TEST_F(WhatIfTest, OneIntraOpThreadIsPredictedAndAdvisedWhereItGains) {
 // figure a floor, so one thread is advised, "at least as fast". Without the spin the floor falls
 // just short of the two-thread figure (0.999): no advice.
 TEST_F(WhatIfTest, OneIntraOpThreadIsAdvisedWhereItsFloorReachesTheLikelyHighFigure) {
-  SimConfig c;
-  c.epochs = 2;
-  c.compute_ns = 1200 * kUs;
-  c.fetch_cpu = 1.0;
-  c.compute_cpu = 2000.0 / 1200.0;
-  c.torch_threads = 2;
-  c.others_cpu_us = 2000;
+  SimConfig c = two_thread_step_cpu_fetch(2000);
   const Report busy = run(c, 2);
   const WhatIf& w = busy.whatif;
   ASSERT_TRUE(w.available) << w.why_not;
