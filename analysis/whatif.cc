@@ -88,6 +88,7 @@ class Sim {
         // and only the remaining threads spinning in next().
         gang_scale_(static_cast<double>(rec_gang_) / gang_),
         others_scale_(rec_gang_ > 1 ? static_cast<double>(gang_ - 1) / (rec_gang_ - 1) : 1.0),
+        spin_after_gang_(gang_ > 1 && in.spin_window_s > 0),
         workers_(static_cast<size_t>(n_)),
         queues_(static_cast<size_t>(n_)),
         wphase_(static_cast<size_t>(n_), 0),
@@ -149,8 +150,12 @@ class Sim {
       const StepDemand& d = step_demand(handed_);
       switch (cstage_++) {
         case 0:
-          set(&others_, d.others_cpu_s * others_scale_ > 0 ? Phase::kCpu : Phase::kIdle,
-              d.others_cpu_s * others_scale_ / others_k_);
+          // With the intra-op threads' spin measured, they spin on from the last parallel region
+          // (case 5); else the other threads take in next() what they took there when recorded.
+          if (!spin_after_gang_) {
+            set(&others_, d.others_cpu_s * others_scale_ > 0 ? Phase::kCpu : Phase::kIdle,
+                d.others_cpu_s * others_scale_ / others_k_);
+          }
           if (n_ == 0) {  // the training thread fetches for itself: no put
             set(&consumer_, Phase::kCpu, fetch_demand(handed_).cpu_s);
           } else if (!ready_[static_cast<size_t>(handed_)]) {
@@ -180,20 +185,49 @@ class Sim {
           continue;
         }
         case 3:
+          if (spin_after_gang_) {
+            // The step's first parallel region waits to wake the intra-op threads if their spin
+            // since the last one is spent (the training thread spinning at its barrier).
+            asleep_ = others_.phase != Phase::kCpu;
+            others_.phase = Phase::kIdle;
+            set(&consumer_, Phase::kCpu, asleep_ ? in_.wake_s : 0);
+            break;
+          }
           // The step begins: its first parallel region ends the intra-op threads' spinning (their
           // spinning inside the step is in the step's recorded CPU). Other threads (T = 1: a
-          // pin-memory thread, the user's) go on.
+          // pin-memory thread, the user's) go on. With no intra-op threads asleep (a next()
+          // shorter than their spin, or none of them), the step does not wait to wake them; an
+          // unknown spin (0) keeps the step as recorded.
+          asleep_ = gang_ > 1 && (in_.spin_window_s <= 0 || now_ - step_begin_ > in_.spin_window_s);
           if (gang_ > 1) others_.phase = Phase::kIdle;
           set(&consumer_, Phase::kGang, d.gang_s * gang_scale_);
           break;
-        case 4: {
-          // With no intra-op threads asleep (a next() shorter than their spin, or none of them),
-          // the step does not wait to wake them. An unknown spin (0) keeps the step as recorded.
-          const bool asleep = gang_ > 1 && (in_.spin_window_s <= 0 || now_ - step_begin_ > in_.spin_window_s);
-          set(&consumer_, Phase::kCpu, d.serial_cpu_s - d.wake_s + (asleep ? in_.wake_s : 0));
+        case 4:
+          if (spin_after_gang_) {
+            set(&consumer_, Phase::kGang, d.gang_s * gang_scale_);
+            break;
+          }
+          set(&consumer_, Phase::kCpu, d.serial_cpu_s - d.wake_s + (asleep_ ? in_.wake_s : 0));
           break;
-        }
-        case 5: set(&consumer_, Phase::kWait, d.wait_s); break;
+        case 5:
+          if (spin_after_gang_) {
+            // After the parallel region, the intra-op threads spin for their measured spin (CPU)
+            // through the rest of the step and the next() after it, until the next step's
+            // parallel region: beside workers that keep batches ready they hardly ever sleep, and
+            // take cores from them (docs/decisions.md, "The intra-op threads spin on after every
+            // step").
+            set(&others_, Phase::kCpu, in_.spin_window_s);
+            set(&consumer_, Phase::kCpu, d.serial_cpu_s - d.wake_s);
+            break;
+          }
+          set(&consumer_, Phase::kWait, d.wait_s);
+          break;
+        case 6:
+          if (spin_after_gang_) {
+            set(&consumer_, Phase::kWait, d.wait_s);
+            break;
+          }
+          continue;
         default:
           ++handed_;
           if (handed_ >= steps_) {
@@ -310,6 +344,10 @@ class Sim {
   const int gang_;      // and simulated
   const int others_k_;  // threads the others' CPU is spread over: the intra-op threads but one
   const double gang_scale_, others_scale_;
+  // The intra-op threads' spin after a parallel region is known (WhatIfInputs::spin_window_s):
+  // others_ is their spin from each region's end, not the recorded CPU of the next() calls.
+  const bool spin_after_gang_;
+  bool asleep_ = false;  // the current step's intra-op threads were asleep when it began
   Actor consumer_, others_;
   int cstage_ = 0;
   bool pending_consumer_ = false;
@@ -992,7 +1030,13 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
         "needs all of them at once. The predictions with such workers may be high (on a 2-core VM by up to 30 %, "
         "docs/decisions.md); torch.set_num_threads(1) removes the wait");
   }
-  if (in.others_cpu_ms >= 0.05 * std::max(in.fetch_cpu_ms, in.compute_cpu_ms)) {
+  if (in.spin_window_s > 0 && in.torch_threads > 1) {
+    w.assumptions.push_back(
+        "torch's intra-op threads spin " + duration_ms(in.spin_window_s * 1e3) +
+        " of CPU each after the step's parallel work (as measured in next()), through the rest of the step and "
+        "the next(), until the next step's: where batches are ready they do not sleep, and workers share the "
+        "cores with them");
+  } else if (in.others_cpu_ms >= 0.05 * std::max(in.fetch_cpu_ms, in.compute_cpu_ms)) {
     w.assumptions.push_back(
         "the training process's other threads stay busy in next() as recorded (" + duration_ms(in.others_cpu_ms) +
         " of CPU per call: torch's intra-op threads spinning after the step): workers share the cores with them");

@@ -69,12 +69,14 @@ struct StepDemand {
   // CPU of the training process's other threads while the training thread is in the next() that
   // precedes the step: torch's intra-op threads spinning after the previous step (until the next
   // parallel region or their spin limit), a pin-memory thread. It takes cores from the workers.
+  // Where the intra-op threads' spin is known (WhatIfInputs::spin_window_s), the simulation uses
+  // that instead.
   double others_cpu_s = 0;
   // Of the step's serial CPU, the part spent waking torch's intra-op threads that had gone to
   // sleep during a long next(): the training thread spins at the first parallel region's barrier
   // until they run again (milliseconds on a virtual machine whose idle CPU the host took back).
-  // The simulation takes it out and pays WhatIfInputs::wake_s instead after a next() longer than
-  // WhatIfInputs::spin_window_s.
+  // The simulation takes it out and pays WhatIfInputs::wake_s instead where the threads' spin
+  // (WhatIfInputs::spin_window_s) was spent before the step's parallel part.
   double wake_s = 0;
 };
 
@@ -83,10 +85,13 @@ struct WhatIfInputs {
   int64_t usable_cores = 1;
   int64_t torch_threads = 1;      // intra-op threads of the training process (T)
   std::vector<StepDemand> steps;  // per steady step, in time order
-  // How long torch's intra-op threads spin in next() before they sleep (0: not seen, never
-  // asleep), and what waking them cost on average a step that followed a longer next() (the
-  // recorded wakes are rare and long: paying each one's own after its own long next() would make
-  // the prediction hang on which steps a simulated wait happens to fall before).
+  // How long torch's intra-op threads spin in next() before they sleep (CPU per thread; 0: not
+  // seen, never asleep). The simulation lets them spin that long from the end of each step's
+  // parallel part, through the rest of the step and the next() after it, until the next step's
+  // parallel part: beside workers that keep batches ready they never sleep. And what waking them
+  // cost on average a step that followed a longer next() (the recorded wakes are rare and long:
+  // paying each one's own after its own long next() would make the prediction hang on which steps
+  // a simulated wait happens to fall before).
   double spin_window_s = 0;
   double wake_s = 0;
   std::vector<Demand> fetches;     // per batch, in time order

@@ -88,6 +88,29 @@ TEST(WhatIfSimTest, OthersSpinningInNextTakeCoresFromTheWorkers) {
   EXPECT_LT(simulate(inputs(2, 2, quiet, Demand{33 * kS, 0}), workers(2), 600).step_s, 18.5 * kS);
 }
 
+// With their spin measured (spin_window_s), torch's intra-op threads spin from the end of each
+// step's parallel region through the next() after it and the next step's serial part, until the
+// next region or their spin is spent. Recorded after a long next(), the serial part ran without
+// them; with batches ready they never sleep, and take a core's share from the workers.
+TEST(WhatIfSimTest, IntraOpThreadsSpinOnFromTheStepsEndWhenBatchesAreReady) {
+  StepDemand step;
+  step.serial_cpu_s = 9 * kS;
+  step.gang_s = 1 * kS;
+  WhatIfInputs in = inputs(2, 2, step, Demand{10 * kS, 0});
+  in.spin_window_s = 20 * kS;
+  // Without workers the spinning has the other core to itself: fetch plus step.
+  EXPECT_NEAR(simulate(in, workers(0), 200).step_s, 20 * kS, 0.01 * 20 * kS);
+  // One worker: it, the training thread and the spinning thread share 2 cores, 2/3 each. The
+  // worker's 10 ms take 15 ms, in which the step's 9 serial ms take 13.5 and its parallel ms
+  // advances 0.75 (at 1/2, as the slowest of its threads); its last 0.25 ms go at full speed
+  // while the worker waits for the next index: 15.25 ms per step.
+  EXPECT_NEAR(simulate(in, workers(1), 600).step_s, 15.25 * kS, 0.01 * 15.25 * kS);
+  // Not knowing the spin, the threads spin only in next() (here: never): the worker and the
+  // training thread have a core each, about 10 ms per step.
+  in.spin_window_s = 0;
+  EXPECT_LT(simulate(in, workers(1), 600).step_s, 11 * kS);
+}
+
 // CPU fetches on too few cores: the cores bound the loop at P / (CPU per step).
 TEST(WhatIfSimTest, CpuFetchesAreBoundByTheCores) {
   StepDemand step;
