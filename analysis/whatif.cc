@@ -400,6 +400,7 @@ const CpuMark* mark_after(const std::vector<CpuMark>& marks, int64_t end, int64_
 struct RawStep {
   double gap = 0, gap_cpu = -1, next_wall = 0, next_cpu = -1, next_others = 0;
   double prev_wall = 0, prev_others = -1;  // the next() before the step, its other threads' CPU
+  bool beside_startup = false;             // a worker of the loader was starting meanwhile
 };
 
 // Steps that began by waking torch's intra-op threads (docs/decisions.md, "A step after a long
@@ -494,6 +495,30 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     if (c.ended) calls.push_back(&c);
   }
   const double train_cpu = r.train_cpu_util.value_or(1.0);
+  // The loader's workers' start-ups (birth to ready): a step beside one is not a steady step. The
+  // first batch of an epoch can come from one worker while another still starts (spawned workers
+  // import torch for seconds), and the steps then share the cores with it; the model prices
+  // start-up apart, per epoch.
+  std::vector<std::pair<int64_t, int64_t>> starting;  // merged: disjoint, in time order
+  for (const WorkerInfo& w : m.workers) {
+    if (w.loader == l.id && w.thread_id == 0 && w.ready_ns) starting.emplace_back(w.start_ns, *w.ready_ns);
+  }
+  std::sort(starting.begin(), starting.end());
+  size_t merged = 0;
+  for (const auto& iv : starting) {
+    if (merged > 0 && iv.first <= starting[merged - 1].second) {
+      starting[merged - 1].second = std::max(starting[merged - 1].second, iv.second);
+    } else {
+      starting[merged++] = iv;
+    }
+  }
+  starting.resize(merged);
+  auto beside_startup = [&](int64_t a, int64_t b) {
+    // The first start-up that ends after a: it overlaps [a, b) if it begins before b.
+    auto it = std::upper_bound(starting.begin(), starting.end(), a,
+                               [](int64_t t, const std::pair<int64_t, int64_t>& iv) { return t < iv.second; });
+    return it != starting.end() && it->first < b;
+  };
   std::vector<RawStep> raw;
   for (size_t k = 1; k < calls.size(); ++k) {
     const NextCall& c = *calls[k];
@@ -501,6 +526,7 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     if (c.loader != l.id || prev.loader != l.id || !c.handed() || !prev.handed() || c.epoch != prev.epoch) continue;
     if (c.start_ns < r.window_start_ns || c.end_ns > r.window_end_ns) continue;
     RawStep st;
+    st.beside_startup = beside_startup(prev.end_ns, c.start_ns);
     st.gap = static_cast<double>(c.start_ns - prev.end_ns) / kNs;
     st.next_wall = static_cast<double>(c.end_ns - c.start_ns) / kNs;
     const int64_t limit = k + 1 < calls.size() ? calls[k + 1]->start_ns : std::numeric_limits<int64_t>::max();
@@ -514,6 +540,10 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
       if (mk->before_us >= 0) st.gap_cpu = static_cast<double>(mk->before_us) / 1e6;
     }
     raw.push_back(st);
+  }
+  // Left out unless too few steps remain.
+  if (std::count_if(raw.begin(), raw.end(), [](const RawStep& st) { return !st.beside_startup; }) >= 3) {
+    std::erase_if(raw, [](const RawStep& st) { return st.beside_startup; });
   }
   if (raw.size() < 3) {
     b.why_not = "fewer than 3 steady steps of the training loader were recorded";

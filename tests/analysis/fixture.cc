@@ -171,7 +171,8 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
         wk.start_ns = begin;
         wk.row = b.process(wk.pid, begin, std::nullopt, "python train.py", c.main_pid);  // forked by the loop
         wk.thread = b.thread(wk.row, wk.pid, "MainThread");
-        wk.free_ns = begin + c.worker_boot_ns;
+        wk.free_ns = begin + c.worker_boot_ns +
+                     (static_cast<size_t>(w) < c.worker_boot_extra_ns.size() ? c.worker_boot_extra_ns[w] : 0);
         if (c.write_worker_start) b.instant(main, "dl.worker_start", begin, L, w, wk.pid);
         b.instant(wk.thread, "dl.worker_ready", wk.free_ns, w, 0);
         truth.worker_pids.push_back(wk.pid);

@@ -67,10 +67,11 @@ struct SimConfig {
   int64_t compute_ns = 70 * kMs;                         // the loop's work per step, after each hand-off
   std::function<int64_t(int epoch, int batch)> step_ns;  // when set: the step after `batch`, in place of compute_ns
   std::function<int64_t(int epoch, int batch)> fetch_ns = [](int, int) { return 30 * kMs; };
-  int64_t iter_ns = 0;         // time inside __iter__ (epoch_begin -> first next())
-  int64_t worker_boot_ns = 0;  // worker_start -> worker ready, for each new worker
-  int64_t epoch_gap_ns = 0;    // epoch_end -> next epoch_begin
-  int64_t shutdown_ns = 0;     // non-persistent workers: shutting them down in the last next()
+  int64_t iter_ns = 0;                        // time inside __iter__ (epoch_begin -> first next())
+  int64_t worker_boot_ns = 0;                 // worker_start -> worker ready, for each new worker
+  std::vector<int64_t> worker_boot_extra_ns;  // more of it for worker i (spawned workers differ)
+  int64_t epoch_gap_ns = 0;                   // epoch_end -> next epoch_begin
+  int64_t shutdown_ns = 0;                    // non-persistent workers: shutting them down in the last next()
   bool write_config = true;
   bool write_worker_start = true;  // false: as if recording began after the workers started
   // Worker /proc counters (none when unset), sampled every sample_period_ns over each life.

@@ -255,6 +255,38 @@ TEST_F(WhatIfTest, PredictsTheRecordedRunAndOneWorker) {
   EXPECT_EQ(w.bound, "compute");
 }
 
+// Two workers whose second starts 300 ms after the first each epoch (spawned workers import torch
+// for different times): the step after each epoch's first batch runs beside that start-up, and
+// took 100 ms where the others take 5. It is not a steady step: the model leaves it out, and the
+// loop without workers is the 10-ms fetch plus the 5-ms step. Where no start-up overlaps it, the
+// same slow step counts.
+TEST_F(WhatIfTest, AStepBesideAWorkersStartUpIsNotASteadyStep) {
+  SimConfig c;
+  c.epochs = 2;
+  c.batches_per_epoch = 20;
+  c.num_workers = 2;
+  c.fetch_ns = [](int, int) { return 10 * kMs; };
+  c.step_ns = [](int, int batch) { return (batch == 0 ? 100 : 5) * kMs; };
+  c.epoch_gap_ns = 20 * kMs;
+  c.worker_boot_ns = 50 * kMs;
+  c.worker_boot_extra_ns = {0, 300 * kMs};
+  c.fetch_cpu = 0.0;
+  c.compute_cpu = 1.0;
+  const Report r = run(c, 2);
+  const WhatIf& w = r.whatif;
+  ASSERT_TRUE(w.available) << w.why_not;
+  EXPECT_NEAR(w.inputs.compute_ms, 5, 1e-6);
+  EXPECT_EQ(w.inputs.steps.size(), 2u * 18);
+  const WhatIfCandidate none = what_if_candidate(w, LoaderSetting{});
+  EXPECT_NEAR(none.steady_step_ms, 15, 0.01);
+
+  c.worker_boot_extra_ns.clear();  // both ready before the first batch: every step is steady
+  const Report same = run(c, 2);
+  ASSERT_TRUE(same.whatif.available) << same.whatif.why_not;
+  EXPECT_EQ(same.whatif.inputs.steps.size(), 2u * 19);
+  EXPECT_NEAR(same.whatif.inputs.compute_ms, (100 + 18 * 5) / 19.0, 1e-6);
+}
+
 // Fast loops mark one next() call in several (the hooks' sampling): the unmarked steps take the
 // marked ones' CPU per second, and the model predicts what it does from marks on every call.
 TEST_F(WhatIfTest, SampledMarksPredictAsMarksOnEveryCall) {
