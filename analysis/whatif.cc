@@ -499,25 +499,16 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   // first batch of an epoch can come from one worker while another still starts (spawned workers
   // import torch for seconds), and the steps then share the cores with it; the model prices
   // start-up apart, per epoch.
-  std::vector<std::pair<int64_t, int64_t>> starting;  // merged: disjoint, in time order
+  std::vector<Interval> starting;
   for (const WorkerInfo& w : m.workers) {
-    if (w.loader == l.id && w.thread_id == 0 && w.ready_ns) starting.emplace_back(w.start_ns, *w.ready_ns);
+    if (w.loader == l.id && w.thread_id == 0 && w.ready_ns) starting.push_back({w.start_ns, *w.ready_ns});
   }
-  std::sort(starting.begin(), starting.end());
-  size_t merged = 0;
-  for (const auto& iv : starting) {
-    if (merged > 0 && iv.first <= starting[merged - 1].second) {
-      starting[merged - 1].second = std::max(starting[merged - 1].second, iv.second);
-    } else {
-      starting[merged++] = iv;
-    }
-  }
-  starting.resize(merged);
+  starting = merge_intervals(std::move(starting));  // disjoint, in time order
   auto beside_startup = [&](int64_t a, int64_t b) {
     // The first start-up that ends after a: it overlaps [a, b) if it begins before b.
-    auto it = std::upper_bound(starting.begin(), starting.end(), a,
-                               [](int64_t t, const std::pair<int64_t, int64_t>& iv) { return t < iv.second; });
-    return it != starting.end() && it->first < b;
+    auto it =
+        std::upper_bound(starting.begin(), starting.end(), a, [](int64_t t, const Interval& iv) { return t < iv.end; });
+    return it != starting.end() && it->begin < b;
   };
   std::vector<RawStep> raw;
   for (size_t k = 1; k < calls.size(); ++k) {
