@@ -185,30 +185,19 @@ class Sim {
           continue;
         }
         case 3:
-          if (spin_after_gang_) {
-            // The step's first parallel region waits to wake the intra-op threads if their spin
-            // since the last one is spent (the training thread spinning at its barrier).
-            asleep_ = others_.phase != Phase::kCpu;
-            others_.phase = Phase::kIdle;
-            set(&consumer_, Phase::kCpu, asleep_ ? in_.wake_s : 0);
-            break;
-          }
           // The step begins: its first parallel region ends the intra-op threads' spinning (their
-          // spinning inside the step is in the step's recorded CPU). Other threads (T = 1: a
-          // pin-memory thread, the user's) go on. With no intra-op threads asleep (a next()
-          // shorter than their spin, or none of them), the step does not wait to wake them; an
-          // unknown spin (0) keeps the step as recorded.
-          asleep_ = gang_ > 1 && (in_.spin_window_s <= 0 || now_ - step_begin_ > in_.spin_window_s);
+          // spinning inside the step is in the step's recorded CPU) and, if they are asleep,
+          // first waits to wake them (the training thread spinning at its barrier). Other threads
+          // (T = 1: a pin-memory thread, the user's) go on. With their spin measured, they are
+          // asleep when it was spent since the last parallel region; else when next() outlasted
+          // it; an unknown spin (0) keeps the step as recorded.
+          asleep_ = gang_ > 1 && (spin_after_gang_ ? others_.phase != Phase::kCpu
+                                                   : in_.spin_window_s <= 0 || now_ - step_begin_ > in_.spin_window_s);
           if (gang_ > 1) others_.phase = Phase::kIdle;
-          set(&consumer_, Phase::kGang, d.gang_s * gang_scale_);
+          // The wake is paid here with the spin measured, else with the serial part (case 5).
+          set(&consumer_, Phase::kCpu, spin_after_gang_ && asleep_ ? in_.wake_s : 0);
           break;
-        case 4:
-          if (spin_after_gang_) {
-            set(&consumer_, Phase::kGang, d.gang_s * gang_scale_);
-            break;
-          }
-          set(&consumer_, Phase::kCpu, d.serial_cpu_s - d.wake_s + (asleep_ ? in_.wake_s : 0));
-          break;
+        case 4: set(&consumer_, Phase::kGang, d.gang_s * gang_scale_); break;
         case 5:
           if (spin_after_gang_) {
             // After the parallel region, the intra-op threads spin for their measured spin (CPU)
@@ -217,17 +206,10 @@ class Sim {
             // take cores from them (docs/decisions.md, "The intra-op threads spin on after every
             // step").
             set(&others_, Phase::kCpu, in_.spin_window_s);
-            set(&consumer_, Phase::kCpu, d.serial_cpu_s - d.wake_s);
-            break;
           }
-          set(&consumer_, Phase::kWait, d.wait_s);
+          set(&consumer_, Phase::kCpu, d.serial_cpu_s - d.wake_s + (!spin_after_gang_ && asleep_ ? in_.wake_s : 0));
           break;
-        case 6:
-          if (spin_after_gang_) {
-            set(&consumer_, Phase::kWait, d.wait_s);
-            break;
-          }
-          continue;
+        case 6: set(&consumer_, Phase::kWait, d.wait_s); break;
         default:
           ++handed_;
           if (handed_ >= steps_) {
