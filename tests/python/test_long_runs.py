@@ -17,6 +17,11 @@ EPOCHS = int(os.environ.get("STALLSCOPE_STORM_EPOCHS", "150"))
 MiB = 1024
 
 
+def fd_targets(fig, in_proc):
+    """The targets of a process's descriptors: those in /proc (in_proc) or the others."""
+    return [t for t in fig["fd_targets"].values() if t.startswith("/proc/") == in_proc]
+
+
 def test_a_fork_storm_leaks_nothing_and_changes_nothing(tmp_path):
     timeout = 60 + EPOCHS  # about 0.08 s per epoch here: a deadlock, not a slow machine, hits it
     args = [PROGRAMS / "fork_storm.py", EPOCHS]
@@ -31,8 +36,11 @@ def test_a_fork_storm_leaks_nothing_and_changes_nothing(tmp_path):
     grown = end["self"]["rss_kb"] - start["self"]["rss_kb"]
     plain_grown = plain.result["end"]["self"]["rss_kb"] - plain.result["start"]["self"]["rss_kb"]
     assert grown <= max(0, plain_grown) + 4 * MiB, (grown, plain_grown)
-    # The launcher (the program's parent): flat too.
-    assert end["parent"]["fds"] == start["parent"]["fds"], r.result
+    # The launcher (the program's parent): flat too. Its /proc sampler holds one /proc file or
+    # directory open for a moment now and then (a snapshot caught 10 at the start, 9 at the end):
+    # those are counted apart, and there is never more than one.
+    assert sorted(fd_targets(end["parent"], False)) == sorted(fd_targets(start["parent"], False)), r.result
+    assert len(fd_targets(start["parent"], True)) <= 1 and len(fd_targets(end["parent"], True)) <= 1, r.result
     assert end["parent"]["threads"] == start["parent"]["threads"], r.result
     assert end["parent"]["rss_kb"] - start["parent"]["rss_kb"] <= 8 * MiB, r.result
     # Nothing new left in /dev/shm.

@@ -97,9 +97,10 @@ def test_slow_getitem_needs_workers(tmp_path):
 
 
 def test_compute_bound_gets_no_speed_advice(tmp_path):
-    rep, truth, _ = report_for(tmp_path, "compute_bound.py", "--epochs", "1", "--batches", "80", "--step-ms", "50")
+    rep, truth, _ = report_for(tmp_path, "compute_bound.py", "--epochs", "1", "--batches", "120", "--step-ms", "50")
     check_figures(rep, truth)
-    # 80 steps of 50 ms: the first batch's wait (worker start-up) is amortised.
+    # 120 steps of 50 ms: the first batch's wait (worker start-up, about 0.35 s here) is amortised.
+    # With 80 steps the loop's own stall was 7.7-8.5 %, too near the bound on a loaded machine.
     assert truth["stall"] < 0.10
     assert not rep["data_bound"]
     assert not (ids(rep) & SPEED_IDS), rep["recommendations"]
