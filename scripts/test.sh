@@ -48,7 +48,8 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   stage "torchvision environment"
   scripts/venv_torchvision.sh >/dev/null
   stage "Python tests"
-  STALLSCOPE_BUILD="$ROOT/build" "$PY" -m pytest -q tests/python
+  # The 25 slowest tests are listed at the end: where CI's time goes.
+  STALLSCOPE_BUILD="$ROOT/build" "$PY" -m pytest -q --durations=25 tests/python
 fi
 
 if [ "$SANITIZERS" = 1 ]; then
