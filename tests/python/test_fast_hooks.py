@@ -5,6 +5,7 @@ module cannot load, one line says so and the Python hooks record."""
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 
 import pytest
@@ -151,12 +152,21 @@ def test_fast_loops_mark_about_one_call_per_gap(tmp_path, hooks):
     assert span_s < 3000e-3 / 2, "the loop is not faster than two gaps per call: the test proves nothing"
     # One per gap at most (plus the first), and about that many: none lost to the sampling.
     assert 0.5 * span_s * 1e3 <= len(marks) - 1 <= span_s * 1e3 + 1, (len(marks), span_s)
-    # Every mark but the first follows a call whose end was read: arg2 is the CPU of one step.
+    # Every mark but the first follows a call whose end was read: arg2 is the CPU of one step, not
+    # of the whole gap since the mark before (about 1 ms). The clocks are read inside the spans, so
+    # the CPU is bounded by the calls' outer edges (two threads at most). A slow span's tail (the
+    # Python hooks' span end once took 193 us, on a loaded machine) can hold CPU outside the gap
+    # between the spans: the tight bound, by that gap, holds for the median mark.
     assert marks[0]["arg2"] == -1 and all(m["arg2"] >= 0 for m in marks[1:])
+    steps, gaps = [], []
     for m in marks[1:]:
         call = max((c for c in calls if c["end_ns"] <= m["ts_ns"]), key=lambda c: c["end_ns"])
         before = max((c for c in calls if c["end_ns"] < call["start_ns"]), key=lambda c: c["end_ns"])
-        assert m["arg2"] <= (call["start_ns"] - before["end_ns"]) / 1e3 * 2 + 50  # two threads at most, 50 us slack
+        assert m["arg2"] <= (call["end_ns"] - before["start_ns"]) / 1e3 * 2, (m, call, before)
+        steps.append(m["arg2"])
+        gaps.append((call["start_ns"] - before["end_ns"]) / 1e3)
+    step, gap = statistics.median(steps), statistics.median(gaps)
+    assert step <= 2 * gap + 50, (step, gap)
     # Gap 0: every call (a shorter loop: on this one, a mark per call fills the rings faster than
     # they drain, and events are dropped).
     every = run_recorded(tmp_path / "every.db", [prog, "500"], env=base_env(STALLSCOPE_CPU_MARK_GAP_US="0", **extra))
