@@ -37,7 +37,7 @@ def test_a_fork_storm_leaks_nothing_and_changes_nothing(tmp_path):
     plain_grown = plain.result["end"]["self"]["rss_kb"] - plain.result["start"]["self"]["rss_kb"]
     assert grown <= max(0, plain_grown) + 4 * MiB, (grown, plain_grown)
     # The launcher (the program's parent): flat too. Its /proc sampler holds one /proc file or
-    # directory open for a moment now and then (a snapshot caught 10 at the start, 9 at the end):
+    # directory open for a moment now and then (once 10 at the start and 9 at the end):
     # those are counted apart, and there is never more than one.
     assert sorted(fd_targets(end["parent"], False)) == sorted(fd_targets(start["parent"], False)), r.result
     assert len(fd_targets(start["parent"], True)) <= 1 and len(fd_targets(end["parent"], True)) <= 1, r.result
