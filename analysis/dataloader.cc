@@ -166,7 +166,7 @@ class Builder {
         continue;
       }
       if (!in_training_process(in.thread_id)) {
-        ++other;
+        if (e != Event::kDlBatch) ++other;  // a worker's dl.batch: read_worker_instants
         continue;
       }
       const DlEvent d = decode(e, false, in);
@@ -489,6 +489,7 @@ class Builder {
       } else {
         BatchInfo& bi = batch(w.loader, ep, b);
         bi.samples = d.samples;
+        bi.collate_ns = end - sp.start_ns;
       }
     }
     if (unattributed > 0) {
@@ -523,8 +524,20 @@ class Builder {
     for (const InstantRow& in : s_.instants) {
       const Event e = ev(in.name_id);
       if (e != Event::kDlSent && e != Event::kDlRecv && e != Event::kDlPut && e != Event::kDlStages &&
-          e != Event::kDlWorkerReady)
+          e != Event::kDlWorkerReady && e != Event::kDlBatch)
         continue;
+      if (e == Event::kDlBatch) {  // a worker's: the layout of its loader's batches, unless known
+        if (in_training_process(in.thread_id)) continue;  // read_main_instants
+        const int wi = worker_of(in.thread_id, in.ts_ns);
+        if (wi < 0) continue;
+        const DlEvent d = decode(e, true, in);
+        LoaderInfo& li = loader(m_.workers[static_cast<size_t>(wi)].loader);
+        if (!li.batch_tensors && d.count && *d.count >= 0 && d.bytes && *d.bytes >= 0) {
+          li.batch_tensors = d.count;
+          li.batch_bytes = d.bytes;
+        }
+        continue;
+      }
       if (e == Event::kDlWorkerReady) {  // a worker's first: the end of its start-up
         const DlEvent d = decode(e, true, in);
         if (d.generation.value_or(0) == 0) worker_ready(in.thread_id, in.ts_ns);
@@ -599,7 +612,10 @@ class Builder {
     }
     // Fetch records were made before every collate was seen (collate nests inside fetch).
     for (FetchInfo& f : m_.fetches) {
-      if (const BatchInfo* bi = m_.batch(f.loader, f.epoch, f.batch)) f.samples = bi->samples;
+      if (const BatchInfo* bi = m_.batch(f.loader, f.epoch, f.batch)) {
+        f.samples = bi->samples;
+        if (f.worker_index >= 0) f.collate_ns = bi->collate_ns;
+      }
     }
     for (size_t i = 0; i < m_.batches.size(); ++i) loader(m_.batches[i].loader).batches.push_back(i);
     std::sort(m_.loaders.begin(), m_.loaders.end(),

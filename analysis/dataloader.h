@@ -61,8 +61,9 @@ struct BatchInfo {
   std::optional<int64_t> sent_ns, put_ns, recv_ns, handed_ns, fetch_start_ns, fetch_end_ns;
   int32_t worker = -2;  // -1: fetched by the main process; -2: unknown
   int64_t worker_pid = 0;
-  int64_t worker_thread = 0;       // threads.id of a loader thread (reference loader); 0 otherwise
-  std::optional<int64_t> samples;  // from dl.collate
+  int64_t worker_thread = 0;          // threads.id of a loader thread (reference loader); 0 otherwise
+  std::optional<int64_t> samples;     // from dl.collate
+  std::optional<int64_t> collate_ns;  // the dl.collate span's length, in a worker process
 };
 
 // One worker: a process (one `dl.worker_start`), or a loader thread of the training process (the
@@ -87,6 +88,7 @@ struct FetchInfo {
   int32_t worker = -1;
   int worker_index = -1;  // into DataLoaderModel::workers; -1: main process
   std::optional<int64_t> samples;
+  std::optional<int64_t> collate_ns;  // in a worker process: its dl.collate span's length
 };
 
 struct LoaderInfo {

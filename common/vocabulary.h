@@ -120,7 +120,7 @@ inline constexpr EventDef kEvents[] = {
     {Event::kDlWorkerReady, "dl.worker_ready", Shape::kInstant, kNoArgs, {Arg::kWorker, Arg::kGeneration, Arg::kNone}},
     {Event::kDlPut, "dl.put", Shape::kInstant, {Arg::kLoader, Arg::kBatch, Arg::kWorker}, {Arg::kBatch, Arg::kWorker, Arg::kGeneration}},
     {Event::kDlCpu, "dl.cpu", Shape::kInstant, {Arg::kMicros, Arg::kMicros, Arg::kMicros}, {Arg::kBatch, Arg::kMicros, Arg::kMicros}},
-    {Event::kDlBatch, "dl.batch", Shape::kInstant, {Arg::kLoader, Arg::kCount, Arg::kBytes}, kNoArgs},
+    {Event::kDlBatch, "dl.batch", Shape::kInstant, {Arg::kLoader, Arg::kCount, Arg::kBytes}, {Arg::kCount, Arg::kBytes, Arg::kNone}},
     {Event::kDlStages, "dl.stages", Shape::kInstant, {Arg::kMicros, Arg::kMicros, Arg::kMicros}, kNoArgs},
     {Event::kDlCopy, "dl.copy", Shape::kSpan, {Arg::kBytes, Arg::kLoader, Arg::kBatch}, kNoArgs},
     {Event::kHooks, "stallscope.hooks", Shape::kInstant, {Arg::kText, Arg::kNone, Arg::kNone}, kNoArgs},

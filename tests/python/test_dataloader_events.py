@@ -385,19 +385,29 @@ for workers in (0, 0, 1):  # two loaders without workers, one with
 
 
 @pytest.mark.parametrize("hooks", ["c", "python"])
-def test_batch_layout_once_per_loader_without_workers(recorded, tmp_path, hooks):
+def test_batch_layout_once_per_loader_and_worker(recorded, tmp_path, hooks):
     """dl.batch: once per loader that collates in the training process, whatever its epochs,
     with the batch's tensors counted through dicts, tuples and lists and the bytes of the tensors
-    and numpy arrays; none for a loader with workers (their hand-off is measured instead)."""
+    and numpy arrays; with workers, once per worker process (the loader's one worker is started
+    anew in each of its 2 epochs), without L."""
     prog = tmp_path / "nested_batches.py"
     prog.write_text(NESTED_BATCHES)
     _, rec = recorded([prog], env=base_env(STALLSCOPE_PY_HOOKS="1") if hooks == "python" else None)
-    rows = [(r["arg0"], r["arg1"], r["arg2"]) for r in rec.instants("dl.batch")]
-    assert rows == [(0, 3, 128 + 32 + 16 + 64), (1, 3, 240)]
-    assert all(r["thread"] == "MainThread" for r in rec.instants("dl.batch"))
-    # Each loader's comes after its first batch was collated, before that batch is handed.
+    train_pid = rec.q("SELECT pid FROM processes ORDER BY start_ns LIMIT 1")[0]["pid"]
+    layouts = rec.instants("dl.batch")
+    main = [r for r in layouts if r["pid"] == train_pid]
+    assert [(r["arg0"], r["arg1"], r["arg2"]) for r in main] == [(0, 3, 128 + 32 + 16 + 64), (1, 3, 240)]
+    assert all(r["thread"] == "MainThread" for r in main)
+    workers = [r for r in layouts if r["pid"] != train_pid]
+    starts = rec.instants("dl.worker_start")
+    assert len(starts) == 2, starts
+    assert sorted(r["pid"] for r in workers) == sorted(s["arg2"] for s in starts), (workers, starts)
+    assert all((r["arg0"], r["arg1"], r["arg2"]) == (3, 240, 0) for r in workers), workers
+    # Each comes after the first batch collated in its process, before that batch is handed.
     firsts = {}
     for s in rec.spans("dl.collate"):
-        firsts.setdefault(s["arg0"], s)
-    for r in rec.instants("dl.batch"):
-        assert firsts[r["arg0"]]["end_ns"] <= r["ts_ns"]
+        firsts.setdefault(s["pid"] if s["pid"] != train_pid else (train_pid, s["arg0"]), s)
+    for r in main:
+        assert firsts[(train_pid, r["arg0"])]["end_ns"] <= r["ts_ns"]
+    for r in workers:
+        assert firsts[r["pid"]]["end_ns"] <= r["ts_ns"]

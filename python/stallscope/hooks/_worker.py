@@ -1,6 +1,6 @@
 """DataLoader worker processes: torch's worker loop (the thread's name; its index queue proxied to
 learn the current batch B and generation G, its result queue to emit dl.put), the worker's fetcher
-(dl.worker_ready, dl.fetch, dl.collate), and ExceptionWrapper, so that the traceback text a failed
+(dl.worker_ready, dl.fetch, dl.collate, dl.batch), and ExceptionWrapper, so that the traceback text a failed
 fetch sends to the training process has none of our frames.
 """
 
@@ -152,6 +152,10 @@ def _instrument_fetcher(fetcher, w):
                 except Exception:
                     pass
 
+    # dl.batch after this worker's first collate: the batch's layout, from which the what-if model
+    # prices the collate into shared memory that the training process would not pay.
+    layout = [True]
+
     def collate_fn(data):
         begun = False
         try:
@@ -160,10 +164,19 @@ def _instrument_fetcher(fetcher, w):
         except Exception:
             pass
         try:
-            return orig_collate(data)
+            out = orig_collate(data)
         finally:
             if begun:
                 _span_end()
+        if layout[0]:
+            layout[0] = False
+            try:
+                from ._main import _batch_layout
+
+                _instant(S._I_BATCH, *_batch_layout(out), 0)
+            except Exception:
+                pass
+        return out
 
     fetcher.collate_fn = collate_fn  # instance attributes: torch's fetch() reads self.collate_fn
     fetcher.fetch = fetch
