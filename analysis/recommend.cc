@@ -176,9 +176,23 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
                                    : "The " + std::to_string(from.num_workers) + " workers cannot") +
             " keep the queue full, and the cores have room for more.";
     } else if (to.num_workers == 0) {
-      why = "Starting the workers costs " + fixed(w.inputs.startup_s, 2) +
-            " s per epoch, more than fetching the batches inside the loop (" + duration_ms(w.inputs.fetch_ms) +
-            " each) costs.";
+      const WhatIfInputs& in = w.inputs;
+      // Persistent workers start once: then what they cost is handing every batch over.
+      if (!from.persistent_workers) {
+        why = "Starting the workers costs " + fixed(in.startup_s, 2) +
+              " s per epoch, more than fetching the batches inside the loop (" + duration_ms(in.fetch_ms) +
+              " each) costs.";
+      }
+      if (from.persistent_workers || in.share_cpu_ms > 0) {
+        why += std::string(why.empty() ? "" : " ") + "Handing a batch over from a worker costs the training thread " +
+               duration_ms(in.recv_cpu_ms) + " of CPU to receive it and the worker " + duration_ms(in.put_cpu_ms) +
+               " to put it" +
+               (in.share_cpu_ms > 0 ? " and about " + duration_ms(in.share_cpu_ms) +
+                                          " more to collate it into shared memory, a segment for each of its " +
+                                          std::to_string(in.batch_tensors) + " tensors"
+                                    : std::string()) +
+               ", against " + duration_ms(in.fetch_ms) + " to fetch it.";
+      }
     } else if (g >= kNoticeable) {
       why = "The " + std::to_string(from.num_workers) +
             " workers compete with the training step for the cores: " + std::to_string(to.num_workers) +

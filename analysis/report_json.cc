@@ -155,6 +155,7 @@ Json whatif_json(const WhatIf& w) {
   inputs["recv_cpu_ms"] = in.recv_cpu_ms;
   inputs["put_cpu_ms"] = in.put_cpu_ms;
   inputs["handoff_estimated"] = in.handoff_estimated;
+  inputs["share_cpu_ms"] = in.share_cpu_ms;
   if (in.batch_tensors >= 0) {
     inputs["batch_tensors"] = in.batch_tensors;
     inputs["batch_bytes"] = in.batch_bytes;

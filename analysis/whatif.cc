@@ -54,6 +54,15 @@ constexpr double kRecvPerTensorS = 0.00075;
 constexpr double kRecvPerMbS = 0.0002;
 constexpr double kPutPerTensorS = 0.0008;
 constexpr double kRecvEstimateS = 0.0002;
+// Recorded with workers, what a worker's collate costs beyond the same collate in the training
+// process: torch's default_collate gives each output tensor a shared-memory segment of its own
+// there (made, sized, mapped, its pages touched). bench/collate_cost.py measured 0.11-0.18 ms per
+// output tensor for small tensors and 1.2-1.6 ms per MB for large ones on a 2-core VM
+// (docs/decisions.md, "A worker's collate into shared memory, taken off for no workers"). The
+// estimate is held to the collate recorded in the worker, so that a faster machine's smaller cost
+// is overstated by no more than what the collate itself costs in the training process.
+constexpr double kSharePerTensorS = 0.00015;
+constexpr double kSharePerMbS = 0.0012;
 
 double mean_of(const std::vector<double>& v) { return mean(v).value_or(0); }
 
@@ -156,8 +165,9 @@ class Sim {
             set(&others_, d.others_cpu_s * others_scale_ > 0 ? Phase::kCpu : Phase::kIdle,
                 d.others_cpu_s * others_scale_ / others_k_);
           }
-          if (n_ == 0) {  // the training thread fetches for itself: no put
-            set(&consumer_, Phase::kCpu, fetch_demand(handed_).cpu_s);
+          if (n_ == 0) {  // the training thread fetches for itself: no put, no shared memory
+            const Demand& f = fetch_demand(handed_);
+            set(&consumer_, Phase::kCpu, std::max(0.0, f.cpu_s - f.share_cpu_s));
           } else if (!ready_[static_cast<size_t>(handed_)]) {
             consumer_.phase = Phase::kBlocked;
             return;
@@ -554,13 +564,16 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   const double runq = n_rec > 0 ? r.train_runq_delay_fraction.value_or(0) * r.wall_s : 0.0;
   const int64_t T = std::clamp<int64_t>(in.torch_threads, 1, in.usable_cores);
 
-  // Handing a batch over, recorded without workers: estimated from the batch's layout.
+  // The batch's layout (dl.batch). Handing a batch over, recorded without workers, is estimated
+  // from it; recorded with workers, so is the collate into shared memory (below).
   double recv_estimate = kRecvEstimateS, put_estimate = 0;
+  if (li.batch_tensors && li.batch_bytes) {
+    in.batch_tensors = *li.batch_tensors;
+    in.batch_bytes = *li.batch_bytes;
+  }
   if (n_rec == 0) {
     in.handoff_estimated = true;
     if (li.batch_tensors && li.batch_bytes) {
-      in.batch_tensors = *li.batch_tensors;
-      in.batch_bytes = *li.batch_bytes;
       const double t = static_cast<double>(in.batch_tensors), mb = static_cast<double>(in.batch_bytes) / 1e6;
       recv_estimate = kRecvPerTensorS * t + kRecvPerMbS * mb;
       put_estimate = kPutPerTensorS * t;
@@ -601,7 +614,7 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
 
   // Fetches: the main thread's next() calls (no workers), else the workers' dl.fetch spans with
   // their dl.cpu marks, less the run-queue delay the worker saw while fetching.
-  std::vector<double> f_ms, fcpu_ms, put_ms;
+  std::vector<double> f_ms, fcpu_ms, put_ms, share_ms;
   if (n_rec == 0) {
     for (const RawStep& st : raw) {
       Demand d;
@@ -659,6 +672,13 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
       d.cpu_s = std::min(cpu, wall);
       d.put_cpu_s = put;
       d.wait_s = std::max(0.0, wall - d.cpu_s - delay);
+      if (in.batch_tensors >= 0 && in.batch_bytes >= 0) {  // the collate into shared memory
+        const double est = kSharePerTensorS * static_cast<double>(in.batch_tensors) +
+                           kSharePerMbS * static_cast<double>(in.batch_bytes) / 1e6;
+        const double collate = f.collate_ns ? static_cast<double>(*f.collate_ns) / kNs : d.cpu_s;
+        d.share_cpu_s = std::clamp(std::min(est, collate), 0.0, d.cpu_s);
+      }
+      share_ms.push_back(d.share_cpu_s * 1e3);
       in.fetches.push_back(d);
       f_ms.push_back(wall * 1e3);
       fcpu_ms.push_back((d.cpu_s + d.put_cpu_s) * 1e3);
@@ -672,6 +692,7 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   in.fetch_ms = mean_of(f_ms);
   in.fetch_cpu_ms = mean_of(fcpu_ms);
   in.put_cpu_ms = n_rec > 0 ? mean_of(put_ms) : put_estimate * 1e3;
+  in.share_cpu_ms = mean_of(share_ms);
 
   // Epochs of the training loader in the window, their batches, and what starting and stopping
   // workers cost per epoch at the recorded num_workers.
@@ -982,7 +1003,8 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   // What bounds the loop at the advised setting.
   const WhatIfCandidate& bc = w.candidates[pick];
   const double step_ms = bc.steady_step_ms;
-  const double fetch_alone_ms = in.fetch_cpu_ms - (n_rec > 0 ? in.put_cpu_ms : 0);
+  const double fetch_alone_ms =
+      in.fetch_cpu_ms - (n_rec > 0 ? in.put_cpu_ms : 0) - (bc.setting.num_workers == 0 ? in.share_cpu_ms : 0);
   const double cpu_per_step = in.compute_cpu_ms + fetch_alone_ms +
                               (bc.setting.num_workers > 0 ? in.put_cpu_ms + in.recv_cpu_ms + in.others_cpu_ms : 0);
   const double busy = step_ms > 0 ? cpu_per_step / (cores * step_ms) : 0;
@@ -1012,6 +1034,7 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
     for (Demand& d : half.fetches) {
       d.cpu_s /= 2;
       d.wait_s /= 2;
+      d.share_cpu_s /= 2;
     }
     const Predicted p = predict(half, bc.setting, n_rec);
     const double window = in.other_s + p.train_s;
@@ -1063,6 +1086,12 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
                             duration_ms(in.put_cpu_ms) + " to put it" + layout + ", and starting the workers to take " +
                             duration_ms(in.startup_s * 1e3) + " per epoch (" + in.startup_method +
                             "; estimates, not measured)");
+  } else if (in.share_cpu_ms > 0) {
+    w.assumptions.push_back("recorded with workers: without them, a batch's collate is taken to cost " +
+                            duration_ms(in.share_cpu_ms) + " of CPU less than in a worker, which puts each of its " +
+                            std::to_string(in.batch_tensors) + (in.batch_tensors == 1 ? " tensor" : " tensors") +
+                            " in shared memory of its own (an estimate from the layout, " +
+                            fixed(static_cast<double>(in.batch_bytes) / 1e6, 2) + " MB, held to the recorded collate)");
   }
   return w;
 }

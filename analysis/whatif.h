@@ -60,6 +60,10 @@ struct Demand {
   // A worker's CPU after the fetch, handing the batch over (pickling it, sharing its tensors'
   // memory): paid by workers only, not by the training thread fetching for itself.
   double put_cpu_s = 0;
+  // Of cpu_s, recorded in a worker: its collate into shared memory, a segment per tensor, beyond
+  // what the same collate costs in the training process (estimated from the batch's layout, at
+  // most the recorded collate): not paid by the training thread fetching for itself.
+  double share_cpu_s = 0;
 };
 struct StepDemand {
   double recv_cpu_s = 0;    // receiving the batch in next() (workers only)
@@ -108,6 +112,7 @@ struct WhatIfInputs {
   // receive and put estimates follow.
   int64_t batch_tensors = -1, batch_bytes = -1;
   bool handoff_estimated = false;  // recv_cpu_ms and put_cpu_ms are the model's estimates
+  double share_cpu_ms = 0;         // mean Demand::share_cpu_s of the fetches (recorded with workers)
   // Means, for the report (recorded with workers, fetch_cpu_ms holds the put).
   double compute_ms = 0, compute_cpu_ms = 0, fetch_ms = 0, fetch_cpu_ms = 0, recv_cpu_ms = 0, put_cpu_ms = 0,
          others_cpu_ms = 0;

@@ -121,6 +121,7 @@ namespace {
 struct Worker {
   int64_t pid = 0, row = 0, thread = 0, start_ns = 0;
   int64_t free_ns = 0;  // when it can start its next fetch
+  bool layout = false;  // its dl.batch written (after its first collate)
 };
 
 void worker_counters(RecordingBuilder& b, const SimConfig& c, int64_t pid, int64_t t0, int64_t t1) {
@@ -161,7 +162,9 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
     const int64_t begin = t;
     b.instant(main, "dl.epoch_begin", begin, L, e, n);
     if (e == 0 && c.write_config) b.instant(main, "dl.config", begin, L, b.str(config_json(c)));
-    if (e == 0 && c.batch_layout) b.instant(main, "dl.batch", begin, L, c.batch_layout->first, c.batch_layout->second);
+    if (e == 0 && c.batch_layout && c.num_workers == 0) {
+      b.instant(main, "dl.batch", begin, L, c.batch_layout->first, c.batch_layout->second);
+    }
     int64_t generation = 0;
     if (n > 0 && (e == 0 || !c.persistent_workers)) {
       workers.clear();
@@ -203,6 +206,10 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
       const int64_t end = start + dur;
       b.span(wk.thread, "dl.fetch", start, dur, batch, batch % n, generation, 0);
       b.span(wk.thread, "dl.collate", end - dur / 4, dur / 4, batch, samples_of(batch), generation, 1);
+      if (c.batch_layout && !wk.layout) {  // each worker process, after its first collate
+        b.instant(wk.thread, "dl.batch", end, c.batch_layout->first, c.batch_layout->second);
+        wk.layout = true;
+      }
       b.instant(wk.thread, "dl.put", end, batch, batch % n, generation);
       if (c.fetch_cpu) b.instant(wk.thread, "dl.cpu", end, batch, cpu_us(*c.fetch_cpu, dur), c.worker_put_cpu_us);
       wk.free_ns = end;

@@ -87,7 +87,8 @@ struct SimConfig {
   int torch_threads = 1;
   int64_t others_cpu_us = 0;      // the training process's other threads' CPU in each marked next()
   int64_t worker_put_cpu_us = 0;  // a worker's CPU between its fetches (dl.cpu's "before")
-  // dl.batch (tensors, bytes) in the first epoch, as the hooks write it without workers.
+  // dl.batch (tensors, bytes) as the hooks write it: in the first epoch without workers, after
+  // each worker process's first collate with them.
   std::optional<std::pair<int64_t, int64_t>> batch_layout;
   // meta usable_cores (not written when unset): the cores the what-if model shares out.
   std::optional<int> usable_cores = 16;

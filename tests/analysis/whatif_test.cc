@@ -453,6 +453,48 @@ TEST_F(WhatIfTest, HandingABatchOverFollowsItsLayout) {
   EXPECT_NEAR(none->steady_step_ms, 18, 0.1);
 }
 
+// Recorded with 2 workers whose 16-ms fetches are all CPU, a quarter of it the collate: without
+// workers the training thread collates in ordinary memory, not a shared-memory segment per tensor,
+// and pays that much less: the layout's estimate (0.15 ms a tensor, 1.2 ms a MB), at most the
+// recorded collate. The workers' own settings pay the whole fetch, as recorded.
+TEST_F(WhatIfTest, AWorkersCollateIntoSharedMemoryIsTakenOffWithoutWorkers) {
+  SimConfig c;
+  c.epochs = 2;
+  c.num_workers = 2;
+  c.compute_ns = 10 * kMs;
+  c.fetch_ns = [](int, int) { return 16 * kMs; };
+  c.fetch_cpu = 1.0;
+  c.compute_cpu = 1.0;
+  const Report unknown = run(c, 2);
+  c.batch_layout = std::make_pair(int64_t{2}, int64_t{100'000});
+  const Report two = run(c, 2);
+  c.batch_layout = std::make_pair(int64_t{33}, int64_t{20'000});
+  const Report many = run(c, 2);
+  for (const Report* r : {&unknown, &two, &many}) ASSERT_TRUE(r->whatif.available) << r->whatif.why_not;
+  EXPECT_EQ(unknown.whatif.inputs.batch_tensors, -1);
+  EXPECT_NEAR(unknown.whatif.inputs.share_cpu_ms, 0, 1e-9);
+  EXPECT_EQ(two.whatif.inputs.batch_tensors, 2);
+  EXPECT_NEAR(two.whatif.inputs.share_cpu_ms, 2 * 0.15 + 0.1 * 1.2, 1e-6);
+  EXPECT_EQ(many.whatif.inputs.batch_tensors, 33);
+  EXPECT_NEAR(many.whatif.inputs.share_cpu_ms, 4.0, 1e-6);  // 33 x 0.15 ms, held to the 4-ms collate
+  EXPECT_FALSE(many.whatif.inputs.handoff_estimated);
+  const WhatIfCandidate* none_u = candidate(unknown.whatif, 0, 2, false);
+  const WhatIfCandidate* none_t = candidate(two.whatif, 0, 2, false);
+  const WhatIfCandidate* none_m = candidate(many.whatif, 0, 2, false);
+  ASSERT_TRUE(none_u && none_t && none_m);
+  EXPECT_NEAR(none_u->steady_step_ms, 26, 0.1);  // fetch + compute
+  EXPECT_NEAR(none_t->steady_step_ms, 26 - 0.42, 0.1);
+  EXPECT_NEAR(none_m->steady_step_ms, 22, 0.1);
+  // With workers nothing changes: they collate into shared memory, as recorded.
+  EXPECT_NEAR(many.whatif.candidates.front().samples_per_s, unknown.whatif.candidates.front().samples_per_s,
+              1e-6 * unknown.whatif.candidates.front().samples_per_s);
+  bool said = false;
+  for (const std::string& a : many.whatif.assumptions) {
+    said |= a.find("4.00 ms of CPU less than in a worker, which puts each of its 33 tensors") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+}
+
 // A step on 2 intra-op threads (2 ms of CPU in 1.2 ms) that spin `spin_us` in each next(), and a
 // 30-ms fetch that is all CPU, recorded without workers over 2 epochs.
 SimConfig two_thread_step_cpu_fetch(int64_t spin_us) {

@@ -127,6 +127,23 @@ def test_workers_that_cost_more_than_they_save_are_dropped(tmp_path):
     assert after >= 1.2 * before
 
 
+def test_batches_of_many_tensors_from_workers_get_no_workers(tmp_path):
+    # Batches of 33 small tensors (a dict of 32 fields, and the labels) from 2 persistent workers:
+    # a worker collates each into a shared-memory segment of its own and the training thread
+    # receives them one by one. Without workers the loop ran 2.2x as fast on a 2-core VM. The
+    # workers' dl.batch gives the layout; the model takes the collate into shared memory off the
+    # fetch for no workers, and advises it (before, it kept the workers: "no setting helps").
+    rep, truth, _ = report_for(tmp_path, "many_tensors.py")
+    check_figures(rep, truth)
+    w = rep["whatif"]
+    assert rep["loader"]["num_workers"] == 2 and rep["data_bound"]
+    assert w["inputs"]["batch_tensors"] == 33 and w["inputs"]["share_cpu_ms"] > 0, w["inputs"]
+    assert w["best"]["num_workers"] == 0, (w["best"], w["candidates"][:3])
+    assert "reduce_num_workers" in ids(rep), rep["recommendations"]
+    before, after = check_advice_holds("many_tensors.py", [], rep)
+    assert after >= 1.5 * before
+
+
 def test_oversubscribed_workers_get_fewer(tmp_path):
     # 48 batches (1.2 s of loop): 8 workers on 2 cores preempt the loop, and a preemption just
     # outside stallscope's span counts in the script's wait only. The hooks read their CPU clocks
