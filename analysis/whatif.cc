@@ -573,7 +573,7 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   }
   if (n_rec == 0) {
     in.handoff_estimated = true;
-    if (li.batch_tensors && li.batch_bytes) {
+    if (in.batch_tensors >= 0) {  // the layout, read above
       const double t = static_cast<double>(in.batch_tensors), mb = static_cast<double>(in.batch_bytes) / 1e6;
       recv_estimate = kRecvPerTensorS * t + kRecvPerMbS * mb;
       put_estimate = kPutPerTensorS * t;
