@@ -43,16 +43,16 @@ constexpr double kFreshStartupS = 1.0;
 // Recorded without workers, what handing a batch over costs was not seen either: the training
 // thread receiving it (unpickling it, fetching each tensor's shared memory from the worker over its
 // own connection and mapping it) and the worker putting it (pickling it, sharing each tensor). Both
-// follow the batch's tensors and bytes (dl.batch): the model takes these, measured on a 2-core VM
-// in training loops with workers computing beside them (1.45-1.95 ms to receive a batch of 2
-// tensors, 1.6-2.9 ms more in the worker; bench/handoff_cost.py gives the split by tensors and MB,
-// at half these figures or less back to back on an idle machine, and no put per MB: collating into
-// shared memory costs what collating in the training process does). docs/decisions.md, "Handing a
-// batch over, priced by its layout". A loop without dl.batch (recorded before it) takes the
-// receive below and no put, as before.
-constexpr double kRecvPerTensorS = 0.00075;
-constexpr double kRecvPerMbS = 0.0002;
-constexpr double kPutPerTensorS = 0.0008;
+// follow the batch's tensors and bytes (dl.batch), and the machine: on the same 2-core VM, with
+// workers computing beside them, a batch of 2 tensors took 1.45-1.95 ms to receive and 1.6-2.9 ms
+// more in the worker on a slow day, 0.45-0.55 and 0.18-0.26 ms on a fast one. The figures below lie
+// between the two, within about 2x of each, so that neither kind of machine is told its workers
+// cost several times what they do. docs/decisions.md, "Handing a batch over, priced by its layout"
+// and "The hand-off's price between a slow and a fast machine". A loop without dl.batch (recorded
+// before it) takes the receive below and no put, as before.
+constexpr double kRecvPerTensorS = 0.0004;
+constexpr double kRecvPerMbS = 0.0001;
+constexpr double kPutPerTensorS = 0.0004;
 constexpr double kRecvEstimateS = 0.0002;
 // Recorded with workers, what a worker's collate costs beyond the same collate in the training
 // process: torch's default_collate gives each output tensor a shared-memory segment of its own
@@ -444,8 +444,10 @@ void find_wakes(const std::vector<RawStep>& raw, int64_t threads, WhatIfInputs* 
       split = i;
     }
   }
-  // The lower group must be a real part of the steps (a wake is then a step over twice its median).
-  if (split * 5 < n) return;
+  // The lower group must be a real part of the steps (a wake is then a step over twice its median):
+  // at least 5 steps and a tenth of them. On a fast day of the same VM 85 % of the steps after a
+  // sleep waited (docs/decisions.md, "The hand-off's price between a slow and a fast machine").
+  if (split < 5 || split * 10 < n) return;
   std::vector<double> low(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(split));
   const double typical = percentile(low, 50).value_or(0);
   if (window <= 0 || typical <= 0) return;
@@ -1008,6 +1010,12 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   const double cpu_per_step = in.compute_cpu_ms + fetch_alone_ms +
                               (bc.setting.num_workers > 0 ? in.put_cpu_ms + in.recv_cpu_ms + in.others_cpu_ms : 0);
   const double busy = step_ms > 0 ? cpu_per_step / (cores * step_ms) : 0;
+  // The fetch the text quotes is the advised setting's: without workers, a recorded worker's put
+  // and its collate into shared memory are not part of it.
+  const bool drop_handoff = bc.setting.num_workers == 0;
+  const double quoted_fetch_cpu_ms = drop_handoff ? std::max(0.0, fetch_alone_ms) : in.fetch_cpu_ms;
+  const double quoted_fetch_ms =
+      drop_handoff ? std::max(quoted_fetch_cpu_ms, in.fetch_ms - (in.fetch_cpu_ms - quoted_fetch_cpu_ms)) : in.fetch_ms;
   const std::string cores_s = std::to_string(in.usable_cores) + (in.usable_cores == 1 ? " core" : " cores");
   if (bc.stall < kDataBoundFraction) {
     w.bound = "compute";
@@ -1016,7 +1024,8 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   } else if (busy >= 0.85) {
     w.bound = "cpu";
     w.bound_text = "the " + cores_s + (in.usable_cores == 1 ? " is" : " are") + " busy: loading (" +
-                   duration_ms(in.fetch_cpu_ms) + " of CPU per batch) and training (" + duration_ms(in.compute_cpu_ms) +
+                   duration_ms(quoted_fetch_cpu_ms) + " of CPU per batch) and training (" +
+                   duration_ms(in.compute_cpu_ms) +
                    " per step) share them, so more workers take CPU from the step they feed";
   } else if (in.startup_s > 0 && bc.setting.num_workers > 0 && !bc.setting.persistent_workers &&
              in.startup_s * static_cast<double>(in.epochs) > 0.3 * (in.other_s + in.train_s)) {
@@ -1025,8 +1034,9 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
                    (in.startup_estimated ? " (estimated; " + in.startup_method + ")" : "");
   } else {
     w.bound = "fetch";
-    w.bound_text = "fetching: one batch takes " + duration_ms(in.fetch_ms) + " (" + duration_ms(in.fetch_cpu_ms) +
-                   " of it on a CPU) against " + duration_ms(in.compute_ms) + " of compute per step";
+    w.bound_text = "fetching: one batch takes " + duration_ms(quoted_fetch_ms) + " (" +
+                   duration_ms(quoted_fetch_cpu_ms) + " of it on a CPU) against " + duration_ms(in.compute_ms) +
+                   " of compute per step";
   }
 
   {
