@@ -939,6 +939,13 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   w.best = pick;
   w.best_gain = rec.samples_per_s > 0 ? w.candidates[pick].samples_per_s / rec.samples_per_s : 1;
   w.min_gain = 1 + kMinGain + std::abs(w.fit_error);
+  // Recorded with workers and predicted above the measured figure, the model misses part of what the
+  // workers cost (the hand-off's waits for a core, docs/decisions.md, "The hand-off's price between a
+  // slow and a fast machine"). Advised no workers, that part goes with them: the gain, taken against
+  // the too-high figure, is a floor, and needs no margin for the fit.
+  if (w.recorded.num_workers > 0 && w.fit_error > 0 && w.candidates[pick].setting.num_workers == 0) {
+    w.min_gain = 1 + kMinGain;
+  }
   {
     const LoaderSetting& to = w.candidates[pick].setting;
     auto alone = [&](auto change) {
