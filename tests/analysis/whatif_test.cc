@@ -610,19 +610,26 @@ TEST_F(WhatIfTest, OneIntraOpThreadIsAdvisedWhereItsFloorReachesTheLikelyHighFig
   }
 }
 
+// Recorded without workers over 2 epochs: a fetch that waits, 2 intra-op threads that spin 9 ms in
+// each next() and then sleep, and steps of `step_ns` on one thread's CPU.
+SimConfig sleeping_threads(std::function<int64_t(int, int)> step_ns) {
+  SimConfig c;
+  c.epochs = 2;
+  c.fetch_cpu = 0.0;
+  c.compute_cpu = 1.0;
+  c.torch_threads = 2;
+  c.step_ns = std::move(step_ns);
+  c.others_cpu_us = 9000;
+  return c;
+}
+
 // Recorded without workers, a 30-ms fetch that waits, 2 intra-op threads that spin 9 ms in each
 // next() and then sleep, and a step of 2 ms on one thread's CPU that every 4th time takes 12 ms,
 // as waking the sleeping threads did on a 2-core VM: the model finds the 9-ms spin and the 10-ms
 // wakes (2.5 ms per step), keeps them for the recorded setting, and predicts the 2-ms step where
 // enough workers keep batches ready. A step whose CPU shows both threads working is not a wake.
 TEST_F(WhatIfTest, AStepThatWokeTheIntraOpThreadsIsNotPaidWithBatchesReady) {
-  SimConfig c;
-  c.epochs = 2;
-  c.fetch_cpu = 0.0;
-  c.compute_cpu = 1.0;
-  c.torch_threads = 2;
-  c.step_ns = [](int, int batch) { return (batch % 4 == 3 ? 12 : 2) * kMs; };
-  c.others_cpu_us = 9000;
+  SimConfig c = sleeping_threads([](int, int batch) { return (batch % 4 == 3 ? 12 : 2) * kMs; });
   const Report r = run(c, 2);
   const WhatIf& w = r.whatif;
   ASSERT_TRUE(w.available) << w.why_not;
@@ -651,13 +658,7 @@ TEST_F(WhatIfTest, AStepThatWokeTheIntraOpThreadsIsNotPaidWithBatchesReady) {
 // the wakes are found (before, a fifth was needed and every step was kept at its 10.6-ms mean).
 // Where fewer than a tenth did not wait, nothing tells a wake from the step, and none is found.
 TEST_F(WhatIfTest, WakesAreFoundWhereMostStepsAfterASleepWaited) {
-  SimConfig c;
-  c.epochs = 2;
-  c.fetch_cpu = 0.0;
-  c.compute_cpu = 1.0;
-  c.torch_threads = 2;
-  c.step_ns = [](int, int batch) { return (batch % 7 == 3 ? 2 : 12) * kMs; };
-  c.others_cpu_us = 9000;
+  SimConfig c = sleeping_threads([](int, int batch) { return (batch % 7 == 3 ? 2 : 12) * kMs; });
   const Report r = run(c, 2);
   const WhatIf& w = r.whatif;
   ASSERT_TRUE(w.available) << w.why_not;
