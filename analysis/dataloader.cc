@@ -369,6 +369,7 @@ class Builder {
         }
       }
       w.life_begin_ns = best && best->start_ns ? std::min(*best->start_ns, w.start_ns) : w.start_ns;
+      if (best && best->start_ns) w.birth_ns = *best->start_ns;
       if (best && best->end_ns) {
         w.life_end_ns = *best->end_ns;
       } else {

@@ -78,6 +78,7 @@ struct WorkerInfo {
   std::optional<int64_t> ready_ns;             // its first dl.worker_ready: the worker loop runs
   std::optional<int64_t> stop_ns;              // dl.worker_stop
   int64_t life_begin_ns = 0, life_end_ns = 0;  // the process's life (processes row) or the above
+  std::optional<int64_t> birth_ns;             // its processes row's start (a worker process only)
   std::vector<size_t> fetches;                 // indices into DataLoaderModel::fetches
 };
 

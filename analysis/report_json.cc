@@ -168,6 +168,8 @@ Json whatif_json(const WhatIf& w) {
   inputs["wake_ms"] = in.wake_s * 1e3;
   inputs["startup_s"] = in.startup_s;
   inputs["startup_estimated"] = in.startup_estimated;
+  inputs["startup_workers"] = in.startup_workers;
+  inputs["startup_per_worker_s"] = in.startup_per_worker_s;
   inputs["shutdown_s"] = in.shutdown_s;
   inputs["epochs"] = in.epochs;
   inputs["steps"] = static_cast<int64_t>(in.steps.size());

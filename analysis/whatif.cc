@@ -39,6 +39,13 @@ constexpr int64_t kMaxDirect = 1500;
 // torch afresh). A loop whose epochs are shorter than this is not advised workers
 // (docs/decisions.md, "Starting workers that were not recorded").
 constexpr double kForkStartupS = 0.03;
+constexpr int64_t kForkStartupWorkers = 2;  // kForkStartupS is for this many workers
+// Forked workers are created one after another in __iter__ (fork, then the Process's own
+// bookkeeping), so each one more adds to the start-up; 4.1 ms apart on a fast day of the same VM
+// (8 workers, a process of torch 2.13), priced a little above (docs/decisions.md, "Starting forked
+// workers: one after another"). Recorded with 2 or more forked workers, the spacing of their
+// births is measured instead.
+constexpr double kForkPerWorkerS = 0.005;
 constexpr double kFreshStartupS = 1.0;
 // Recorded without workers, what handing a batch over costs was not seen either: the training
 // thread receiving it (unpickling it, fetching each tensor's shared memory from the worker over its
@@ -732,11 +739,34 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     shutdown_sum = l.shutdown_s;
   }
   in.startup_s = startups > 0 ? startup_sum / startups : 0;
+  in.startup_workers = n_rec;
+  const std::string method = l.config.worker_start_method.value_or("fork");
+  const bool forked = method != "spawn" && method != "forkserver";
   if (n_rec == 0) {
-    const std::string method = l.config.worker_start_method.value_or("fork");
     in.startup_estimated = true;
     in.startup_method = method;
-    in.startup_s = method == "spawn" || method == "forkserver" ? kFreshStartupS : kForkStartupS;
+    in.startup_s = forked ? kForkStartupS : kFreshStartupS;
+    in.startup_workers = forked ? kForkStartupWorkers : 0;
+  }
+  if (forked) {
+    // The spacing of the births of an epoch's new workers (their processes rows: their
+    // dl.worker_start instants come together, once torch's __iter__ has created them all), created
+    // in the order of their ids; averaged over the epochs that started two or more.
+    std::map<int64_t, std::map<int32_t, int64_t>> births;  // epoch -> worker id -> birth
+    for (const WorkerInfo& w : m.workers) {
+      if (w.loader == l.id && w.thread_id == 0 && w.birth_ns) births[w.start_epoch][w.worker_id] = *w.birth_ns;
+    }
+    double spacing = 0;
+    int spaced = 0;
+    for (const auto& [e, by_id] : births) {
+      if (by_id.size() < 2) continue;
+      const auto& [first_id, first] = *by_id.begin();
+      const auto& [last_id, last] = *by_id.rbegin();
+      spacing +=
+          static_cast<double>(std::max<int64_t>(0, last - first)) / kNs / static_cast<double>(last_id - first_id);
+      ++spaced;
+    }
+    in.startup_per_worker_s = spaced > 0 ? spacing / spaced : kForkPerWorkerS;
   }
   in.shutdown_s = shutdowns > 0 ? shutdown_sum / shutdowns : 0;
   in.other_s = std::max(0.0, r.wall_s - in.train_s);
@@ -756,9 +786,16 @@ Predicted predict(const WhatIfInputs& in, const LoaderSetting& st, int64_t n_rec
   const double cores = static_cast<double>(std::max<int64_t>(1, in.usable_cores));
   // Starting n workers: the recorded start-up scaled to n. Created one by one in __iter__, then
   // their start-up runs in parallel on the cores: at most P at once.
+  // Forked ones one after another: each one more adds its creation (WhatIfInputs::startup_per_worker_s).
   const double rec_scale = std::max(1.0, static_cast<double>(std::max<int64_t>(1, n_rec)) / cores);
   const double scale = std::max(1.0, static_cast<double>(st.num_workers) / cores);
-  const double startup = st.num_workers > 0 ? in.startup_s * scale / rec_scale : 0;
+  double startup = 0;
+  if (st.num_workers > 0 && in.startup_per_worker_s > 0) {
+    const double more = static_cast<double>(st.num_workers - std::max<int64_t>(1, in.startup_workers));
+    startup = std::max(in.startup_per_worker_s, in.startup_s + more * in.startup_per_worker_s);
+  } else if (st.num_workers > 0) {
+    startup = in.startup_s * scale / rec_scale;
+  }
   // An epoch is simulated whole (its first batch, the steady state and the last batches from a
   // full queue); a long one is simulated for kMaxDirect steps and the rest at the steady rate.
   std::map<int64_t, SimResult> by_batches;
@@ -1098,11 +1135,14 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
                                                            (in.batch_tensors == 1 ? " tensor, " : " tensors, ") +
                                                            fixed(static_cast<double>(in.batch_bytes) / 1e6, 2) + " MB)"
                                                      : " (the batch's layout was not recorded)";
-    w.assumptions.push_back("recorded without workers: handing a batch over is taken to cost the training thread " +
-                            duration_ms(in.recv_cpu_ms) + " of CPU to receive it and the worker " +
-                            duration_ms(in.put_cpu_ms) + " to put it" + layout + ", and starting the workers to take " +
-                            duration_ms(in.startup_s * 1e3) + " per epoch (" + in.startup_method +
-                            "; estimates, not measured)");
+    w.assumptions.push_back(
+        "recorded without workers: handing a batch over is taken to cost the training thread " +
+        duration_ms(in.recv_cpu_ms) + " of CPU to receive it and the worker " + duration_ms(in.put_cpu_ms) +
+        " to put it" + layout + ", and starting the workers to take " + duration_ms(in.startup_s * 1e3) + " per epoch" +
+        (in.startup_per_worker_s > 0 ? " at " + std::to_string(in.startup_workers) + " workers, " +
+                                           duration_ms(in.startup_per_worker_s * 1e3) + " more for each one more"
+                                     : std::string()) +
+        " (" + in.startup_method + "; estimates, not measured)");
   } else if (in.share_cpu_ms > 0) {
     w.assumptions.push_back("recorded with workers: without them, a batch's collate is taken to cost " +
                             duration_ms(in.share_cpu_ms) + " of CPU less than in a worker, which puts each of its " +

@@ -102,8 +102,14 @@ struct WhatIfInputs {
   double startup_s = 0;            // per epoch whose workers start, at the recorded num_workers (0: unknown)
   bool startup_estimated = false;  // recorded without workers: startup_s is the model's estimate
   std::string startup_method;      // then: the start method it assumes ("fork", "spawn", "forkserver")
-  double shutdown_s = 0;           // per epoch whose workers stop
-  int64_t epochs = 0;              // epochs of the training loader inside the window
+  // Forked workers: __iter__ creates them one after another, so each more worker adds this much to
+  // the start-up (measured between the recorded workers' births, else an estimate); at n workers
+  // the start-up is startup_s + (n - startup_workers) x this. 0: spawned or forkserver workers,
+  // whose start-up (importing torch afresh) runs side by side on the cores and is scaled by them.
+  double startup_per_worker_s = 0;
+  int64_t startup_workers = 0;  // the worker count startup_s is for
+  double shutdown_s = 0;        // per epoch whose workers stop
+  int64_t epochs = 0;           // epochs of the training loader inside the window
   std::vector<int64_t> batches_per_epoch;
   double samples_per_step = 1;
   double other_s = 0;  // window time outside the training loader's epochs (evaluation, set-up)

@@ -172,7 +172,8 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
         Worker wk;
         wk.pid = next_pid++;
         wk.start_ns = begin;
-        wk.row = b.process(wk.pid, begin, std::nullopt, "python train.py", c.main_pid);  // forked by the loop
+        wk.row = b.process(wk.pid, begin + w * c.worker_birth_gap_ns, std::nullopt, "python train.py",
+                           c.main_pid);  // forked by the loop, one after another
         wk.thread = b.thread(wk.row, wk.pid, "MainThread");
         wk.free_ns = begin + c.worker_boot_ns +
                      (static_cast<size_t>(w) < c.worker_boot_extra_ns.size() ? c.worker_boot_extra_ns[w] : 0);

@@ -69,6 +69,7 @@ struct SimConfig {
   std::function<int64_t(int epoch, int batch)> fetch_ns = [](int, int) { return 30 * kMs; };
   int64_t iter_ns = 0;                        // time inside __iter__ (epoch_begin -> first next())
   int64_t worker_boot_ns = 0;                 // worker_start -> worker ready, for each new worker
+  int64_t worker_birth_gap_ns = 0;            // worker i's process starts i x this after dl.epoch_begin
   std::vector<int64_t> worker_boot_extra_ns;  // more of it for worker i (spawned workers differ)
   int64_t epoch_gap_ns = 0;                   // epoch_end -> next epoch_begin
   int64_t shutdown_ns = 0;                    // non-persistent workers: shutting them down in the last next()

@@ -349,7 +349,7 @@ TEST_F(WhatIfTest, StartingWorkersThatWereNotRecordedIsPriced) {
       << shortloop.notes.front();
   bool said = false;
   for (const std::string& a : shortloop.whatif.assumptions)
-    said |= a.find("30.0 ms per epoch (fork") != std::string::npos;
+    said |= a.find("30.0 ms per epoch at 2 workers, 5.00 ms more for each one more (fork") != std::string::npos;
   EXPECT_TRUE(said);
 
   // Long epochs of the same 50-us batches: receiving a batch from a worker (0.2 ms estimated; 0.46-0.6
@@ -379,6 +379,60 @@ TEST_F(WhatIfTest, StartingWorkersThatWereNotRecordedIsPriced) {
   const WhatIfCandidate* spawn2 = candidate(spawned.whatif, 2, 2, true);
   ASSERT_TRUE(fork2 && spawn2);
   EXPECT_LT(spawn2->samples_per_s, fork2->samples_per_s);
+}
+
+// Forked workers are created one after another in __iter__: each one more adds its creation to the
+// start-up, rather than the start-up growing with the workers per core (as spawned workers' imports
+// do). Recorded without workers the creation is an estimate; recorded with forked workers it is the
+// spacing of their processes' births.
+TEST_F(WhatIfTest, ForkedWorkersAreCreatedOneAfterAnother) {
+  SimConfig c;
+  c.epochs = 3;
+  c.batches_per_epoch = 8;
+  c.compute_ns = 10 * kUs;
+  c.fetch_ns = [](int, int) { return 50 * kUs; };
+  c.fetch_cpu = 1.0;
+  c.compute_cpu = 1.0;
+  const Report none = run(c, 2);
+  ASSERT_TRUE(none.whatif.available) << none.whatif.why_not;
+  const WhatIfInputs& est = none.whatif.inputs;
+  EXPECT_TRUE(est.startup_estimated);
+  EXPECT_NEAR(est.startup_s, 0.03, 1e-9);
+  EXPECT_EQ(est.startup_workers, 2);
+  EXPECT_NEAR(est.startup_per_worker_s, 0.005, 1e-9);
+  // Epochs of a fraction of a millisecond: their time is the workers' start-up, 30 ms at 2 and
+  // 30 + 6 x 5 = 60 ms at 8 (by the cores, 8 / 2 x 30 = 120 ms).
+  LoaderSetting two, eight;
+  two.num_workers = 2;
+  eight.num_workers = 8;
+  const double ratio =
+      what_if_candidate(none.whatif, eight).samples_per_s / what_if_candidate(none.whatif, two).samples_per_s;
+  EXPECT_NEAR(ratio, 0.5, 0.03);
+
+  // Recorded with 4 forked workers born 6 ms apart.
+  c.num_workers = 4;
+  c.worker_boot_ns = 40 * kMs;
+  c.worker_birth_gap_ns = 6 * kMs;
+  const Report four = run(c, 2);
+  ASSERT_TRUE(four.whatif.available) << four.whatif.why_not;
+  const WhatIfInputs& rec = four.whatif.inputs;
+  EXPECT_FALSE(rec.startup_estimated);
+  EXPECT_EQ(rec.startup_workers, 4);
+  EXPECT_NEAR(rec.startup_per_worker_s, 0.006, 1e-6);
+  EXPECT_GT(rec.startup_s, 0.035);
+  {
+    LoaderSetting w4 = four.whatif.recorded, w8 = four.whatif.recorded;
+    w8.num_workers = 8;
+    const double t4 = 24 * 32 / what_if_candidate(four.whatif, w4).samples_per_s;
+    const double t8 = 24 * 32 / what_if_candidate(four.whatif, w8).samples_per_s;
+    EXPECT_NEAR(t8 - t4, 3 * 4 * 0.006, 0.004);  // 3 epochs, 4 more workers 6 ms apart
+  }
+
+  // Spawned workers import torch afresh side by side: their start-up is still scaled by the cores.
+  c.num_workers = 0;
+  c.start_method = "spawn";
+  const Report spawned = run(c, 2);
+  EXPECT_EQ(spawned.whatif.inputs.startup_per_worker_s, 0);
 }
 
 // Recorded without workers, handing a batch over is priced by the batch's layout (dl.batch): the
