@@ -784,9 +784,10 @@ struct Predicted {
 Predicted predict(const WhatIfInputs& in, const LoaderSetting& st, int64_t n_rec) {
   Predicted p;
   const double cores = static_cast<double>(std::max<int64_t>(1, in.usable_cores));
-  // Starting n workers: the recorded start-up scaled to n. Created one by one in __iter__, then
-  // their start-up runs in parallel on the cores: at most P at once.
-  // Forked ones one after another: each one more adds its creation (WhatIfInputs::startup_per_worker_s).
+  // Starting n workers. Forked ones are created one after another in __iter__: each one more adds
+  // its creation (WhatIfInputs::startup_per_worker_s). Spawned ones (and a forkserver's) spend their
+  // start-up importing torch, side by side on the cores, at most P at once: the recorded start-up
+  // scaled to n.
   const double rec_scale = std::max(1.0, static_cast<double>(std::max<int64_t>(1, n_rec)) / cores);
   const double scale = std::max(1.0, static_cast<double>(st.num_workers) / cores);
   double startup = 0;
