@@ -323,11 +323,9 @@ TEST_F(WhatIfTest, WithoutCpuMarksTheProcMeansAreUsed) {
   EXPECT_NE(r.whatif.confidence, "high");
 }
 
-// Recorded without workers, starting them and receiving their batches are priced by estimates: a
-// loop whose epochs last a few milliseconds is not advised workers (forked ones cost more to start
-// than the epoch takes), spawned ones cost more than forked ones, and a long epoch is advised them
-// when its batches take longer to load than to receive from a worker, not when they are shorter.
-TEST_F(WhatIfTest, StartingWorkersThatWereNotRecordedIsPriced) {
+// Epochs that last a fraction of a millisecond: 3 of 8 batches, each a 50-us fetch on a CPU and a
+// 10-us step, recorded without workers. Their time with workers is the workers' start-up.
+SimConfig short_epochs() {
   SimConfig c;
   c.epochs = 3;
   c.batches_per_epoch = 8;
@@ -335,6 +333,15 @@ TEST_F(WhatIfTest, StartingWorkersThatWereNotRecordedIsPriced) {
   c.fetch_ns = [](int, int) { return 50 * kUs; };
   c.fetch_cpu = 1.0;
   c.compute_cpu = 1.0;
+  return c;
+}
+
+// Recorded without workers, starting them and receiving their batches are priced by estimates: a
+// loop whose epochs last a few milliseconds is not advised workers (forked ones cost more to start
+// than the epoch takes), spawned ones cost more than forked ones, and a long epoch is advised them
+// when its batches take longer to load than to receive from a worker, not when they are shorter.
+TEST_F(WhatIfTest, StartingWorkersThatWereNotRecordedIsPriced) {
+  SimConfig c = short_epochs();
   const Report shortloop = run(c, 2);
   ASSERT_TRUE(shortloop.whatif.available) << shortloop.whatif.why_not;
   EXPECT_TRUE(shortloop.whatif.inputs.startup_estimated);
@@ -386,13 +393,7 @@ TEST_F(WhatIfTest, StartingWorkersThatWereNotRecordedIsPriced) {
 // do). Recorded without workers the creation is an estimate; recorded with forked workers it is the
 // spacing of their processes' births.
 TEST_F(WhatIfTest, ForkedWorkersAreCreatedOneAfterAnother) {
-  SimConfig c;
-  c.epochs = 3;
-  c.batches_per_epoch = 8;
-  c.compute_ns = 10 * kUs;
-  c.fetch_ns = [](int, int) { return 50 * kUs; };
-  c.fetch_cpu = 1.0;
-  c.compute_cpu = 1.0;
+  SimConfig c = short_epochs();
   const Report none = run(c, 2);
   ASSERT_TRUE(none.whatif.available) << none.whatif.why_not;
   const WhatIfInputs& est = none.whatif.inputs;
