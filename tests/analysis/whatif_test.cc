@@ -508,11 +508,8 @@ TEST_F(WhatIfTest, HandingABatchOverFollowsItsLayout) {
   EXPECT_NEAR(none->steady_step_ms, 18, 0.1);
 }
 
-// Recorded with 2 workers whose 16-ms fetches are all CPU, a quarter of it the collate: without
-// workers the training thread collates in ordinary memory, not a shared-memory segment per tensor,
-// and pays that much less: the layout's estimate (0.15 ms a tensor, 1.2 ms a MB), at most the
-// recorded collate. The workers' own settings pay the whole fetch, as recorded.
-TEST_F(WhatIfTest, AWorkersCollateIntoSharedMemoryIsTakenOffWithoutWorkers) {
+// 2 epochs from 2 workers whose 16-ms fetches are all CPU, and a 10-ms step.
+SimConfig cpu_fetches_from_two_workers() {
   SimConfig c;
   c.epochs = 2;
   c.num_workers = 2;
@@ -520,6 +517,15 @@ TEST_F(WhatIfTest, AWorkersCollateIntoSharedMemoryIsTakenOffWithoutWorkers) {
   c.fetch_ns = [](int, int) { return 16 * kMs; };
   c.fetch_cpu = 1.0;
   c.compute_cpu = 1.0;
+  return c;
+}
+
+// Recorded with 2 workers whose 16-ms fetches are all CPU, a quarter of it the collate: without
+// workers the training thread collates in ordinary memory, not a shared-memory segment per tensor,
+// and pays that much less: the layout's estimate (0.15 ms a tensor, 1.2 ms a MB), at most the
+// recorded collate. The workers' own settings pay the whole fetch, as recorded.
+TEST_F(WhatIfTest, AWorkersCollateIntoSharedMemoryIsTakenOffWithoutWorkers) {
+  SimConfig c = cpu_fetches_from_two_workers();
   const Report unknown = run(c, 2);
   c.batch_layout = std::make_pair(int64_t{2}, int64_t{100'000});
   const Report two = run(c, 2);
@@ -553,13 +559,7 @@ TEST_F(WhatIfTest, AWorkersCollateIntoSharedMemoryIsTakenOffWithoutWorkers) {
 // On one core, the many-tensor recording above gets no workers; what bounds the loop then quotes
 // the fetch without the workers' collate into shared memory (16 ms less 4), not the workers' fetch.
 TEST_F(WhatIfTest, WhatBoundsTheLoopWithoutWorkersQuotesTheFetchWithoutTheHandOff) {
-  SimConfig c;
-  c.epochs = 2;
-  c.num_workers = 2;
-  c.compute_ns = 10 * kMs;
-  c.fetch_ns = [](int, int) { return 16 * kMs; };
-  c.fetch_cpu = 1.0;
-  c.compute_cpu = 1.0;
+  SimConfig c = cpu_fetches_from_two_workers();
   c.batch_layout = std::make_pair(int64_t{33}, int64_t{20'000});
   const Report r = run(c, 1);
   ASSERT_TRUE(r.whatif.available) << r.whatif.why_not;
