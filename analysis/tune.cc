@@ -74,8 +74,15 @@ std::optional<LoaderArgs> parse_loader_args(const std::string& text, std::string
         return std::nullopt;
       }
       a.persistent_workers = *b;
+    } else if (key == "torch_threads") {
+      auto n = whole(value);
+      if (!n || *n < 1 || *n > 1024) {
+        *error = "torch_threads='" + value + "': needs a whole number from 1 to 1024";
+        return std::nullopt;
+      }
+      a.torch_threads = *n;
     } else {
-      *error = "'" + key + "' is not one of num_workers, prefetch_factor, persistent_workers";
+      *error = "'" + key + "' is not one of num_workers, prefetch_factor, persistent_workers, torch_threads";
       return std::nullopt;
     }
   }
@@ -91,6 +98,7 @@ Json loader_args_json(const LoaderArgs& a, int64_t usable_cores) {
   j["num_workers"] = a.num_workers;
   if (a.prefetch_factor) j["prefetch_factor"] = *a.prefetch_factor;
   if (a.persistent_workers) j["persistent_workers"] = *a.persistent_workers;
+  if (a.torch_threads) j["torch_threads"] = *a.torch_threads;
   j["usable_cores"] = usable_cores;
   j["basis"] = "--loader-args";
   j["exact"] = true;
@@ -104,7 +112,22 @@ LoaderArgs loader_args_of(const LoaderSetting& s) {
     a.prefetch_factor = s.prefetch_factor;
     a.persistent_workers = s.persistent_workers;
   }
+  if (s.torch_threads > 0) a.torch_threads = s.torch_threads;
   return a;
+}
+
+std::string loader_args_text(const LoaderSetting& s) {
+  std::string t = s.arguments();
+  if (s.torch_threads > 0) t += ", torch_threads=" + std::to_string(s.torch_threads);
+  return t;
+}
+
+std::optional<LoaderSetting> one_thread_trial(const WhatIf& w, const LoaderSetting& best) {
+  if (!w.available || best.torch_threads > 0) return std::nullopt;
+  if (std::min(w.inputs.torch_threads, w.inputs.usable_cores) <= 1) return std::nullopt;
+  LoaderSetting s = best;
+  s.torch_threads = 1;
+  return s;
 }
 
 std::optional<WhatIfCandidate> predicted(const WhatIf& w, const LoaderSetting& s) {

@@ -24,6 +24,9 @@ struct LoaderArgs {
   int64_t num_workers = 0;
   std::optional<int64_t> prefetch_factor;
   std::optional<bool> persistent_workers;
+  // Not a DataLoader argument: torch's intra-op threads in the training process
+  // (torch.set_num_threads), set once, at the program's first DataLoader.
+  std::optional<int64_t> torch_threads;
 };
 // Parses `text`; on failure returns nullopt and sets `*error` to what is wrong, in words that follow
 // the option's name ("needs num_workers=N").
@@ -33,6 +36,9 @@ std::optional<LoaderArgs> parse_loader_args(const std::string& text, std::string
 Json loader_args_json(const LoaderArgs& a, int64_t usable_cores);
 // The arguments that apply `s` exactly.
 LoaderArgs loader_args_of(const LoaderSetting& s);
+// The `--loader-args` text of `s`: its DataLoader arguments, then ", torch_threads=N" when it
+// sets torch's intra-op threads.
+std::string loader_args_text(const LoaderSetting& s);
 
 // The settings worth measuring, best predicted first, at most `max` of them, none equal to the
 // recorded one (the baseline measures it): the advised setting, its neighbours in num_workers
@@ -43,6 +49,13 @@ std::vector<WhatIfCandidate> tune_candidates(const WhatIf& w, size_t max);
 // The predicted figures of `s` (samples/s, stall), from the model's candidates when it is one of
 // them, else simulated; nullopt without a model.
 std::optional<WhatIfCandidate> predicted(const WhatIf& w, const LoaderSetting& s);
+
+// A one-thread trial, which tune measures last for the fastest setting measured and for the fastest
+// with workers: `best` with torch's intra-op threads at 1, when the baseline's training process ran them on more than
+// one of the usable cores. The model cannot tell one thread's step time from a recording with several (their waiting
+// for each other is recorded as CPU), so this is measured rather than predicted. nullopt without a model, when the
+// recording ran one thread, or when `best` sets threads already.
+std::optional<LoaderSetting> one_thread_trial(const WhatIf& w, const LoaderSetting& best);
 
 // The neighbours of `s` in num_workers that a hill-climb on measurements may try next: n-1 and
 // n+1, with n+1 at most `max_workers`.

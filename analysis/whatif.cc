@@ -1111,6 +1111,13 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
         "needs all of them at once. The predictions with such workers may be high (on a 2-core VM by up to 30 %, "
         "docs/decisions.md); torch.set_num_threads(1) removes the wait");
   }
+  if (gang > 1) {
+    w.assumptions.push_back(
+        "with torch on one intra-op thread (torch.set_num_threads(1)), the step's whole recorded CPU runs on that "
+        "thread: a floor on its speed, for the " +
+        std::to_string(gang) +
+        " threads' waiting for each other is recorded as CPU too; `stallscope tune` measures one thread");
+  }
   if (in.spin_window_s > 0 && in.torch_threads > 1) {
     w.assumptions.push_back(
         "torch's intra-op threads spin " + duration_ms(in.spin_window_s * 1e3) +

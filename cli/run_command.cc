@@ -67,19 +67,22 @@ Body define(CLI::App& app) {
                return "(or STALLSCOPE_LOADER) '" + v + "': unknown loader; use torch, tuned or reference";
              });
   auto loader_args = std::make_shared<std::optional<analysis::LoaderArgs>>();
-  parse_with(app.add_option("--loader-args")
-                 ->type_name("ARGS")
-                 ->description(std::string("DataLoader arguments every loader of the program runs with instead of\n"
-                                           "the script's, as report and tune print them, e.g.\n"
-                                           "\"num_workers=2, prefetch_factor=4, persistent_workers=True\"; it\n"
-                                           "implies --loader tuned; an argument not given stays as the script has it.\n"
-                                           "Settings that could change what the script computes are kept, with\n"
-                                           "one line saying why (docs/report.md, \"Loader swap\").")),
-             [loader_args](const std::string& v) -> std::string {
-               std::string why;
-               *loader_args = analysis::parse_loader_args(v, &why);
-               return loader_args->has_value() ? "" : why;
-             });
+  parse_with(
+      app.add_option("--loader-args")
+          ->type_name("ARGS")
+          ->description(std::string("DataLoader arguments every loader of the program runs with instead of\n"
+                                    "the script's, as report and tune print them, e.g.\n"
+                                    "\"num_workers=2, prefetch_factor=4, persistent_workers=True\"; it\n"
+                                    "implies --loader tuned; an argument not given stays as the script has it.\n"
+                                    "torch_threads=N (not a DataLoader argument) calls torch.set_num_threads(N)\n"
+                                    "at the program's first DataLoader.\n"
+                                    "Settings that could change what the script computes are kept, with\n"
+                                    "one line saying why (docs/report.md, \"Loader swap\").")),
+      [loader_args](const std::string& v) -> std::string {
+        std::string why;
+        *loader_args = analysis::parse_loader_args(v, &why);
+        return loader_args->has_value() ? "" : why;
+      });
   // The program and its arguments. Once it starts, every later word is the program's:
   // positionals_at_end() stops option parsing there, as `--` does. (prefix_command() would too,
   // but CLI11 2.1 hands the words after a subcommand's `--` back to the top-level app.)

@@ -408,6 +408,7 @@ Json settings_json(const std::optional<LoaderSetting>& s) {
     j["prefetch_factor"] = s->prefetch_factor;
     j["persistent_workers"] = s->persistent_workers;
   }
+  if (s->torch_threads > 0) j["torch_threads"] = s->torch_threads;
   return j;
 }
 
@@ -417,6 +418,7 @@ Json trial_json(const Trial& t) {
   j["loader"] = t.loader;
   j["settings"] = settings_json(t.setting);
   j["arguments"] = t.setting ? Json(t.setting->arguments()) : Json(nullptr);
+  j["loader_args"] = t.setting ? Json(analysis::loader_args_text(*t.setting)) : Json(nullptr);
   j["status"] = t.status;
   if (!t.exit_text.empty()) j["exit"] = t.exit_text;
   if (!t.not_applied.empty()) j["not_applied"] = t.not_applied;
@@ -465,7 +467,7 @@ std::string shell_words(const std::vector<std::string>& words) {
 
 std::string trial_label(const Trial& t, bool baseline) {
   if (t.loader == vocab::kLoaderReference) return "--loader reference";
-  std::string s = t.setting ? t.setting->arguments() : t.name;
+  std::string s = t.setting ? analysis::loader_args_text(*t.setting) : t.name;
   if (baseline) s += " (the script's)";
   return s;
 }
@@ -504,8 +506,12 @@ void print_table(const Trial& base, const std::vector<Trial>& cands, const Trial
       out += "Run it with: stallscope run --loader reference --" + shell_words(a.command) + "\n";
     } else if (winner->setting) {
       out += "Paste into the DataLoader(...) call: " + winner->setting->arguments() + "\n";
-      out += "Or try it unedited: stallscope run --loader-args \"" + winner->setting->arguments() + "\" --" +
-             shell_words(a.command) + "\n";
+      if (winner->setting->torch_threads > 0) {
+        out += "And before the training loop: torch.set_num_threads(" + std::to_string(winner->setting->torch_threads) +
+               ") (torch's intra-op threads; a step's floating-point sums may then round differently)\n";
+      }
+      out += "Or try it unedited: stallscope run --loader-args \"" + analysis::loader_args_text(*winner->setting) +
+             "\" --" + shell_words(a.command) + "\n";
     }
   } else {
     out += "No setting was measured.\n";
@@ -643,9 +649,9 @@ int tune(CLI::App& app, TuneArgs& a) {
     Trial t;
     t.loader = vocab::kLoaderTuned;
     t.setting = s;
-    t.name = s.arguments();
+    t.name = analysis::loader_args_text(s);
     t.pred = analysis::predicted(w, s);
-    const std::string f = file_name(static_cast<int>(cands.size()) + 1, s.arguments());
+    const std::string f = file_name(static_cast<int>(cands.size()) + 1, t.name);
     t.db = a.dir + "/" + f + ".db";
     t.log = a.dir + "/" + f + ".log";
     cands.push_back(std::move(t));
@@ -689,11 +695,28 @@ int tune(CLI::App& app, TuneArgs& a) {
     }
     return best;
   };
+  // Last, on one intra-op thread (analysis::one_thread_trial), once: the fastest setting, and the
+  // fastest with workers, measured in full or not. Beside workers that keep the cores busy, torch's
+  // threads wait for each other, so settings with workers may have lost on the threads alone.
+  auto best_with_workers = [&]() -> const Trial* {
+    const Trial* b = nullptr;
+    auto consider = [&](const Trial& t) {
+      if (t.ran() && t.setting && t.loader != vocab::kLoaderReference && t.setting->num_workers > 0 &&
+          t.setting->torch_threads == 0 && (b == nullptr || t.fig.samples_per_s > b->fig.samples_per_s)) {
+        b = &t;
+      }
+    };
+    consider(base);
+    for (const Trial& c : cands) consider(c);
+    return b;
+  };
   int climbs = 0;
+  bool thread_trial = false;
   for (size_t i = 0; i < cands.size() && !g_interrupted && Clock::now() < lim.deadline; ++i) {
     Trial& t = cands[i];
     const std::string counter = "[" + std::to_string(i + 1) + "/" + std::to_string(cands.size()) + "]";
-    run_trial(a, t, t.loader == vocab::kLoaderReference ? "" : t.setting->arguments(), lim, pr, counter);
+    run_trial(a, t, t.loader == vocab::kLoaderReference ? "" : analysis::loader_args_text(*t.setting), lim, pr,
+              counter);
     if (t.ran() && t.status != "stopped early") {
       lim.best_samples_per_s = std::max(lim.best_samples_per_s, t.fig.samples_per_s);
     }
@@ -704,6 +727,15 @@ int tune(CLI::App& app, TuneArgs& a) {
           if (climbs < kMaxClimbs && add(s)) ++climbs;
         }
       }
+    }
+    if (i + 1 == cands.size() && !thread_trial && Clock::now() < lim.deadline) {
+      thread_trial = true;
+      std::vector<LoaderSetting> one;  // copied first: add() may move the trials
+      for (const Trial* x : {static_cast<const Trial*>(best_trial()), best_with_workers()}) {
+        if (x == nullptr || !x->setting || x->loader == vocab::kLoaderReference) continue;
+        if (auto s = analysis::one_thread_trial(w, *x->setting)) one.push_back(*s);
+      }
+      for (const LoaderSetting& s : one) add(s);
     }
   }
   kill_strays();
@@ -733,6 +765,9 @@ int tune(CLI::App& app, TuneArgs& a) {
     win["settings"] = settings_json(winner->setting);
     win["arguments"] = winner->setting && winner->loader != vocab::kLoaderReference ? Json(winner->setting->arguments())
                                                                                     : Json(nullptr);
+    win["loader_args"] = winner->setting && winner->loader != vocab::kLoaderReference
+                             ? Json(analysis::loader_args_text(*winner->setting))
+                             : Json(nullptr);
     win["samples_per_s"] = winner->fig.samples_per_s;
     win["gain"] = base.fig.samples_per_s > 0 ? winner->fig.samples_per_s / base.fig.samples_per_s : 0;
     win["is_baseline"] = winner == &base;
@@ -815,7 +850,9 @@ const Command kTuneCommand = {
     "stallscope tune [--steps N] [--budget SECONDS] [-o DIR] [--include-reference] [--json] [--] PROGRAM [ARGS...]",
     "Runs PROGRAM, unmodified, under recording with its own DataLoader settings (the baseline),\n"
     "then once per setting that the what-if model of that recording proposes (the predicted best\n"
-    "and its neighbours), each for the warm-up plus N steps, applied with 'run --loader-args' so\n"
+    "and its neighbours; last, the fastest, and the fastest with workers, with torch on one\n"
+    "intra-op thread when the baseline ran more), each for the warm-up plus N steps, applied with 'run --loader-args' "
+    "so\n"
     "the script is never edited. Each run is stopped after its steps (or earlier when it can no\n"
     "longer come within 5 % of the best so far, or when the budget is spent; --sweep runs every\n"
     "setting in full). Prints, per setting, measured and predicted samples/s and stall, then the\n"

@@ -42,6 +42,29 @@ TEST(LoaderArgsTest, ParsesWhatReportAndTunePrint) {
   EXPECT_FALSE(loader_args_json(*a, 2).contains("prefetch_factor"));
 }
 
+// torch_threads rides along: not a DataLoader argument, so arguments() (what to paste into the
+// call) leaves it out and loader_args_text() (what `run --loader-args` takes) has it.
+TEST(LoaderArgsTest, TorchThreadsGoToTheHooksNotIntoTheCall) {
+  LoaderSetting s;
+  s.num_workers = 2;
+  s.torch_threads = 1;
+  EXPECT_EQ(s.arguments(), "num_workers=2, prefetch_factor=2, persistent_workers=False");
+  EXPECT_EQ(loader_args_text(s), "num_workers=2, prefetch_factor=2, persistent_workers=False, torch_threads=1");
+  std::string why;
+  auto a = parse_loader_args(loader_args_text(s), &why);
+  ASSERT_TRUE(a.has_value()) << why;
+  EXPECT_EQ(a->torch_threads, 1);
+  EXPECT_EQ(loader_args_json(*a, 2)["torch_threads"], 1);
+  EXPECT_EQ(loader_args_of(s).torch_threads, 1);
+  s.torch_threads = 0;  // as recorded: nothing to set
+  EXPECT_EQ(loader_args_text(s), s.arguments());
+  EXPECT_FALSE(loader_args_of(s).torch_threads.has_value());
+  EXPECT_FALSE(loader_args_json(loader_args_of(s), 2).contains("torch_threads"));
+  EXPECT_FALSE(parse_loader_args("num_workers=2, torch_threads=0", &why));
+  EXPECT_NE(why.find("torch_threads='0': needs a whole number from 1"), std::string::npos) << why;
+  EXPECT_FALSE(parse_loader_args("num_workers=2, torch_threads=two", &why));
+}
+
 TEST(LoaderArgsTest, RefusesWhatIsNotASetting) {
   std::string why;
   EXPECT_FALSE(parse_loader_args("prefetch_factor=4", &why));
@@ -171,6 +194,38 @@ TEST_F(TuneRecordingTest, SteadyFiguresSkipTheWarmupAndStopAtTheSteps) {
   const SteadyFigures h = steady_figures(a.m, a.r, 100, 40);
   EXPECT_EQ(h.warmup, 59);
   EXPECT_EQ(h.steps, 1);
+}
+
+// Tune's last trial: the fastest measured setting on one intra-op thread, only when the recording
+// ran torch on more than one of the usable cores.
+TEST_F(TuneRecordingTest, OneThreadTrialOnlyWhenTheRecordingRanMore) {
+  SimConfig c;
+  c.epochs = 2;
+  c.fetch_cpu = 1.0;
+  c.compute_cpu = 1.0;
+  c.usable_cores = 2;
+  c.torch_threads = 2;
+  const Analysed two = run(c);
+  ASSERT_TRUE(two.r.whatif.available) << two.r.whatif.why_not;
+  LoaderSetting best;
+  best.num_workers = 1;
+  best.persistent_workers = true;
+  const auto t = one_thread_trial(two.r.whatif, best);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->torch_threads, 1);
+  EXPECT_EQ(t->num_workers, 1);
+  EXPECT_TRUE(t->persistent_workers);
+  EXPECT_FALSE(one_thread_trial(two.r.whatif, *t).has_value());  // sets threads already
+  c.torch_threads = 1;
+  const Analysed one = run(c);
+  ASSERT_TRUE(one.r.whatif.available) << one.r.whatif.why_not;
+  EXPECT_FALSE(one_thread_trial(one.r.whatif, best).has_value());
+  c.torch_threads = 4;  // on one usable core, one thread runs at a time already
+  c.usable_cores = 1;
+  const Analysed narrow = run(c);
+  ASSERT_TRUE(narrow.r.whatif.available) << narrow.r.whatif.why_not;
+  EXPECT_FALSE(one_thread_trial(narrow.r.whatif, best).has_value());
+  EXPECT_FALSE(one_thread_trial(WhatIf{}, best).has_value());  // no model
 }
 
 // The model proposes the advised setting first and its neighbours, never the recorded setting,

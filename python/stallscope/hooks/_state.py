@@ -122,6 +122,7 @@ _tuned = None
 _dl_signature = None  # inspect.Signature of torch's DataLoader.__init__, for rebinding its arguments
 _DL = None  # torch's DataLoader class
 _swap_said: set = set()  # the one-line notes already printed
+_threads_set = False  # `--loader-args torch_threads=N` applied (_swap._set_torch_threads)
 
 # Originals (None until patched).
 _orig_dl_init = _orig_dl_iter = _orig_dl_len = _orig_next = _orig_create_fetcher = None

@@ -143,10 +143,27 @@ def _settings(val) -> dict:
     return {k: v if isinstance(v, (bool, int, float, str, type(None))) else repr(v) for k, v in out.items()}
 
 
+def _set_torch_threads() -> None:
+    """`--loader-args torch_threads=N`: torch.set_num_threads(N) once, at the training process's
+    first DataLoader (torch is imported in full by then; the loop has not started), said in one
+    line. Process-wide, so not one loader's setting."""
+    n = S._tuned.get("torch_threads") if isinstance(S._tuned, dict) else None
+    if S._threads_set or isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        return
+    S._threads_set = True
+    import torch
+
+    before = torch.get_num_threads()
+    if before != n:
+        torch.set_num_threads(n)
+    say(f"--loader-args: torch's intra-op threads {before} -> {n} (torch.set_num_threads) for the whole process")
+
+
 def _decide(loader, where, args, kwargs):
     """(Swap or None, the rebound (args, kwargs) for torch's __init__ or None to use the script's)."""
     if S._wctx is not None:
         return None, None  # a worker process: its loaders are the dataset's business
+    _set_torch_threads()
     ba, val = _bind(loader, args, kwargs)
     if ba is None:
         return None, None
