@@ -23,7 +23,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -141,6 +143,74 @@ void kill_strays() {
     if (left.empty()) return;
     for (pid_t p : left) ::kill(p, SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// Python's temporary directory as the runs see it (tempfile.gettempdir(): $TMPDIR, $TEMP, $TMP,
+// else /tmp), for the folders below.
+std::string python_temp_dir() {
+  for (const char* v : {"TMPDIR", "TEMP", "TMP"}) {
+    const char* s = std::getenv(v);
+    struct stat st {};
+    if (s && *s && ::stat(s, &st) == 0 && S_ISDIR(st.st_mode)) return s;
+  }
+  return "/tmp";
+}
+
+// The paths of the unix sockets bound now, from /proc/net/unix (its last column).
+std::set<std::string> bound_unix_paths() {
+  std::set<std::string> out;
+  std::ifstream f("/proc/net/unix");
+  std::string line;
+  std::getline(f, line);  // the header
+  while (std::getline(f, line)) {
+    const size_t slash = line.find(" /");
+    if (slash != std::string::npos) out.insert(line.substr(slash + 1));
+  }
+  return out;
+}
+
+// Python multiprocessing's folders of a killed run: a process that shares a file descriptor with
+// another (torch's DataLoader workers handing batches) makes TEMP/pymp-XXXX with a listener-XXXX
+// socket in it, and removes it at exit, which a SIGKILL skips. Tune kills runs, so it removes
+// what they left: folders of this user, changed since `since` (the run's start, wall clock),
+// holding only listener-* sockets that no process has bound any more. Others are left alone.
+void remove_dead_pymp_dirs(const std::string& temp, time_t since) {
+  DIR* d = ::opendir(temp.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> candidates;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, "pymp-", 5) != 0) continue;
+    const std::string path = temp + "/" + e->d_name;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    if (st.st_mtime < since - 1) continue;
+    candidates.push_back(path);
+  }
+  ::closedir(d);
+  if (candidates.empty()) return;
+  const std::set<std::string> bound = bound_unix_paths();
+  for (const std::string& dir : candidates) {
+    std::vector<std::string> sockets;
+    bool dead = true;
+    if (DIR* sub = ::opendir(dir.c_str())) {
+      while (dirent* e = ::readdir(sub)) {
+        const std::string name = e->d_name;
+        if (name == "." || name == "..") continue;
+        const std::string path = dir + "/" + name;
+        struct stat st {};
+        if (name.rfind("listener-", 0) != 0 || ::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) ||
+            bound.count(path) != 0) {
+          dead = false;
+          break;
+        }
+        sockets.push_back(path);
+      }
+      ::closedir(sub);
+    }
+    if (!dead || sockets.empty()) continue;  // empty: one being made right now, perhaps not ours
+    for (const std::string& p : sockets) ::unlink(p.c_str());
+    ::rmdir(dir.c_str());
   }
 }
 
@@ -286,6 +356,7 @@ struct RunLimits {
 void run_trial(const TuneArgs& a, Trial& t, const std::string& loader_args, const RunLimits& lim, Progress& pr,
                const std::string& counter) {
   const Clock::time_point t0 = Clock::now();
+  const time_t started = ::time(nullptr);
   const pid_t pid = start_run(a, t, loader_args);
   if (pid < 0) {
     t.status = "failed";
@@ -351,6 +422,7 @@ void run_trial(const TuneArgs& a, Trial& t, const std::string& loader_args, cons
     }
   }
   kill_strays();
+  remove_dead_pymp_dirs(python_temp_dir(), started);
   t.elapsed_s = since(t0);
   HandedBatches::tidy(t.db);  // the run may have ended while this process was reading it
 

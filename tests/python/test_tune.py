@@ -88,9 +88,9 @@ def marked(mark: str) -> list[int]:
     return out
 
 
-def tune(args, *, timeout=600, cwd=None):
-    p = subprocess.run([str(LAUNCHER), "tune", *map(str, args)], capture_output=True, text=True, env=base_env(),
-                       timeout=timeout, cwd=cwd)
+def tune(args, *, timeout=600, cwd=None, env=None):
+    p = subprocess.run([str(LAUNCHER), "tune", *map(str, args)], capture_output=True, text=True,
+                       env=env or base_env(), timeout=timeout, cwd=cwd)
     return p
 
 
@@ -323,8 +323,14 @@ def test_tune_measures_one_intra_op_thread(tmp_path):
     prog.write_text(GANG)
     mark = f"tune-mark-{os.getpid()}-g"
     out = tmp_path / "tune"
-    p = tune(["--steps", "60", "--warmup", "10", "-o", out, "--", sys.executable, prog, mark])
+    # The runs' own temporary directory: torch's workers hand batches through file descriptors, for
+    # which Python's multiprocessing makes a pymp-* folder there, and a killed run cannot remove it.
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    p = tune(["--steps", "60", "--warmup", "10", "-o", out, "--", sys.executable, prog, mark],
+             env={**base_env(), "TMPDIR": str(temp)})
     assert p.returncode == 0, p.stderr
+    assert list(temp.iterdir()) == []  # tune removed what its killed runs left there
     doc = json.loads((out / "tune.json").read_text())
     assert report(doc["baseline"]["recording"])["loader"]["torch_threads"] == 2
     one = [c for c in doc["candidates"] if c["settings"].get("torch_threads") == 1]
