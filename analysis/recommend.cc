@@ -258,7 +258,8 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
                           "workers unpriced, and the first is a floor, the step's whole recorded CPU put on one "
                           "thread: one thread should be at least as fast."
                         : std::string()) +
-              " Set it before the training loop; the workers already run torch on one thread.";
+              " Set it before the training loop; the workers already run torch on one thread. `stallscope tune` "
+              "measures it (`torch_threads=1` in its runs) without editing the script.";
   x.evidence = model_evidence(r, w);
   x.evidence["suggested"] = args;
   x.evidence["suggested_num_workers"] = t.setting.num_workers;
