@@ -61,10 +61,11 @@ def tune(exe: str, cmd: list[str], out: str, extra: list[str], a) -> dict:
 
 def plain_flags(settings: dict) -> list[str]:
     """advice_workload's flags for a setting of tune's JSON."""
+    threads = ["--threads", str(settings["torch_threads"])] if settings.get("torch_threads") else []
     if settings["num_workers"] == 0:
-        return ["--workers", "0"]
+        return ["--workers", "0", *threads]
     return ["--workers", str(settings["num_workers"]), "--prefetch", str(settings["prefetch_factor"]),
-            "--persistent", str(int(settings["persistent_workers"]))]
+            "--persistent", str(int(settings["persistent_workers"])), *threads]
 
 
 def side_by_side(name: str, a_settings: dict, b_settings: dict, pairs: int) -> tuple[float, float]:
@@ -81,7 +82,7 @@ def side_by_side(name: str, a_settings: dict, b_settings: dict, pairs: int) -> t
 
 
 def key(t: dict):
-    return (t["loader"], t["arguments"])
+    return (t["loader"], t["loader_args"])
 
 
 def measured(t: dict) -> float:
@@ -107,7 +108,7 @@ def main() -> int:
             sweep = {key(x): x for x in [s["baseline"], *s["candidates"]]}
             best = max(sweep.values(), key=measured)
             win = t["winner"]
-            win_key = (win["loader"], win["arguments"] if not win["is_baseline"] else t["baseline"]["arguments"])
+            win_key = (win["loader"], win["loader_args"] if not win["is_baseline"] else t["baseline"]["loader_args"])
             in_sweep = measured(sweep[win_key]) if win_key in sweep else float("nan")
             # The two winners again, side by side, as the script would run with each pasted in.
             win_settings = t["baseline"]["settings"] if win["is_baseline"] else win["settings"]
@@ -116,7 +117,7 @@ def main() -> int:
             else:
                 ab = side_by_side(name, win_settings, best["settings"], a.pairs)
             rows.append({
-                "workload": name, "winner": win["arguments"] or win["name"], "winner_in_tune": win["samples_per_s"],
+                "workload": name, "winner": win["loader_args"] or win["name"], "winner_in_tune": win["samples_per_s"],
                 "winner_in_sweep": in_sweep, "sweep_best": measured(best), "sweep_best_setting": best["arguments"],
                 "ratio": in_sweep / measured(best) if measured(best) else float("nan"),
                 "ab_winner": ab[0], "ab_best": ab[1], "ab_ratio": ab[0] / ab[1] if ab[1] else float("nan"),
@@ -149,8 +150,8 @@ def main() -> int:
             p = c["predicted"]["samples_per_s"] if c.get("predicted") else None
             m = measured(c)
             err = f"{(p / m - 1) * 100:+.0f} %" if p and m else "-"
-            print(f"| {name} | {c['arguments'] or c['name']} | {p:.0f} | {m:.0f} | {err} | {c['status']} |"
-                  if p else f"| {name} | {c['arguments'] or c['name']} | - | {m:.0f} | - | {c['status']} |")
+            print(f"| {name} | {c['loader_args'] or c['name']} | {p:.0f} | {m:.0f} | {err} | {c['status']} |"
+                  if p else f"| {name} | {c['loader_args'] or c['name']} | - | {m:.0f} | - | {c['status']} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=2)

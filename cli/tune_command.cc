@@ -767,7 +767,8 @@ int tune(CLI::App& app, TuneArgs& a) {
     }
     return best;
   };
-  // Last, on one intra-op thread (analysis::one_thread_trial), once: the fastest setting, and the
+  // Last (not with --sweep, the DataLoader grid alone), on one intra-op thread
+  // (analysis::one_thread_trial), once: the fastest setting, and the
   // fastest with workers, measured in full or not. Beside workers that keep the cores busy, torch's
   // threads wait for each other, so settings with workers may have lost on the threads alone.
   auto best_with_workers = [&]() -> const Trial* {
@@ -800,7 +801,7 @@ int tune(CLI::App& app, TuneArgs& a) {
         }
       }
     }
-    if (i + 1 == cands.size() && !thread_trial && Clock::now() < lim.deadline) {
+    if (i + 1 == cands.size() && !a.sweep && !thread_trial && Clock::now() < lim.deadline) {
       thread_trial = true;
       std::vector<LoaderSetting> one;  // copied first: add() may move the trials
       for (const Trial* x : {static_cast<const Trial*>(best_trial()), best_with_workers()}) {
