@@ -795,7 +795,9 @@ int tune(CLI::App& app, TuneArgs& a) {
     }
     if (i + 1 == cands.size() && !a.sweep && w.available && climbs < kMaxClimbs && Clock::now() < lim.deadline) {
       const Trial* best = best_trial();
-      if (best->setting && best->loader != vocab::kLoaderReference) {
+      // Not from a one-thread trial: its neighbours would cost runs for gains within the noise
+      // (bench/tune_bench.py: 2-3 % where measured), and tune's time is a third of a sweep's.
+      if (best->setting && best->loader != vocab::kLoaderReference && best->setting->torch_threads == 0) {
         for (const LoaderSetting& s : analysis::worker_neighbours(*best->setting, climb_max)) {
           if (climbs < kMaxClimbs && add(s)) ++climbs;
         }
