@@ -50,11 +50,12 @@ std::vector<WhatIfCandidate> tune_candidates(const WhatIf& w, size_t max);
 // them, else simulated; nullopt without a model.
 std::optional<WhatIfCandidate> predicted(const WhatIf& w, const LoaderSetting& s);
 
-// A one-thread trial, which tune measures last for the fastest setting measured and for the fastest
-// with workers: `best` with torch's intra-op threads at 1, when the baseline's training process ran them on more than
-// one of the usable cores. The model cannot tell one thread's step time from a recording with several (their waiting
-// for each other is recorded as CPU), so this is measured rather than predicted. nullopt without a model, when the
-// recording ran one thread, or when `best` sets threads already.
+// A one-thread trial, which tune measures last for the fastest setting measured and for the
+// fastest with workers: `best` with torch's intra-op threads at 1, when the baseline's training
+// process ran them on more than one of the usable cores. The model cannot tell one thread's step
+// time from a recording with several (their waiting for each other is recorded as CPU), so this is
+// measured rather than predicted. nullopt without a model, when the recording ran one thread, or
+// when `best` sets threads already.
 std::optional<LoaderSetting> one_thread_trial(const WhatIf& w, const LoaderSetting& best);
 
 // The neighbours of `s` in num_workers that a hill-climb on measurements may try next: n-1 and

@@ -768,9 +768,9 @@ int tune(CLI::App& app, TuneArgs& a) {
     return best;
   };
   // Last (not with --sweep, the DataLoader grid alone), on one intra-op thread
-  // (analysis::one_thread_trial), once: the fastest setting, and the
-  // fastest with workers, measured in full or not. Beside workers that keep the cores busy, torch's
-  // threads wait for each other, so settings with workers may have lost on the threads alone.
+  // (analysis::one_thread_trial), once: the fastest setting, and the fastest with workers, measured
+  // in full or not. Beside workers that keep the cores busy, torch's threads wait for each other,
+  // so settings with workers may have lost on the threads alone.
   auto best_with_workers = [&]() -> const Trial* {
     const Trial* b = nullptr;
     auto consider = [&](const Trial& t) {
@@ -796,7 +796,7 @@ int tune(CLI::App& app, TuneArgs& a) {
     if (i + 1 == cands.size() && !a.sweep && w.available && climbs < kMaxClimbs && Clock::now() < lim.deadline) {
       const Trial* best = best_trial();
       // Not from a one-thread trial: its neighbours would cost runs for gains within the noise
-      // (bench/tune_bench.py: 2-3 % where measured), and tune's time is a third of a sweep's.
+      // (bench/tune_bench.py: 1-2 % where measured), and tune's time is a third of a sweep's.
       if (best->setting && best->loader != vocab::kLoaderReference && best->setting->torch_threads == 0) {
         for (const LoaderSetting& s : analysis::worker_neighbours(*best->setting, climb_max)) {
           if (climbs < kMaxClimbs && add(s)) ++climbs;
@@ -926,12 +926,12 @@ const Command kTuneCommand = {
     "Runs PROGRAM, unmodified, under recording with its own DataLoader settings (the baseline),\n"
     "then once per setting that the what-if model of that recording proposes (the predicted best\n"
     "and its neighbours; last, the fastest, and the fastest with workers, with torch on one\n"
-    "intra-op thread when the baseline ran more), each for the warm-up plus N steps, applied with 'run --loader-args' "
-    "so\n"
-    "the script is never edited. Each run is stopped after its steps (or earlier when it can no\n"
-    "longer come within 5 % of the best so far, or when the budget is spent; --sweep runs every\n"
-    "setting in full). Prints, per setting, measured and predicted samples/s and stall, then the\n"
-    "winner and the DataLoader arguments to paste. One recording per setting is kept in DIR for\n"
+    "intra-op thread when the baseline ran more), each for the warm-up plus N steps, applied\n"
+    "with 'run --loader-args' so the script is never edited. Each run is stopped after its steps\n"
+    "(or earlier when it can no longer come within 5 % of the best so far, or when the budget is\n"
+    "spent; --sweep runs every setting in full). Prints, per setting, measured and predicted\n"
+    "samples/s and stall, then the winner and the DataLoader arguments to paste (and\n"
+    "torch.set_num_threads(1) for a one-thread winner). One recording per setting is kept in DIR for\n"
     "'compare' and the dashboard ('stallscope ui DIR' shows them as a set). docs/tune.md.",
     "Exit status: 0 with a result, 1 when PROGRAM cannot be run or records no DataLoader loop,\n"
     "2 on usage errors, 130 after Ctrl-C (what was measured so far is printed).\n"
