@@ -32,6 +32,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -43,6 +44,7 @@
 #include "cli/command.h"
 #include "common/cpus.h"
 #include "common/json.h"
+#include "common/procfs.h"
 #include "common/vocabulary.h"
 #include "storage/handed_batches.h"
 
@@ -157,15 +159,19 @@ std::string python_temp_dir() {
   return "/tmp";
 }
 
-// The paths of the unix sockets bound now, from /proc/net/unix (its last column).
+// The paths of the unix sockets bound now, from /proc/net/unix (its last column; the header line
+// has none).
 std::set<std::string> bound_unix_paths() {
   std::set<std::string> out;
-  std::ifstream f("/proc/net/unix");
-  std::string line;
-  std::getline(f, line);  // the header
-  while (std::getline(f, line)) {
+  const std::string text = procfs::read_file("/proc/net/unix", size_t{64} << 20);
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + at, end - at);
     const size_t slash = line.find(" /");
-    if (slash != std::string::npos) out.insert(line.substr(slash + 1));
+    if (slash != std::string_view::npos) out.insert(std::string(line.substr(slash + 1)));
+    at = end + 1;
   }
   return out;
 }
