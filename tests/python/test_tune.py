@@ -94,6 +94,13 @@ def tune(args, *, timeout=600, cwd=None, env=None):
     return p
 
 
+def script_lines(prog, *args) -> dict:
+    """Runs a test script without stallscope; its output lines as {first word: the rest}."""
+    r = subprocess.run([sys.executable, prog, *args], capture_output=True, text=True, env=base_env(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    return dict(line.split(" ", 1) for line in r.stdout.splitlines())
+
+
 def report(db):
     out = subprocess.run([str(LAUNCHER), "report", "--json", str(db)], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
@@ -138,10 +145,7 @@ def test_tune_finds_workers_that_are_really_faster(tmp_path):
 
     def timed(*flags):
         """(the loop's own seconds, its RESULT line)"""
-        r = subprocess.run([sys.executable, prog, "--epochs", "3", *flags, mark], capture_output=True, text=True,
-                           env=base_env(), timeout=120)
-        assert r.returncode == 0, r.stderr
-        lines = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+        lines = script_lines(prog, "--epochs", "3", *flags, mark)
         return float(lines["LOOP_S"]), lines["RESULT"]
 
     own = min(timed()[0] for _ in range(2))
@@ -351,10 +355,7 @@ def test_tune_measures_one_intra_op_thread(tmp_path):
 
     # The advice holds apart from tune: the script on one thread, edited by hand, is faster.
     def timed(*flags):
-        r = subprocess.run([sys.executable, prog, "--steps", "300", *flags, mark], capture_output=True, text=True,
-                           env=base_env(), timeout=120)
-        assert r.returncode == 0, r.stderr
-        lines = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+        lines = script_lines(prog, "--steps", "300", *flags, mark)
         return float(lines["LOOP_S"]), int(lines["THREADS"])
 
     own = [timed() for _ in range(2)]
