@@ -107,20 +107,10 @@ struct Trial {
 // The descendants of `root` (not `root` itself), from /proc.
 std::vector<pid_t> descendants(pid_t root) {
   std::map<pid_t, std::vector<pid_t>> children;
-  if (DIR* d = ::opendir("/proc")) {
-    while (dirent* e = ::readdir(d)) {
-      char* end = nullptr;
-      const long pid = std::strtol(e->d_name, &end, 10);
-      if (pid <= 0 || *end != '\0') continue;
-      std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
-      std::string stat;
-      std::getline(f, stat);
-      const size_t close = stat.rfind(')');
-      if (close == std::string::npos || close + 4 >= stat.size()) continue;
-      const long ppid = std::strtol(stat.c_str() + close + 4, nullptr, 10);  // ") S PPID"
-      children[static_cast<pid_t>(ppid)].push_back(static_cast<pid_t>(pid));
-    }
-    ::closedir(d);
+  for (int pid : procfs::pids()) {
+    const std::vector<std::string> f = procfs::stat_fields(pid);
+    if (f.size() < 2) continue;  // gone since listed
+    children[static_cast<pid_t>(std::strtol(f[1].c_str(), nullptr, 10))].push_back(static_cast<pid_t>(pid));
   }
   std::vector<pid_t> out;
   std::vector<pid_t> todo{root};
