@@ -198,16 +198,15 @@ def workload_flags(c):
 
 
 def test_torch_threads_beside_cpu_bound_workers_are_cut_to_one(tmp_path):
-    # 0.5 ms of CPU per sample in __getitem__, an MLP step (hidden 1024) on torch's default
+    # 1 ms of CPU per sample in __getitem__, an MLP step (hidden 1024) on torch's default
     # intra-op threads (the machine's cores), no workers: the model advises workers, and torch on
     # one thread beside them (its intra-op threads spin in next() and wait for each other beside
-    # busy workers). The step is wide enough that the thread advice is worth clearly more than the
-    # 3 % asked below: with 1 ms per sample and hidden 256 the model predicted it under its noise
-    # floor (gain 1.05 against 1.054) and following it measured 1.04x here and 0.96x on a CI
-    # machine, which tested the noise, not the advice (docs/decisions.md).
+    # busy workers). On this loop the advice is worth clearly more than the 3 % asked below in every
+    # round side by side; two other loops measured the machine's noise instead (docs/decisions.md,
+    # "The thread-advice truth test ...").
     if (os.cpu_count() or 1) < 2:
         pytest.skip("one core: torch runs one intra-op thread already")
-    flags = ["--cpu-ms", "0.5", "--batches", "40", "--hidden", "1024"]
+    flags = ["--cpu-ms", "1.0", "--batches", "40", "--hidden", "1024"]
     db = tmp_path / "threads.db"
     r = run_recorded(db, [WORKLOAD, *flags, "--workers", "0"], timeout=180)
     assert r.rc == 0, r.stderr
@@ -218,15 +217,22 @@ def test_torch_threads_beside_cpu_bound_workers_are_cut_to_one(tmp_path):
     assert "limit_torch_threads" in ids(rep), (rep["recommendations"], w["threads_gain"], w["min_gain"])
     advised = w["thread_candidates"][w["threads_best"]]
     assert advised["torch_threads"] == 1 and advised["num_workers"] > 0, advised
-    # Follow it: against the original and the DataLoader advice alone, interleaved (three rounds,
-    # medians), by the loop's own clock. It must beat both (3 % of room for the noise of a shared
-    # machine).
-    rates = {"original": [], "loader_alone": [], "advised": []}
-    for _ in range(3):
-        rates["original"].append(workload_rate([*flags, "--workers", "0"]))
-        rates["loader_alone"].append(workload_rate([*flags, *workload_flags(w["best"])]))
-        rates["advised"].append(workload_rate([*flags, *workload_flags(advised)]))
-    med = {k: statistics.median(v) for k, v in rates.items()}
-    why = (rates, w["threads_gain"], w["min_gain"])
-    assert med["advised"] >= 0.97 * med["original"], why
-    assert med["advised"] >= 1.03 * med["loader_alone"], why
+    # Follow it: against the original and the DataLoader advice alone, by the loop's own clock, in
+    # five rounds of the three side by side (the order turns each round). The ratios are taken within
+    # a round and their median is asked to beat both, with 3 % of room for the noise of a shared
+    # machine: a CI machine's load drifts between rounds (one setting's runs spread 23 % there), and
+    # two runs side by side see the same drift, which medians of each setting alone do not cancel.
+    runs = {"original": [*flags, "--workers", "0"], "loader_alone": [*flags, *workload_flags(w["best"])],
+            "advised": [*flags, *workload_flags(advised)]}
+    names = list(runs)
+    rates = {k: [] for k in names}
+    for i in range(5):
+        for k in names[i % 3:] + names[:i % 3]:
+            rates[k].append(workload_rate(runs[k]))
+    vs = {
+        k: statistics.median(a / b for a, b in zip(rates["advised"], rates[k], strict=True))
+        for k in ("original", "loader_alone")
+    }
+    why = (vs, rates, w["threads_gain"], w["min_gain"])
+    assert vs["original"] >= 0.97, why
+    assert vs["loader_alone"] >= 1.03, why
