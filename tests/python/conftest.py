@@ -94,6 +94,23 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "torch: the test runs torch")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_tmpdir(tmp_path_factory):
+    """Every child program's temporary directory ($TMPDIR) is one of this test session's, removed at
+    its end. Tests that kill training with DataLoader workers leave Python's multiprocessing
+    `pymp-*` folders behind (the killed workers' sockets; torch's, not stallscope's): about 44 per
+    run of the suite, which stayed in the machine's /tmp."""
+    d = tmp_path_factory.mktemp("tmpdir")
+    old = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(d)
+    yield d
+    if old is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = old
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def base_env(**extra) -> dict:
     """The environment for a child program: ours minus anything stallscope left over."""
     env = {k: v for k, v in os.environ.items()
