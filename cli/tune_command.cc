@@ -756,28 +756,30 @@ int tune(CLI::App& app, TuneArgs& a) {
   }
 
   // 3. Measure each; then climb to an unmeasured neighbour of the best, a few times.
+  // The fastest of the baseline and the candidates that `keep` accepts (the earliest of equals), or
+  // nullptr.
+  auto fastest = [&](const auto& keep) -> Trial* {
+    Trial* b = nullptr;
+    auto consider = [&](Trial& t) {
+      if (keep(t) && (b == nullptr || t.fig.samples_per_s > b->fig.samples_per_s)) b = &t;
+    };
+    consider(base);
+    for (Trial& c : cands) consider(c);
+    return b;
+  };
+  // The winner: the baseline unless a candidate measured in full beat it.
   auto best_trial = [&]() -> Trial* {
-    Trial* best = &base;
-    for (Trial& c : cands) {
-      if (c.ran() && c.status != "stopped early" && c.fig.samples_per_s > best->fig.samples_per_s) best = &c;
-    }
-    return best;
+    return fastest([&](const Trial& t) { return &t == &base || (t.ran() && t.status != "stopped early"); });
   };
   // Last (not with --sweep, the DataLoader grid alone), on one intra-op thread
   // (analysis::one_thread_trial), once: the fastest setting, and the fastest with workers, measured
   // in full or not. Beside workers that keep the cores busy, torch's threads wait for each other,
   // so settings with workers may have lost on the threads alone.
   auto best_with_workers = [&]() -> const Trial* {
-    const Trial* b = nullptr;
-    auto consider = [&](const Trial& t) {
-      if (t.ran() && t.setting && t.loader != vocab::kLoaderReference && t.setting->num_workers > 0 &&
-          t.setting->torch_threads == 0 && (b == nullptr || t.fig.samples_per_s > b->fig.samples_per_s)) {
-        b = &t;
-      }
-    };
-    consider(base);
-    for (const Trial& c : cands) consider(c);
-    return b;
+    return fastest([](const Trial& t) {
+      return t.ran() && t.setting && t.loader != vocab::kLoaderReference && t.setting->num_workers > 0 &&
+             t.setting->torch_threads == 0;
+    });
   };
   int climbs = 0;
   bool thread_trial = false;
