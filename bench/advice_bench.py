@@ -1,7 +1,8 @@
 """Advice that holds: for each workload, record the loop under stallscope, take the report's
 advice, and run the advised setting, the original and a sweep of other settings in interleaved
 repetitions, each timed by the loop's own clock (bench/advice_workload.py, without stallscope).
-Prints, per workload: the advice, predicted vs measured samples/s for every setting swept, the
+Prints, per workload: the advice, predicted vs measured samples/s for every setting swept (and the
+spread of its runs, (max - min) / median: the machine's noise that the error is read against), the
 sweep's best, and whether the advice held (not slower than the original, within 10 % of the
 best); then the prediction error over all (workload, setting) pairs against the goals (median at
 most 10 %, no pair worse than 25 %).
@@ -190,7 +191,7 @@ def main() -> int:
         adv_ids = [r["id"] for r in rep["recommendations"]]
         print(f"  advice: {describe(advised) if key(advised) != key(base) else 'none (keep the setting)'}"
               f"   [{', '.join(adv_ids) or '-'}]")
-        print(f"  {'setting':<62}{'predicted':>10}{'measured':>10}{'error':>8}")
+        print(f"  {'setting':<62}{'predicted':>10}{'measured':>10}{'error':>8}{'runs spread':>13}")
         rows = []
         for k, s in sorted(settings.items(), key=lambda kv: (kv[0][3], kv[0][0], kv[0][1] or 0, kv[0][2] or False)):
             p = predicted.get(k)
@@ -199,8 +200,9 @@ def main() -> int:
                 all_errors.append(abs(err))
             tag = (" (original)" if k == key(base) else "") + (" (advised)" if k == key(advised) else "") + (
                 " (best)" if k == best_k else "")
+            spread = (max(measured[k]) - min(measured[k])) / med[k]  # the machine's noise on this setting
             print(f"  {describe(s) + tag:<62}{(f'{p:.1f}' if p else '-'):>10}{med[k]:>10.1f}"
-                  f"{(f'{100 * err:+.1f}%' if err is not None else '-'):>8}")
+                  f"{(f'{100 * err:+.1f}%' if err is not None else '-'):>8}{f'{100 * spread:.0f}%':>13}")
             rows.append({"setting": describe(s), "predicted": p, "measured": med[k], "runs": measured[k]})
         print(f"  advised / original {med[key(advised)] / med[key(base)]:.2f}x (goal >= 1, noise 3%), advised / best "
               f"{med[key(advised)] / med[best_k]:.2f} (goal >= 0.90; best of the DataLoader settings alone: "
