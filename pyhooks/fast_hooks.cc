@@ -2,7 +2,7 @@
 // (python/stallscope/hooks/_fast.py loads it; _main.py keeps the same hooks in Python as the
 // fallback). Three callables, each wrapping one torch callable and emitting the events of its
 // Python twin with the same arguments, in the same order:
-//   MethodHook _BaseDataLoaderIter.__next__  -> _main._it_next (dl.next, dl.cpu, dl.epoch_end,
+//   MethodHook _BaseDataLoaderIter.__next__  -> _main._it_next (dl.next, dl.cpu, dl.parallel, dl.epoch_end,
 //                                             the multi-process hand-off of _main._handed)
 //              _MultiProcessingDataLoaderIter._try_put_index, _get_data
 //                                          -> _main._mp_try_put_index, _mp_get_data (dl.sent, dl.recv)
@@ -32,15 +32,17 @@ using SpanEndFn = decltype(&ss_span_end);
 using SpanEndArgsFn = decltype(&ss_span_end_args);
 using InstantFn = decltype(&ss_instant);
 using GpuMarkFn = decltype(&ss_gpu_mark);
+using ParallelTotalsFn = decltype(&ss_parallel_totals);
 
 SpanBeginArgsFn g_span_begin_args = nullptr;
 SpanEndFn g_span_end = nullptr;
 SpanEndArgsFn g_span_end_args = nullptr;
 InstantFn g_instant = nullptr;
 GpuMarkFn g_gpu_mark = nullptr;  // light GPU mode only (ss_gpu_marks_wanted()); else null
+ParallelTotalsFn g_parallel_totals = nullptr;
 
 // Event ids of the current session (set_ids(), from hooks/_state.refresh_ids()).
-uint32_t g_next = 0, g_fetch = 0, g_collate = 0, g_cpu = 0, g_epoch_end = 0, g_sent = 0, g_recv = 0;
+uint32_t g_next = 0, g_fetch = 0, g_collate = 0, g_cpu = 0, g_epoch_end = 0, g_sent = 0, g_recv = 0, g_parallel = 0;
 // dl.cpu sampling (_main._cpu_last, _main._marks): a next() call is marked when the process's CPU
 // time was read at the end of the call before it (armed), and the hooks arm at the end of a call
 // when g_mark_gap_ns have passed since they last armed: every call on loops slower than the gap,
@@ -49,6 +51,22 @@ int64_t g_cpu_last = -1;
 bool g_armed = true;  // the first call is marked (its arg2 is -1)
 int64_t g_armed_at = 0;
 int64_t g_mark_gap_ns = 1'000'000;
+// dl.parallel (_main._par_last): the parallel-region totals (ss_parallel_totals) read where the hooks
+// last armed, beside g_cpu_last.
+struct ParTotals {
+  uint64_t v[3] = {0, 0, 0};  // regions, their wall ns, their bodies' ns
+  bool ok = false;
+};
+ParTotals g_par_last;
+
+ParTotals par_totals() {
+  ParTotals t;
+  if (g_parallel_totals != nullptr) {
+    g_parallel_totals(t.v);
+    t.ok = true;
+  }
+  return t;
+}
 
 // Interned attribute names.
 PyObject* s_stallscope_it = nullptr;
@@ -209,6 +227,7 @@ Slot ctx_L{&s_L}, ctx_B{&s_B};
 struct CpuEnd {
   int64_t t1 = -1;  // this thread's CPU time (marked calls only)
   int64_t c1 = -1;  // the process's (marked calls, and unmarked ones that arm)
+  ParTotals par;    // the parallel-region totals, read with c1
   int64_t now = 0;
   bool due = false;  // arm the next call
 };
@@ -218,23 +237,33 @@ CpuEnd cpu_end(int64_t c0) {
   e.now = clock_ns(CLOCK_MONOTONIC);
   e.due = g_mark_gap_ns <= 0 || e.now - g_armed_at >= g_mark_gap_ns;
   if (c0 >= 0) e.t1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-  if (c0 >= 0 || e.due) e.c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  if (c0 >= 0 || e.due) {
+    e.c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    e.par = par_totals();
+  }
   return e;
 }
 
 // _main._cpu_mark: after a dl.next span, dl.cpu when the call was marked (c0 >= 0: its CPU clocks
-// were read at its start), then arming for the next call when due.
-void cpu_mark(int64_t c0, int64_t t0, const CpuEnd& e) {
+// were read at its start, and p0 the parallel-region totals), and dl.parallel when regions ran
+// in the step before it; then arming for the next call when due.
+void cpu_mark(int64_t c0, int64_t t0, const ParTotals& p0, const CpuEnd& e) {
   if (c0 >= 0) {
     const int64_t mine = floor_div(e.t1 - t0, 1000);
     int64_t others = floor_div(e.c1 - c0, 1000) - mine;
     if (others < 0) others = 0;
     const int64_t between = g_cpu_last >= 0 ? floor_div(c0 - g_cpu_last, 1000) : -1;
     g_instant(g_cpu, others, i32(mine), i32(between));
+    if (g_cpu_last >= 0 && p0.ok && g_par_last.ok && p0.v[0] > g_par_last.v[0]) {
+      g_instant(g_parallel, static_cast<int64_t>((p0.v[2] - g_par_last.v[2]) / 1000),
+                i32(static_cast<int64_t>((p0.v[1] - g_par_last.v[1]) / 1000)),
+                i32(static_cast<int64_t>(p0.v[0] - g_par_last.v[0])));
+    }
   }
   g_armed = e.due;
   if (g_armed) {
     g_cpu_last = e.c1;
+    g_par_last = e.par;
     g_armed_at = e.now;
   }
 }
@@ -351,6 +380,7 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
   const bool marked = g_armed;  // its clocks are read inside the span (cpu_end)
   const int64_t c0 = marked ? clock_ns(CLOCK_PROCESS_CPUTIME_ID) : -1;
   const int64_t t0 = marked ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
+  const ParTotals p0 = marked ? par_totals() : ParTotals{};
 
   PyObject* data = next_call_orig(h, self);
   if (g_gpu_mark != nullptr) g_gpu_mark(2);  // touches no Python state: an exception set stays as it is
@@ -360,7 +390,7 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
     if (stop) {
       const CpuEnd ce = cpu_end(c0);
       g_span_end_args(L, -1, i32(E));
-      cpu_mark(c0, t0, ce);
+      cpu_mark(c0, t0, p0, ce);
       const int ended = attr_true(s, s_ended);
       if (ended == 0 && PyObject_SetAttr(s, s_ended, Py_True) == 0) {
         int64_t n = 0;
@@ -388,7 +418,7 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
     g_span_end();  // the batch handed is the one begun with: keep the begin's arguments
   }
   if (handed_ok && PyDict_SetItem(h->state, s_last_it, s) == 0) {
-    cpu_mark(c0, t0, ce);
+    cpu_mark(c0, t0, p0, ce);
   } else {
     PyErr_Clear();
     g_armed = false;
@@ -648,6 +678,7 @@ PyObject* mod_bind(PyObject* /*m*/, PyObject* arg) {
   g_span_end = end;
   g_span_end_args = end_args;
   g_instant = instant;
+  g_parallel_totals = reinterpret_cast<ParallelTotalsFn>(dlsym(handle, "ss_parallel_totals"));
   auto* marks_wanted = reinterpret_cast<int (*)()>(dlsym(handle, "ss_gpu_marks_wanted"));
   g_gpu_mark = marks_wanted != nullptr && marks_wanted() == 1
                    ? reinterpret_cast<GpuMarkFn>(dlsym(handle, "ss_gpu_mark"))
@@ -655,12 +686,12 @@ PyObject* mod_bind(PyObject* /*m*/, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
-// set_ids(next, fetch, collate, cpu, epoch_end, sent, recv): the session's event ids (0: not
-// recording).
+// set_ids(next, fetch, collate, cpu, epoch_end, sent, recv, parallel): the session's event ids (0:
+// not recording).
 PyObject* mod_set_ids(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
-  constexpr Py_ssize_t kIds = 7;
+  constexpr Py_ssize_t kIds = 8;
   if (n != kIds) {
-    PyErr_SetString(PyExc_TypeError, "set_ids() takes 7 ids");
+    PyErr_SetString(PyExc_TypeError, "set_ids() takes 8 ids");
     return nullptr;
   }
   uint32_t ids[kIds];
@@ -676,6 +707,7 @@ PyObject* mod_set_ids(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
   g_epoch_end = ids[4];
   g_sent = ids[5];
   g_recv = ids[6];
+  g_parallel = ids[7];
   Py_RETURN_NONE;
 }
 
@@ -752,7 +784,7 @@ PyObject* mod_span_call(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
 PyMethodDef g_methods[] = {
     {"bind", mod_bind, METH_O, "bind(library_path or None): resolve libstallscope's functions"},
     {"set_ids", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_set_ids)), METH_FASTCALL,
-     "set_ids(next, fetch, collate, cpu, epoch_end, sent, recv)"},
+     "set_ids(next, fetch, collate, cpu, epoch_end, sent, recv, parallel)"},
     {"set_mark_gap", mod_set_mark_gap, METH_O, "set_mark_gap(ns): dl.cpu sampling's gap (0: every next() call)"},
     {"next_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_next_hook)), METH_FASTCALL,
      "next_hook(orig_next, state_dict): the dl.next wrapper of _BaseDataLoaderIter.__next__"},

@@ -48,6 +48,12 @@ STALLSCOPE_API void ss_thread_name(const char* name);
 STALLSCOPE_API int ss_is_recording(void);
 /* Events this process's threads dropped so far because their ring was full or none was free. */
 STALLSCOPE_API uint64_t ss_dropped_events(void);
+/* OpenMP parallel regions (libgomp's, as torch's intra-op threads use them) entered by this
+ * process's threads while libstallscope.so was preloaded, outermost only: out[0] their count,
+ * out[1] their wall time on the threads that entered them, out[2] the time their teams spent
+ * inside the regions' bodies, all threads summed (nanoseconds). Totals since the process began;
+ * zero where nothing was timed (no libgomp, or the library loaded later, as by attach). */
+STALLSCOPE_API void ss_parallel_totals(uint64_t out[3]);
 STALLSCOPE_API const char* ss_version(void);
 /* 1 once stallscope's GPU capture (CUPTI) runs in this process. Another CUPTI client started in
  * the process then records no GPU activity (docs/events.md, "CUDA"). */

@@ -21,6 +21,7 @@ __all__ = [
     "intern", "intern_once", "counter_track", "span_begin", "span_begin_args", "span_end", "span_end_args",
     "instant", "counter", "counter_for", "thread_name", "is_recording", "dropped_events",
     "version", "session_start", "session_stop", "session_shm", "forget_ids", "leave_attached", "gpu_mark",
+    "parallel_totals",
 ]
 
 _u32, _i32, _i64, _u64 = ctypes.c_uint32, ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64
@@ -48,6 +49,7 @@ _SIGNATURES = {
     "ss_gpu_capture_on": (ctypes.c_int, [], True),
     "ss_gpu_marks_wanted": (ctypes.c_int, [], True),
     "ss_gpu_mark": (None, [ctypes.c_int], True),
+    "ss_parallel_totals": (None, [ctypes.POINTER(_u64)], True),
 }
 
 _LIB_NAME = "libstallscope.so"
@@ -140,6 +142,14 @@ if available:
     dropped_events = _f["ss_dropped_events"]
     # Light GPU mode only (STALLSCOPE_GPU=light): ss_gpu_mark at the bounds of next(); else None.
     gpu_mark = _f["ss_gpu_mark"] if _f["ss_gpu_marks_wanted"]() == 1 else None
+    _ss_parallel_totals = _f["ss_parallel_totals"]
+    _par_buf = (_u64 * 3)()
+
+    def parallel_totals() -> tuple[int, int, int]:
+        """OpenMP parallel regions entered so far (ss_parallel_totals): (count, their wall ns,
+        their bodies' ns)."""
+        _ss_parallel_totals(_par_buf)
+        return _par_buf[0], _par_buf[1], _par_buf[2]
 else:
     sys.stderr.write(f"stallscope: cannot load {_LIB_NAME} ({load_error}); nothing is recorded\n")
     _ss_intern = _ss_counter_track = _ss_is_recording = _ss_session_stop = _zero
@@ -151,6 +161,7 @@ else:
     counter = counter_for = _noop
     dropped_events = _zero
     gpu_mark = None
+    parallel_totals = None
 
 # Interned ids by text. Ids belong to a session: cleared when one starts or stops in this process
 # (forget_ids), kept across fork (a forked child records into the same session). A 0 (not

@@ -32,6 +32,7 @@ DL_PUT = "dl.put"
 
 # Training process and worker processes
 DL_CPU = "dl.cpu"
+DL_PARALLEL = "dl.parallel"
 
 # Hook health
 STALLSCOPE_HOOKS = "stallscope.hooks"
@@ -45,7 +46,7 @@ DIST_DONE = "dist.done"
 # Every event name above, in the order of docs/events.md.
 EVENT_NAMES = (
     DL_CONFIG, DL_EPOCH_BEGIN, DL_EPOCH_END, DL_NEXT, DL_SENT, DL_RECV, DL_WORKER_START, DL_WORKER_STOP,
-    DL_FETCH, DL_COLLATE, DL_STEP, DL_CPU, DL_BATCH, DL_PIN, DL_WORKER_READY, DL_PUT, STALLSCOPE_HOOKS,
+    DL_FETCH, DL_COLLATE, DL_STEP, DL_CPU, DL_BATCH, DL_PARALLEL, DL_PIN, DL_WORKER_READY, DL_PUT, STALLSCOPE_HOOKS,
     DIST_RANK, DIST_COLLECTIVE, DIST_ISSUE, DIST_DONE,
 )
 

@@ -75,7 +75,8 @@ def test_when_the_module_cannot_load_one_line_says_so_and_python_records(tmp_pat
 
 def events(rec, unordered):
     """What the main thread's hooks wrote, as multisets of (name, arguments) (cross-process order
-    and timing aside), and the dl.cpu count (its arguments are CPU times). Unordered: which worker
+    and timing aside), and the dl.cpu count (its arguments are CPU times; dl.parallel's are times
+    too, test_parallel_regions.py). Unordered: which worker
     gets a batch depends on which is idle, so dl.sent and dl.recv lose their worker."""
     main_pid = rec.instants("dl.epoch_begin")[0]["pid"]
     spans = Counter((s["name"], s["arg0"], s["arg1"], s["arg2"], s["depth"], s["thread"])
@@ -83,8 +84,8 @@ def events(rec, unordered):
     instants = Counter((i["name"], i["arg0"], i["arg1"],
                         None if unordered and i["name"] in ("dl.sent", "dl.recv") else i["arg2"])
                        for i in rec.q("SELECT * FROM instant_view WHERE name LIKE 'dl.%'")
-                       if i["pid"] == main_pid and i["name"] not in ("dl.cpu", "dl.config", "dl.worker_start",
-                                                                      "dl.worker_stop"))
+                       if i["pid"] == main_pid and i["name"] not in ("dl.cpu", "dl.parallel", "dl.config",
+                                                                      "dl.worker_start", "dl.worker_stop"))
     cpu = rec.instants("dl.cpu")
     return spans, instants, len(cpu), sum(c["arg2"] == -1 for c in cpu)
 

@@ -109,7 +109,8 @@ std::optional<vocab::Arg> arg_of_cell(std::string cell) {
   if (cell == "G") return Arg::kGeneration;
   if (cell == "pid") return Arg::kPid;
   if (cell == "samples") return Arg::kSamples;
-  if (cell == "num_workers" || cell == "batches yielded" || cell == "world size" || cell == "tensors")
+  if (cell == "num_workers" || cell == "batches yielded" || cell == "world size" || cell == "tensors" ||
+      cell == "regions")
     return Arg::kCount;
   if (cell == "rank") return Arg::kRank;
   if (cell == "seq") return Arg::kSeq;
@@ -118,7 +119,7 @@ std::optional<vocab::Arg> arg_of_cell(std::string cell) {
   if (cell == "domain id") return Arg::kDomain;
   if (cell.rfind("string id of", 0) == 0 || cell == "message string id") return Arg::kText;
   if (cell == "read us" || cell == "decode us" || cell == "augment us" || cell == "CPU us" || cell == "CPU us before" ||
-      cell == "others' CPU us") {
+      cell == "others' CPU us" || cell == "bodies us" || cell == "regions us") {
     return Arg::kMicros;
   }
   if (cell == "bytes") return Arg::kBytes;

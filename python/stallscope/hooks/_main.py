@@ -38,6 +38,10 @@ _mono_ns = time.monotonic_ns
 # _cpu_last: that CPU time (-1: none yet); _marks: [armed, armed at (monotonic ns)].
 _cpu_last = [-1]
 _marks = [True, 0]
+# dl.parallel: the OpenMP parallel-region totals (N.parallel_totals) read where the hooks last
+# armed, beside _cpu_last (None: none yet, or no library to read them from).
+_par = N.parallel_totals
+_par_last = [None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,8 +335,10 @@ def _it_next(self):
         if _marks[0]:  # the clocks are read inside the span (_cpu_end)
             c0 = _cpu_ns()
             t0 = _thread_ns()
+            p0 = _par() if _par is not None else None
         else:
             c0 = t0 = -1
+            p0 = None
     except Exception:
         return S._orig_next(self)
     try:
@@ -343,7 +349,7 @@ def _it_next(self):
                 _gpu_mark(2)
             end = _cpu_end(c0)
             _span_end_args(L, -1, E)
-            _cpu_mark(c0, t0, end)
+            _cpu_mark(c0, t0, p0, end)
             if not s.ended:
                 s.ended = True
                 _instant(S._I_EPOCH_END, L, E, self._num_yielded)
@@ -370,7 +376,7 @@ def _it_next(self):
         else:
             _span_end()  # the batch handed is the one begun with: keep the begin's arguments
         S._last_it = s
-        _cpu_mark(c0, t0, end)
+        _cpu_mark(c0, t0, p0, end)
     except Exception:
         _marks[0] = False
     return data
@@ -386,25 +392,32 @@ def _cpu_end(c0):
     gap = S.MARK_GAP_NS
     due = gap <= 0 or now - _marks[1] >= gap
     t1 = _thread_ns() if c0 >= 0 else -1
-    return t1, _cpu_ns() if c0 >= 0 or due else -1, now, due
+    if c0 >= 0 or due:
+        return t1, _cpu_ns(), now, due, _par() if _par is not None else None
+    return t1, -1, now, due, None
 
 
-def _cpu_mark(c0, t0, end):
+def _cpu_mark(c0, t0, p0, end):
     """dl.cpu right after a dl.next span, in microseconds: the CPU time of the process's other
     threads inside that next() call (torch's intra-op threads spinning after the step, a
     pin-memory thread: CPU taken from the workers), this thread's CPU time inside it (the fetch
     without workers, receiving the batch with them), and the process's CPU time (all its threads:
     the step) since the previous next() ended; what the what-if model splits into CPU and waiting
-    (docs/events.md). Written only for a marked call (c0 >= 0), from the clocks _cpu_end read; then
-    arms for the next call when due."""
-    t1, c1, now, due = end
+    (docs/events.md). Written only for a marked call (c0 >= 0), from the clocks _cpu_end read, and
+    after it dl.parallel when OpenMP regions ran over the same span (p0: their totals at the call's
+    start); then arms for the next call when due."""
+    t1, c1, now, due, par = end
     if c0 >= 0:
         last = _cpu_last[0]
         mine = (t1 - t0) // 1000
         _instant(S._I_CPU, max(0, (c1 - c0) // 1000 - mine), mine, (c0 - last) // 1000 if last >= 0 else -1)
+        pl = _par_last[0]
+        if last >= 0 and p0 is not None and pl is not None and p0[0] > pl[0]:
+            _instant(S._I_PARALLEL, (p0[2] - pl[2]) // 1000, (p0[1] - pl[1]) // 1000, p0[0] - pl[0])
     _marks[0] = due
     if due:
         _cpu_last[0] = c1
+        _par_last[0] = par
         _marks[1] = now
 
 

@@ -1,0 +1,94 @@
+"""torch's parallel regions, timed by libstallscope.so's wrapper of libgomp's GOMP_parallel
+(inject/parallel_regions.cc) and written by the hooks as dl.parallel beside dl.cpu: a real
+training loop on torch's two intra-op threads records them, with the C hooks and with their Python
+twin; the what-if model reads them; and the loop's result is the same as without stallscope."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import LAUNCHER, Recording, base_env, run_plain, run_recorded
+
+pytestmark = pytest.mark.torch
+
+# A small MLP trained on torch's intra-op threads (argv[1] of them), batches from a DataLoader
+# without workers; prints the last loss and a weight sum, which must not change under stallscope.
+PROG = """
+import json, sys
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+torch.set_num_threads(int(sys.argv[1]))
+x, y = torch.randn(1024, 256), torch.randint(0, 10, (1024,))
+model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for _ in range(2):
+    for xb, yb in DataLoader(TensorDataset(x, y), batch_size=32):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+print("RESULT " + json.dumps({"loss": loss.item(), "w": model[0].weight.sum().item()}), flush=True)
+"""
+
+EVERY = {"STALLSCOPE_CPU_MARK_GAP_US": "0"}  # a dl.cpu mark on every next() call
+
+
+def main_thread_marks(rec, name):
+    return [m for m in rec.instants(name) if m["thread"] == "MainThread"]
+
+
+@pytest.mark.parametrize("hooks", ["c", "python"])
+def test_a_two_thread_step_records_its_parallel_regions(tmp_path, hooks):
+    prog = tmp_path / "mlp.py"
+    prog.write_text(PROG)
+    env = base_env(**EVERY, **({"STALLSCOPE_PY_HOOKS": "1"} if hooks == "python" else {}))
+    r = run_recorded(tmp_path / "run.db", [prog, "2"], env=env)
+    plain = run_plain([prog, "2"])
+    assert r.rc == plain.rc == 0, r.stderr + plain.stderr
+    assert r.result == plain.result  # the regions run as libgomp runs them: the same sums, bit for bit
+    rec = Recording(r.db)
+    par = main_thread_marks(rec, "dl.parallel")
+    cpu = [m for m in main_thread_marks(rec, "dl.cpu") if m["arg2"] >= 0]
+    # One per step: 32 batches an epoch, the first call of each epoch has no step before it in the
+    # same loop (the second epoch's first call does: the last step of the first).
+    assert len(par) >= 60 and len(par) <= len(cpu), (len(par), len(cpu))
+    assert all(m["arg2"] >= 1 and m["arg1"] > 0 and m["arg0"] > 0 for m in par), par[:3]
+    bodies, wall = sum(m["arg0"] for m in par), sum(m["arg1"] for m in par)
+    # Two threads inside each region: their bodies add up to more than its wall, and to less than
+    # twice it (each body ends before the region does).
+    assert wall < bodies < 2 * wall, (bodies, wall)
+    # Each stretch is the step's, and the step's CPU (dl.cpu's third figure) holds it.
+    steps_cpu_us = sum(m["arg2"] for m in cpu)
+    assert bodies < 1.2 * steps_cpu_us, (bodies, steps_cpu_us)
+
+
+def test_one_thread_enters_no_region(tmp_path):
+    prog = tmp_path / "mlp.py"
+    prog.write_text(PROG)
+    r = run_recorded(tmp_path / "run.db", [prog, "1"], env=base_env(**EVERY))
+    assert r.rc == 0, r.stderr
+    rec = Recording(r.db)
+    assert main_thread_marks(rec, "dl.cpu")
+    assert main_thread_marks(rec, "dl.parallel") == []
+
+
+def test_the_what_if_model_reads_them(tmp_path):
+    prog = tmp_path / "mlp.py"
+    prog.write_text(PROG)
+    r = run_recorded(tmp_path / "run.db", [prog, "2"])
+    assert r.rc == 0, r.stderr
+    rep = subprocess.run([str(LAUNCHER), "report", "--json", str(r.db)], capture_output=True, text=True,
+                         timeout=120, env=base_env())
+    assert rep.returncode == 0, rep.stderr
+    w = json.loads(rep.stdout)["whatif"]
+    assert w["available"], w.get("why_not")
+    i = w["inputs"]
+    assert 0 < i["parallel_ms"] < i["compute_ms"], i
+    assert i["parallel_ms"] < i["parallel_body_ms"] < 2 * i["parallel_ms"], i
+    assert any("measured inside the regions" in a for a in w["assumptions"]), w["assumptions"]
+    # One thread: the step's serial part and the regions' work, at most the two threads' CPU.
+    assert w["threads_gain"] >= w["threads_floor_gain"] - 1e-9, (w["threads_gain"], w["threads_floor_gain"])
