@@ -242,6 +242,7 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
   // Below min_gain it was advised because the one-thread floor reaches the DataLoader setting's
   // likely-high figure (whatif.cc): at least as fast, not a predicted gain.
   const bool by_floor = w.threads_gain < w.min_gain;
+  const bool measured = w.inputs.parallel_ms >= 0;  // the step's parallel regions (dl.parallel)
   x.action = "call torch.set_num_threads(1) in the training process" + (same ? std::string() : ", with " + args) +
              (by_floor ? " (predicted at least as fast as the DataLoader setting alone)"
                        : " (predicted " + speedup(w.threads_gain) + " over the DataLoader setting alone)");
@@ -251,12 +252,16 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
               std::to_string(w.inputs.usable_cores) +
               " usable cores they take CPU from the workers and wait for "
               "each other. " +
-              model_basis(w) + prediction(rec, t) + " with " + args + " and torch.set_num_threads(1), the step's " +
-              duration_ms(w.inputs.compute_cpu_ms) + " of CPU all on one thread, against " +
-              fixed(best.samples_per_s, 1) + " samples/s with " + best.setting.arguments() + " alone." +
-              (by_floor ? " That second figure is likely high, the threads' waiting for each other beside busy "
-                          "workers unpriced, and the first is a floor, the step's whole recorded CPU put on one "
-                          "thread: one thread should be at least as fast."
+              model_basis(w) + prediction(rec, t) + " with " + args + " and torch.set_num_threads(1), " +
+              (measured ? "the step's part outside torch's parallel regions and their work (" +
+                              duration_ms(w.inputs.parallel_body_ms) + ", measured inside them) on one thread"
+                        : "the step's " + duration_ms(w.inputs.compute_cpu_ms) + " of CPU all on one thread") +
+              ", against " + fixed(best.samples_per_s, 1) + " samples/s with " + best.setting.arguments() + " alone." +
+              (by_floor ? std::string(" That second figure is likely high, the threads' waiting for each other beside "
+                                      "busy workers unpriced, and ") +
+                              (measured ? "even the step's whole recorded CPU put on one thread (a floor) reaches it"
+                                        : "the first is a floor, the step's whole recorded CPU put on one thread") +
+                              ": one thread should be at least as fast."
                         : std::string()) +
               " Set it before the training loop; the workers already run torch on one thread. `stallscope tune` "
               "measures it (`torch_threads=1` in its runs) without editing the script.";

@@ -144,6 +144,7 @@ Json whatif_json(const WhatIf& w) {
   x["thread_candidates"] = std::move(threads);
   x["threads_best"] = w.threads_best ? Json(*w.threads_best) : Json();
   x["threads_gain"] = w.threads_gain;
+  x["threads_floor_gain"] = w.threads_floor_gain;
   const WhatIfInputs& in = w.inputs;
   Json inputs = Json::object();
   inputs["usable_cores"] = in.usable_cores;
@@ -164,6 +165,8 @@ Json whatif_json(const WhatIf& w) {
     inputs["batch_bytes"] = nullptr;
   }
   inputs["others_cpu_ms"] = in.others_cpu_ms;
+  inputs["parallel_ms"] = in.parallel_ms >= 0 ? Json(in.parallel_ms) : Json();
+  inputs["parallel_body_ms"] = in.parallel_ms >= 0 ? Json(in.parallel_body_ms) : Json();
   inputs["spin_window_ms"] = in.spin_window_s * 1e3;
   inputs["wake_ms"] = in.wake_s * 1e3;
   inputs["startup_s"] = in.startup_s;

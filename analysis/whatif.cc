@@ -214,7 +214,10 @@ class Sim {
           // The wake is paid here with the spin measured, else with the serial part (case 5).
           set(&consumer_, Phase::kCpu, spin_after_gang_ && asleep_ ? in_.wake_s : 0);
           break;
-        case 4: set(&consumer_, Phase::kGang, d.gang_s * gang_scale_); break;
+        case 4:
+          set(&consumer_, Phase::kGang,
+              fewer(d) ? d.fewer_gang_work_s / static_cast<double>(gang_) : d.gang_s * gang_scale_);
+          break;
         case 5:
           if (spin_after_gang_) {
             // After the parallel region, the intra-op threads spin for their measured spin (CPU)
@@ -224,7 +227,9 @@ class Sim {
             // step").
             set(&others_, Phase::kCpu, in_.spin_window_s);
           }
-          set(&consumer_, Phase::kCpu, d.serial_cpu_s - d.wake_s + (!spin_after_gang_ && asleep_ ? in_.wake_s : 0));
+          set(&consumer_, Phase::kCpu,
+              fewer(d) ? d.fewer_serial_s
+                       : d.serial_cpu_s - d.wake_s + (!spin_after_gang_ && asleep_ ? in_.wake_s : 0));
           break;
         case 6: set(&consumer_, Phase::kWait, d.wait_s); break;
         default:
@@ -336,6 +341,10 @@ class Sim {
     return true;
   }
 
+  // Fewer intra-op threads than recorded, and the step's parallel regions measured: its serial
+  // part and its regions' work (StepDemand::fewer_*), not its CPU above the wall.
+  bool fewer(const StepDemand& d) const { return gang_ < rec_gang_ && d.fewer_gang_work_s >= 0; }
+
   const WhatIfInputs& in_;
   const int64_t n_, limit_, steps_;
   const double cores_;
@@ -367,16 +376,29 @@ struct CpuMark {
   int64_t others_us = 0;  // training thread only: the process's other threads inside next()
 };
 
-// dl.cpu instants by pid (worker processes) and on the training thread.
+// dl.parallel on the training thread: torch's parallel regions in the step before a marked call.
+struct ParMark {
+  int64_t ts = 0;
+  int64_t body_us = 0, wall_us = 0;
+};
+
+// dl.cpu instants by pid (worker processes) and on the training thread; dl.parallel on the latter.
 struct CpuMarks {
   std::vector<CpuMark> train;
   std::unordered_map<int64_t, std::vector<CpuMark>> by_pid;
+  std::vector<ParMark> par;
 };
 
 CpuMarks cpu_marks(const Session& s, const DataLoaderModel& m) {
   CpuMarks out;
   for (const InstantRow& in : s.instants) {
-    if (s.event(in.name_id) != vocab::Event::kDlCpu || !in.arg1) continue;
+    const vocab::Event e = s.event(in.name_id);
+    if (e == vocab::Event::kDlParallel && in.thread_id == m.train_thread_id && in.arg0 && in.arg1 && *in.arg0 >= 0 &&
+        *in.arg1 >= 0) {
+      out.par.push_back({in.ts_ns, *in.arg0, *in.arg1});
+      continue;
+    }
+    if (e != vocab::Event::kDlCpu || !in.arg1) continue;
     CpuMark mark{in.ts_ns, *in.arg1, in.arg2.value_or(-1)};
     if (in.thread_id == m.train_thread_id) {
       mark.others_us = std::max<int64_t>(0, in.arg0.value_or(0));
@@ -398,6 +420,9 @@ const CpuMark* mark_after(const std::vector<CpuMark>& marks, int64_t end, int64_
 // One step of the training loop between two next() calls of the training loader (seconds).
 struct RawStep {
   double gap = 0, gap_cpu = -1, next_wall = 0, next_cpu = -1, next_others = 0;
+  // torch's parallel regions in the step (dl.parallel): their wall and their bodies' time (-1: not
+  // measured; 0: none ran, where the recording measures them).
+  double par_wall = -1, par_body = -1;
   double prev_wall = 0, prev_others = -1;  // the next() before the step, its other threads' CPU
   bool beside_startup = false;             // a worker of the loader was starting meanwhile
 };
@@ -529,7 +554,17 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     if (const CpuMark* mk = mark_after(marks.train, c.end_ns, limit)) {
       st.next_cpu = static_cast<double>(mk->in_us) / 1e6;
       st.next_others = static_cast<double>(mk->others_us) / 1e6;
-      if (mk->before_us >= 0) st.gap_cpu = static_cast<double>(mk->before_us) / 1e6;
+      if (mk->before_us >= 0) {
+        st.gap_cpu = static_cast<double>(mk->before_us) / 1e6;
+        // dl.parallel follows its dl.cpu when regions ran over the same stretch (the step).
+        if (!marks.par.empty()) {
+          auto it = std::lower_bound(marks.par.begin(), marks.par.end(), mk->ts,
+                                     [](const ParMark& p, int64_t t) { return p.ts < t; });
+          const bool found = it != marks.par.end() && it->ts < limit;
+          st.par_wall = found ? static_cast<double>(it->wall_us) / 1e6 : 0;
+          st.par_body = found ? static_cast<double>(it->body_us) / 1e6 : 0;
+        }
+      }
     }
     raw.push_back(st);
   }
@@ -545,7 +580,13 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   // hooks/_main.py): a step without a mark takes the marked steps' CPU per second of wall time,
   // the call's and the step's apart.
   double marked_wall = 0, marked_cpu = 0, marked_others = 0, gap_wall = 0, gap_cpu = 0;
+  double par_gap = 0, par_wall = 0, par_body = 0;  // steps whose parallel regions were measured
   for (const RawStep& st : raw) {
+    if (st.par_wall >= 0) {
+      par_gap += st.gap;
+      par_wall += st.par_wall;
+      par_body += st.par_body;
+    }
     if (st.next_cpu >= 0) {
       marked_wall += st.next_wall;
       marked_cpu += st.next_cpu;
@@ -562,6 +603,10 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
       st.next_others = st.next_wall * marked_others / marked_wall;
     }
     if (st.gap_cpu < 0 && gap_wall > 0) st.gap_cpu = st.gap * gap_cpu / gap_wall;
+    if (st.par_wall < 0 && par_gap > 0) {
+      st.par_wall = st.gap * par_wall / par_gap;
+      st.par_body = st.gap * par_body / par_gap;
+    }
   }
 
   // Contention from the loader's own workers while recording: the training process's run-queue
@@ -601,6 +646,18 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
       const double x = std::clamp((w - c0) / static_cast<double>(T - 1), 0.0, c0);
       d.gang_s = x;
       d.serial_cpu_s = c0 - x;
+      // Measured inside torch's parallel regions: what fewer threads would run. The threads spin
+      // between regions, so the CPU above the wall (x) takes the whole step for parallel work when
+      // steps follow each other closely (docs/decisions.md, "The wide-MLP loops' misses in the
+      // advice bench"); the regions' own figures, scaled as the step is, do not.
+      if (st.par_wall >= 0 && c > 0) {
+        const double k = c0 / c;
+        const double region = std::clamp(st.par_wall * k, 0.0, c0);
+        d.fewer_serial_s = c0 - region;
+        // The bodies are timed by the wall clock, and a thread preempted inside one counts the
+        // wait: the work is at most the step's recorded CPU, which holds the spinning instead.
+        d.fewer_gang_work_s = std::clamp(st.par_body * k, 0.0, std::max(0.0, w - d.fewer_serial_s));
+      }
     } else {
       w = std::min(w, c0);
       d.serial_cpu_s = w;
@@ -616,6 +673,15 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     recv_ms.push_back(d.recv_cpu_s * 1e3);
   }
   find_wakes(raw, T, &in);
+  if (par_gap > 0) {
+    std::vector<double> pw, pb;
+    for (const RawStep& st : raw) {
+      pw.push_back(st.par_wall * 1e3);
+      pb.push_back(st.par_body * 1e3);
+    }
+    in.parallel_ms = mean_of(pw);
+    in.parallel_body_ms = mean_of(pb);
+  }
   in.compute_ms = mean_of(c_ms);
   in.compute_cpu_ms = mean_of(ccpu_ms);
   in.recv_cpu_ms = mean_of(recv_ms);
@@ -874,8 +940,8 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   w.recorded.pin_memory = l->config.pin_memory.value_or(false);
 
   const double samples = in.samples_per_step;
-  auto to_candidate = [&](const LoaderSetting& st) {
-    const Predicted p = predict(in, st, n_rec);
+  auto candidate_of = [&](const WhatIfInputs& inputs, const LoaderSetting& st) {
+    const Predicted p = predict(inputs, st, n_rec);
     WhatIfCandidate c;
     c.setting = st;
     const double window = in.other_s + p.train_s;
@@ -885,6 +951,7 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
     c.recorded = st == w.recorded;
     return c;
   };
+  auto to_candidate = [&](const LoaderSetting& st) { return candidate_of(in, st); };
 
   // The recorded setting: the model's fit.
   const WhatIfCandidate rec = to_candidate(w.recorded);
@@ -1017,10 +1084,20 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
       auto [it, added] = per_count.emplace(c.setting.num_workers, &c);
       if (!added && c.samples_per_s > it->second->samples_per_s) it->second = &c;
     }
+    // The floor: the same settings with the step's whole recorded CPU on one thread, where the
+    // parallel regions' figures give the candidates themselves.
+    WhatIfInputs floor_in;
+    const bool measured = in.parallel_ms >= 0;
+    if (measured) {
+      floor_in = in;
+      for (StepDemand& d : floor_in.steps) d.fewer_gang_work_s = d.fewer_serial_s = -1;
+    }
+    std::vector<WhatIfCandidate> floors;
     for (const auto& [n, c] : per_count) {
       LoaderSetting st = c->setting;
       st.torch_threads = 1;
       w.thread_candidates.push_back(to_candidate(st));
+      floors.push_back(measured ? candidate_of(floor_in, st) : w.thread_candidates.back());
     }
     size_t tp = 0;
     for (size_t i = 1; i < w.thread_candidates.size(); ++i) {
@@ -1035,15 +1112,19 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
     }
     const double base = w.candidates[pick].samples_per_s;
     w.threads_gain = base > 0 ? w.thread_candidates[tp].samples_per_s / base : 1;
+    w.threads_floor_gain = base > 0 ? floors[tp].samples_per_s / base : 1;
     // Beside workers that keep more threads runnable than there are cores, the two figures err in
     // opposite directions: the advised setting's, with all the intra-op threads, is likely high
-    // (they wait for each other, which the even share does not price), and the one-thread figure
-    // is a floor on the step's side (the step's whole recorded CPU on one thread; the workers'
-    // side weighs on both figures alike). A floor that reaches the likely-high figure is then
-    // advice that cannot make the loop slower, so it needs no margin for noise. Without such
-    // workers min_gain stands (docs/decisions.md, "One intra-op thread beside busy
-    // workers: the floor against the likely-high figure").
-    if (w.threads_gain >= (gang_beside_busy_workers ? 1.0 : w.min_gain)) w.threads_best = tp;
+    // (they wait for each other, which the even share does not price), and the floor is low on
+    // the step's side (the step's whole recorded CPU on one thread; the workers' side weighs on
+    // both figures alike). A floor that reaches the likely-high figure is then advice that cannot
+    // make the loop slower, so it needs no margin for noise. Otherwise the one-thread figure
+    // itself (the parallel regions' work, where measured: not a floor, docs/decisions.md) must
+    // beat the advised setting by min_gain ("One intra-op thread beside busy workers: the floor
+    // against the likely-high figure").
+    if ((gang_beside_busy_workers && w.threads_floor_gain >= 1.0) || w.threads_gain >= w.min_gain) {
+      w.threads_best = tp;
+    }
   }
   w.available = true;
 
@@ -1111,7 +1192,16 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
         "needs all of them at once. The predictions with such workers may be high (on a 2-core VM by up to 30 %, "
         "docs/decisions.md); torch.set_num_threads(1) removes the wait");
   }
-  if (gang > 1) {
+  if (gang > 1 && in.parallel_ms >= 0) {
+    w.assumptions.push_back(
+        "with torch on one intra-op thread (torch.set_num_threads(1)), the step runs its part outside torch's "
+        "parallel regions (" +
+        duration_ms(std::max(0.0, in.compute_ms - in.parallel_ms)) + " of its " + duration_ms(in.compute_ms) +
+        ") and then the regions' work that " + std::to_string(gang) + " threads shared (" +
+        duration_ms(in.parallel_body_ms) +
+        ", measured inside the regions); on a 2-core VM that came out within -18 to +22 % of the step measured "
+        "on one thread (docs/decisions.md); `stallscope tune` measures one thread");
+  } else if (gang > 1) {
     w.assumptions.push_back(
         "with torch on one intra-op thread (torch.set_num_threads(1)), the step's whole recorded CPU runs on that "
         "thread: a floor on its speed, for the " +

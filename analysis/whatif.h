@@ -82,6 +82,12 @@ struct StepDemand {
   // The simulation takes it out and pays WhatIfInputs::wake_s instead where the threads' spin
   // (WhatIfInputs::spin_window_s) was spent before the step's parallel part.
   double wake_s = 0;
+  // For fewer intra-op threads than recorded, where torch's parallel regions were measured in
+  // the step (dl.parallel): the step's part outside them, and their bodies' time summed over the
+  // threads, the work fewer threads share (both uncontended, as gang_s). Negative: not measured;
+  // the step's CPU above its wall is then all taken as parallel work (gang_s).
+  double fewer_serial_s = -1;
+  double fewer_gang_work_s = -1;
 };
 
 // What the model was fed, in the units it uses; kept for the report's evidence.
@@ -122,6 +128,9 @@ struct WhatIfInputs {
   // Means, for the report (recorded with workers, fetch_cpu_ms holds the put).
   double compute_ms = 0, compute_cpu_ms = 0, fetch_ms = 0, fetch_cpu_ms = 0, recv_cpu_ms = 0, put_cpu_ms = 0,
          others_cpu_ms = 0;
+  // torch's parallel regions in the step (dl.parallel; means per step, -1 when not measured): how
+  // long they lasted, and how long their bodies ran, the threads summed.
+  double parallel_ms = -1, parallel_body_ms = -1;
 };
 
 struct WhatIf {
@@ -144,12 +153,17 @@ struct WhatIf {
   std::string confidence;  // "high", "medium", "low"
   // torch's intra-op threads cut to one (torch.set_num_threads(1)) in the training process, for
   // a recording whose step ran on more: the same worker counts, each at the best prefetch and
-  // persistence found above, predicted with the step's work all on one thread (the recorded
-  // step's CPU on every thread: an upper bound, as the parallel region's spinning is in it) and no
-  // intra-op threads spinning in next(). Empty when the step ran on one thread.
+  // persistence found above, predicted with the step's work all on one thread and no intra-op
+  // threads spinning in next(). The step's work on one thread: its part outside torch's parallel
+  // regions and their bodies' time, where they were measured (inputs.parallel_ms); else the
+  // recorded step's CPU on every thread (an upper bound, as the threads' spinning is in it).
+  // Empty when the step ran on one thread.
   std::vector<WhatIfCandidate> thread_candidates;
-  std::optional<size_t> threads_best;  // index into thread_candidates, when it beats `best` by min_gain
+  std::optional<size_t> threads_best;  // index into thread_candidates, when advised (whatif.cc)
   double threads_gain = 1;             // threads_best's prediction / best's
+  // The same setting's prediction with the step's whole recorded CPU on one thread (the floor),
+  // over best's; threads_gain itself where the regions were not measured.
+  double threads_floor_gain = 1;
   // The same loop if fetching a batch took half the time (CPU and waiting), at the advised
   // setting: what "make __getitem__ cheaper" is worth.
   double cheaper_fetch_samples_per_s = 0;

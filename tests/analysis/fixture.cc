@@ -245,6 +245,10 @@ SimTruth simulate(RecordingBuilder& b, const SimConfig& c) {
         const int64_t in_next = n == 0 ? cpu_us(c.fetch_cpu.value_or(1.0), handed - call) : 0;
         const int64_t before = first_mark ? -1 : cpu_us(c.compute_cpu.value_or(1.0), prev_step);
         b.instant(main, "dl.cpu", handed, c.others_cpu_us, in_next, before);
+        if (c.parallel && !first_mark) {
+          b.instant(main, "dl.parallel", handed, cpu_us(c.parallel->second, prev_step),
+                    cpu_us(c.parallel->first, prev_step), 10);
+        }
         first_mark = false;
       }
       if (first) truth.epoch_start_ns.push_back(handed - begin);

@@ -86,7 +86,10 @@ struct SimConfig {
   std::optional<double> fetch_cpu, compute_cpu;
   int mark_every = 1;  // the training thread's marks on every n-th batch only (the hooks' sampling)
   int torch_threads = 1;
-  int64_t others_cpu_us = 0;      // the training process's other threads' CPU in each marked next()
+  int64_t others_cpu_us = 0;  // the training process's other threads' CPU in each marked next()
+  // dl.parallel after each marked dl.cpu that has a step before it (none when unset): torch's
+  // parallel regions in that step, their wall and their bodies' time, as shares of the step's wall.
+  std::optional<std::pair<double, double>> parallel;
   int64_t worker_put_cpu_us = 0;  // a worker's CPU between its fetches (dl.cpu's "before")
   // dl.batch (tensors, bytes) as the hooks write it: in the first epoch without workers, after
   // each worker process's first collate with them.

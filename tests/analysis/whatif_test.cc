@@ -665,6 +665,48 @@ TEST_F(WhatIfTest, OneIntraOpThreadIsAdvisedWhereItsFloorReachesTheLikelyHighFig
   }
 }
 
+// The same recording with torch's parallel regions measured in each step (dl.parallel): half of
+// the 1.2-ms step inside them, their bodies 1.0 ms of the threads' time. One thread then runs the
+// other half (0.6 ms) and the bodies' 1.0 ms: a 1.6-ms step, not the 2.0 ms of CPU the two threads
+// recorded (their spinning between regions is in it), and so a faster one-thread setting than the
+// floor. Bodies timed above the step's CPU (a thread preempted inside one) are capped at it.
+TEST_F(WhatIfTest, OneIntraOpThreadRunsTheStepsSerialPartAndItsRegionsWork) {
+  SimConfig c = two_thread_step_cpu_fetch(2000);
+  const Report floor = run(c, 2);
+  c.parallel = std::make_pair(0.5, 1.0 / 1.2);
+  const Report measured = run(c, 2);
+  for (const Report* r : {&floor, &measured}) ASSERT_TRUE(r->whatif.available) << r->whatif.why_not;
+  const WhatIf& f = floor.whatif;
+  const WhatIf& w = measured.whatif;
+  EXPECT_LT(f.inputs.parallel_ms, 0);
+  EXPECT_NEAR(w.inputs.parallel_ms, 0.6, 0.01);
+  EXPECT_NEAR(w.inputs.parallel_body_ms, 1.0, 0.01);
+  auto no_workers = [](const WhatIf& x) {
+    for (const WhatIfCandidate& t : x.thread_candidates) {
+      if (t.setting.num_workers == 0) return t;
+    }
+    return WhatIfCandidate{};
+  };
+  // Without workers each step is a 30-ms fetch then the step, on the one thread.
+  EXPECT_NEAR(no_workers(f).steady_step_ms, 32.0, 0.05);
+  EXPECT_NEAR(no_workers(w).steady_step_ms, 31.6, 0.05);
+  EXPECT_GT(w.threads_gain, w.threads_floor_gain);
+  EXPECT_NEAR(f.threads_gain, f.threads_floor_gain, 1e-12);
+  // The recorded setting and the two-thread candidates do not use the regions' figures.
+  ASSERT_EQ(w.candidates.size(), f.candidates.size());
+  for (size_t i = 0; i < w.candidates.size(); ++i) {
+    EXPECT_NEAR(w.candidates[i].samples_per_s, f.candidates[i].samples_per_s, 1e-9) << i;
+  }
+  bool said = false;
+  for (const std::string& a : w.assumptions) said |= a.find("measured inside the regions") != std::string::npos;
+  EXPECT_TRUE(said);
+
+  c.parallel = std::make_pair(0.5, 3.0);  // 3.6 ms of bodies in a step of 2.0 ms of CPU
+  const Report capped = run(c, 2);
+  ASSERT_TRUE(capped.whatif.available) << capped.whatif.why_not;
+  EXPECT_NEAR(no_workers(capped.whatif).steady_step_ms, 32.0, 0.05);
+}
+
 // Recorded without workers over 2 epochs: a fetch that waits, 2 intra-op threads that spin 9 ms in
 // each next() and then sleep, and steps of `step_ns` on one thread's CPU.
 SimConfig sleeping_threads(std::function<int64_t(int, int)> step_ns) {
