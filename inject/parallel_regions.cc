@@ -53,18 +53,30 @@ SS_TLS int t_depth = 0;        // > 0 inside a region's body (or a region) on th
 
 // The regions' clock: the TSC where it is invariant (a few nanoseconds a read, against tens for
 // clock_gettime on a virtual machine), else CLOCK_MONOTONIC; the totals are kept in its ticks and
-// turned into nanoseconds when read, against an anchor taken when the library loaded.
-const bool g_tsc = stallscope::tsc_is_reliable();
-struct Anchor {
-  uint64_t ticks, ns;
+// turned into nanoseconds when read, against an anchor taken at the first region (not at load:
+// every process under stallscope loads the library, few enter a region).
+struct Clock {
+  bool tsc = false;
+  uint64_t anchor_ticks = 0, anchor_ns = 0;
 };
-uint64_t ticks() {
+uint64_t raw_ticks(bool tsc) {
 #if defined(__x86_64__)
-  if (g_tsc) return __rdtsc();
+  if (tsc) return __rdtsc();
 #endif
+  (void)tsc;
   return stallscope::monotonic_ns();
 }
-const Anchor g_anchor{ticks(), stallscope::monotonic_ns()};
+const Clock& region_clock() {
+  static const Clock c = [] {
+    Clock k;
+    k.tsc = stallscope::tsc_is_reliable();
+    k.anchor_ticks = raw_ticks(k.tsc);
+    k.anchor_ns = stallscope::monotonic_ns();
+    return k;
+  }();
+  return c;
+}
+uint64_t ticks() { return raw_ticks(region_clock().tsc); }
 
 Totals& mine() {
   if (t_totals == nullptr) {
@@ -120,6 +132,7 @@ ParallelFn real_parallel() {
   void* p = dlvsym(RTLD_NEXT, "GOMP_parallel", "GOMP_4.0");
   if (p == nullptr) p = find_in_objects();
   f = reinterpret_cast<ParallelFn>(p);
+  if (f != nullptr) region_clock();  // its anchor taken now, before the first region is timed
   if (f != nullptr) g_real.store(f, std::memory_order_release);
   looked.store(true, std::memory_order_release);
   return f;
@@ -166,6 +179,8 @@ __attribute__((visibility("default"))) void GOMP_parallel(Body fn, void* data, u
 
 void ss_parallel_totals(uint64_t out[3]) {
   if (out == nullptr) return;
+  out[0] = out[1] = out[2] = 0;
+  if (g_real.load(std::memory_order_acquire) == nullptr) return;  // no region yet
   uint64_t t[3] = {0, 0, 0};
   const int n = std::min(g_claimed.load(std::memory_order_relaxed), kSlots);
   for (int i = 0; i < n; ++i) {
@@ -176,10 +191,11 @@ void ss_parallel_totals(uint64_t out[3]) {
   // Ticks to nanoseconds: the TSC's rate since the library loaded (1 before a millisecond has
   // passed, when the totals are that small anyway).
   double per_tick = 1.0;
-  if (g_tsc) {
-    const uint64_t ns = stallscope::monotonic_ns(), tk = ticks();
-    if (ns > g_anchor.ns + 1'000'000 && tk > g_anchor.ticks) {
-      per_tick = static_cast<double>(ns - g_anchor.ns) / static_cast<double>(tk - g_anchor.ticks);
+  const Clock& c = region_clock();
+  if (c.tsc) {
+    const uint64_t ns = stallscope::monotonic_ns(), tk = raw_ticks(true);
+    if (ns > c.anchor_ns + 1'000'000 && tk > c.anchor_ticks) {
+      per_tick = static_cast<double>(ns - c.anchor_ns) / static_cast<double>(tk - c.anchor_ticks);
     }
   }
   out[0] = t[0];
