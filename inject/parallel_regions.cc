@@ -78,6 +78,22 @@ const Clock& region_clock() {
 }
 uint64_t ticks() { return raw_ticks(region_clock().tsc); }
 
+// Nanoseconds per tick: 1 without the TSC; with it, its rate since the anchor, frozen once 100 ms
+// have passed so that later totals convert alike (the hooks subtract them). Before, it is measured
+// afresh at every read (over 10 µs at least: a few tenths of a percent).
+std::atomic<double> g_frozen_per_tick{0};
+double ns_per_tick() {
+  const Clock& c = region_clock();
+  if (!c.tsc) return 1.0;
+  const double frozen = g_frozen_per_tick.load(std::memory_order_relaxed);
+  if (frozen > 0) return frozen;
+  const uint64_t ns = stallscope::monotonic_ns(), tk = raw_ticks(true);
+  if (ns < c.anchor_ns + 10'000 || tk <= c.anchor_ticks) return 1.0;  // totals of a few µs at most
+  const double rate = static_cast<double>(ns - c.anchor_ns) / static_cast<double>(tk - c.anchor_ticks);
+  if (ns >= c.anchor_ns + 100'000'000) g_frozen_per_tick.store(rate, std::memory_order_relaxed);
+  return rate;
+}
+
 Totals& mine() {
   if (t_totals == nullptr) {
     const int i = g_claimed.fetch_add(1, std::memory_order_relaxed);
@@ -188,16 +204,7 @@ void ss_parallel_totals(uint64_t out[3]) {
     t[1] += g_slots[i].region_ns.load(std::memory_order_relaxed);
     t[2] += g_slots[i].body_ns.load(std::memory_order_relaxed);
   }
-  // Ticks to nanoseconds: the TSC's rate since the library loaded (1 before a millisecond has
-  // passed, when the totals are that small anyway).
-  double per_tick = 1.0;
-  const Clock& c = region_clock();
-  if (c.tsc) {
-    const uint64_t ns = stallscope::monotonic_ns(), tk = raw_ticks(true);
-    if (ns > c.anchor_ns + 1'000'000 && tk > c.anchor_ticks) {
-      per_tick = static_cast<double>(ns - c.anchor_ns) / static_cast<double>(tk - c.anchor_ticks);
-    }
-  }
+  const double per_tick = ns_per_tick();
   out[0] = t[0];
   out[1] = static_cast<uint64_t>(static_cast<double>(t[1]) * per_tick);
   out[2] = static_cast<uint64_t>(static_cast<double>(t[2]) * per_tick);

@@ -255,9 +255,12 @@ void cpu_mark(int64_t c0, int64_t t0, const ParTotals& p0, const CpuEnd& e) {
     const int64_t between = g_cpu_last >= 0 ? floor_div(c0 - g_cpu_last, 1000) : -1;
     g_instant(g_cpu, others, i32(mine), i32(between));
     if (g_cpu_last >= 0 && p0.ok && g_par_last.ok && p0.v[0] > g_par_last.v[0]) {
-      g_instant(g_parallel, static_cast<int64_t>((p0.v[2] - g_par_last.v[2]) / 1000),
-                i32(static_cast<int64_t>((p0.v[1] - g_par_last.v[1]) / 1000)),
-                i32(static_cast<int64_t>(p0.v[0] - g_par_last.v[0])));
+      // The times are converted from the TSC's ticks at each read: early on, one read's rate may
+      // differ from the next by a little, so a difference is taken as 0 rather than below it.
+      auto us = [&](int k) {
+        return p0.v[k] > g_par_last.v[k] ? static_cast<int64_t>((p0.v[k] - g_par_last.v[k]) / 1000) : 0;
+      };
+      g_instant(g_parallel, us(2), i32(us(1)), i32(static_cast<int64_t>(p0.v[0] - g_par_last.v[0])));
     }
   }
   g_armed = e.due;

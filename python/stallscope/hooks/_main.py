@@ -413,7 +413,7 @@ def _cpu_mark(c0, t0, p0, end):
         _instant(S._I_CPU, max(0, (c1 - c0) // 1000 - mine), mine, (c0 - last) // 1000 if last >= 0 else -1)
         pl = _par_last[0]
         if last >= 0 and p0 is not None and pl is not None and p0[0] > pl[0]:
-            _instant(S._I_PARALLEL, (p0[2] - pl[2]) // 1000, (p0[1] - pl[1]) // 1000, p0[0] - pl[0])
+            _instant(S._I_PARALLEL, max(0, p0[2] - pl[2]) // 1000, max(0, p0[1] - pl[1]) // 1000, p0[0] - pl[0])
     _marks[0] = due
     if due:
         _cpu_last[0] = c1
