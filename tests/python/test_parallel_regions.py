@@ -61,9 +61,11 @@ def test_a_two_thread_step_records_its_parallel_regions(tmp_path, hooks):
     # Two threads inside each region: their bodies add up to more than its wall, and to less than
     # twice it (each body ends before the region does).
     assert wall < bodies < 2 * wall, (bodies, wall)
-    # Each stretch is the step's, and the step's CPU (dl.cpu's third figure) holds it.
+    # Each stretch is the step's: the steps' CPU (dl.cpu's third figure) is of the same size. Not a
+    # strict bound: the bodies are wall time, and a thread preempted inside one counts the wait
+    # (the what-if model caps them at the CPU). Totals over the whole run would be many times it.
     steps_cpu_us = sum(m["arg2"] for m in cpu)
-    assert bodies < 1.2 * steps_cpu_us, (bodies, steps_cpu_us)
+    assert bodies < 1.5 * steps_cpu_us, (bodies, steps_cpu_us)
 
 
 def test_one_thread_enters_no_region(tmp_path):
