@@ -410,9 +410,11 @@ CpuMarks cpu_marks(const Session& s, const DataLoaderModel& m) {
   return out;
 }
 
-// The mark written right after a span that ended at `end` (and before `limit`), if any.
-const CpuMark* mark_after(const std::vector<CpuMark>& marks, int64_t end, int64_t limit) {
-  auto it = std::lower_bound(marks.begin(), marks.end(), end, [](const CpuMark& c, int64_t t) { return c.ts < t; });
+// The mark written right after a span that ended at `end` (and before `limit`), if any: a dl.cpu
+// (CpuMark) or the dl.parallel written right after one (ParMark).
+template <class Mark>
+const Mark* mark_after(const std::vector<Mark>& marks, int64_t end, int64_t limit) {
+  auto it = std::lower_bound(marks.begin(), marks.end(), end, [](const Mark& c, int64_t t) { return c.ts < t; });
   if (it == marks.end() || it->ts > limit) return nullptr;
   return &*it;
 }
@@ -558,11 +560,9 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
         st.gap_cpu = static_cast<double>(mk->before_us) / 1e6;
         // dl.parallel follows its dl.cpu when regions ran over the same stretch (the step).
         if (!marks.par.empty()) {
-          auto it = std::lower_bound(marks.par.begin(), marks.par.end(), mk->ts,
-                                     [](const ParMark& p, int64_t t) { return p.ts < t; });
-          const bool found = it != marks.par.end() && it->ts < limit;
-          st.par_wall = found ? static_cast<double>(it->wall_us) / 1e6 : 0;
-          st.par_body = found ? static_cast<double>(it->body_us) / 1e6 : 0;
+          const ParMark* p = mark_after(marks.par, mk->ts, limit);
+          st.par_wall = p != nullptr ? static_cast<double>(p->wall_us) / 1e6 : 0;
+          st.par_body = p != nullptr ? static_cast<double>(p->body_us) / 1e6 : 0;
         }
       }
     }
