@@ -279,7 +279,7 @@ void Ingest::write_samples() {
   samples_.clear();
 }
 
-void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
+void Ingest::drain_ring(uint32_t index, bool final) {
   Ring* r = arena_->ring(index);
   uint32_t state = r->h.state.load(std::memory_order_acquire);
   if (state != kRingActive && state != kRingRetired) return;
@@ -317,6 +317,19 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
       std::vector<Event>().swap(held);
     }
     take_ring(r, batch_, SIZE_MAX);
+    // Events stamped after this drain's anchor wait in `held` for the next drain (see drain()),
+    // unless nothing will come after: the last drain, a retired ring.
+    if (clock_.uses_tsc() && !final && state != kRingRetired) {
+      const uint64_t cut = clock_.last_anchor_ticks();
+      auto later = std::find_if(batch_.begin(), batch_.end(), [cut](const Event& e) {
+        return !(e.flags & kFlagTimeNs) && e.kind != EventKind::kGpuActivityExt && e.ticks > cut;
+      });
+      if (later != batch_.end()) {
+        held.assign(later, batch_.end());
+        spilled_count_ += held.size();
+        batch_.erase(later, batch_.end());
+      }
+    }
   }
   for (const Event& e : batch_) {
     const int64_t ns = (e.flags & kFlagTimeNs) ? clock_.mono_to_session_ns(e.ticks) : clock_.to_session_ns(e.ticks);
@@ -398,7 +411,6 @@ void Ingest::drain_ring(uint32_t index, bool final, int64_t now_ns) {
     std::lock_guard<std::mutex> g(spill_mu_);  // not while spill() copies from it
     r->h.state.store(kRingFree, std::memory_order_release);
   }
-  (void)now_ns;
 }
 
 size_t Ingest::take_ring(Ring* r, std::vector<Event>& out, size_t room) {
@@ -472,8 +484,10 @@ double Ingest::fullest_ring() const {
   return static_cast<double>(std::min(most, cap)) / static_cast<double>(cap);
 }
 
-Status Ingest::drain(bool final) {
-  clock_.add_anchor(take_anchor());
+Status Ingest::drain(bool final) { return drain(final, take_anchor()); }
+
+Status Ingest::drain(bool final, ClockAnchor anchor) {
+  clock_.add_anchor(anchor);
   const int64_t now_ns = clock_.to_session_ns(now_ticks());
   first_span_.reset();
   last_span_.reset();
@@ -484,7 +498,7 @@ Status Ingest::drain(bool final) {
   if (Status s = writer_->begin(); !s.ok()) return s;
   sync_processes(false, now_ns);
   write_samples();
-  for (uint32_t i = 0; i < arena_->header()->config.ring_count; ++i) drain_ring(i, final, now_ns);
+  for (uint32_t i = 0; i < arena_->header()->config.ring_count; ++i) drain_ring(i, final);
   if (final) sync_processes(true, now_ns);
   sync_strings();  // after the rings: every id an event used was published before the event
   uint64_t dropped = dropped_retired_ + arena_->header()->dropped_no_ring.load(std::memory_order_relaxed);

@@ -35,6 +35,10 @@ class TickConverter {
   // For timestamps that are already CLOCK_MONOTONIC ns (GPU records).
   int64_t mono_to_session_ns(uint64_t ns) const { return static_cast<int64_t>(ns - start_.ns); }
   uint64_t start_mono_ns() const { return start_.ns; }
+  bool uses_tsc() const { return uses_tsc_; }
+  // The newest anchor's ticks: up to there, conversions interpolate between two anchors and no
+  // later anchor changes them.
+  uint64_t last_anchor_ticks() const { return anchors_.back().ticks; }
 
  private:
   bool uses_tsc_;
@@ -61,9 +65,14 @@ class Ingest {
 
   // Writes the session's metadata (command line, host, versions, clock).
   Status write_meta(const std::map<std::string, std::string>& extra);
-  // One drain: everything committed to the rings so far becomes rows in one transaction.
+  // One drain: every event stamped before it began becomes rows in one transaction.
   // `final` also closes spans still open (dur NULL) and marks unfinished processes ended.
   Status drain(bool final);
+  // The same with the drain's clock anchor taken by the caller (tests). Tick-stamped events after
+  // the anchor wait for the next drain, whose anchor converts them by interpolation: a tick rate
+  // extrapolated past the last anchor would differ from the next segment's, and events either side
+  // of a drain could swap order.
+  Status drain(bool final, ClockAnchor anchor);
   // The fullest ring's events not drained yet, over its capacity (0..1): a few atomic loads.
   double fullest_ring() const;
   // Copies what the rings hold into memory and gives their space back to the threads recording,
@@ -113,7 +122,7 @@ class Ingest {
 
   void sync_processes(bool final, int64_t now_ns);
   int64_t process_row_for(int pid);
-  void drain_ring(uint32_t index, bool final, int64_t now_ns);
+  void drain_ring(uint32_t index, bool final);
   // Appends the ring's events not taken yet to `out` (at most `room`) and gives their slots back.
   // With spill_mu_ held.
   size_t take_ring(Ring* r, std::vector<Event>& out, size_t room);

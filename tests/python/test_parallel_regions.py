@@ -57,10 +57,15 @@ def test_a_two_thread_step_records_its_parallel_regions(tmp_path, hooks):
     # same loop (the second epoch's first call does: the last step of the first).
     assert len(par) >= 60 and len(par) <= len(cpu), (len(par), len(cpu))
     assert all(m["arg2"] >= 1 and m["arg1"] > 0 and m["arg0"] > 0 for m in par), par[:3]
-    bodies, wall = sum(m["arg0"] for m in par), sum(m["arg1"] for m in par)
-    # Two threads inside each region: their bodies add up to more than its wall, and to less than
-    # twice it (each body ends before the region does).
-    assert wall < bodies < 2 * wall, (bodies, wall)
+    bodies = sum(m["arg0"] for m in par)
+    # Each body runs inside its region: the team's bodies add up to less than twice the regions'
+    # wall, on every step.
+    assert all(m["arg0"] < 2 * m["arg1"] for m in par), [m for m in par if m["arg0"] >= 2 * m["arg1"]][:3]
+    # Both threads work in them: on a typical step the bodies add up to more than the wall. Not on
+    # every step: a helper thread that the machine schedules late leaves the entering thread
+    # waiting at the region's end, outside any body.
+    ratios = sorted(m["arg0"] / m["arg1"] for m in par)
+    assert ratios[len(ratios) // 2] > 1, ratios
     # Each stretch is the step's: the steps' CPU (dl.cpu's third figure) is of the same size. Not a
     # strict bound: the bodies are wall time, and a thread preempted inside one counts the wait
     # (the what-if model caps them at the CPU). Totals over the whole run would be many times it.
@@ -90,7 +95,9 @@ def test_the_what_if_model_reads_them(tmp_path):
     assert w["available"], w.get("why_not")
     i = w["inputs"]
     assert 0 < i["parallel_ms"] < i["compute_ms"], i
-    assert i["parallel_ms"] < i["parallel_body_ms"] < 2 * i["parallel_ms"], i
+    # The bodies' lower bound is the first test's (a loaded machine that wakes the helper thread
+    # late leaves the regions' wall long and the bodies short); their upper bound holds always.
+    assert 0 < i["parallel_body_ms"] < 2 * i["parallel_ms"], i
     assert any("measured inside the regions" in a for a in w["assumptions"]), w["assumptions"]
     # One thread: the step's serial part and the regions' work, at most the two threads' CPU.
     assert w["threads_gain"] >= w["threads_floor_gain"] - 1e-9, (w["threads_gain"], w["threads_floor_gain"])
