@@ -179,9 +179,11 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
       const WhatIfInputs& in = w.inputs;
       // Persistent workers start once: then what they cost is handing every batch over.
       if (!from.persistent_workers) {
-        why = "Starting the workers costs " + fixed(in.startup_s, 2) +
-              " s per epoch, more than fetching the batches inside the loop (" + duration_ms(in.fetch_ms) +
-              " each) costs.";
+        why = "Starting the workers costs " + fixed(in.startup_s, 2) + " s per epoch" +
+              (in.fork_step_s > 0 ? ", and the first step after forking them " + fixed(in.fork_step_s, 2) +
+                                        " s more (copying the memory it writes, shared with them since the fork)"
+                                  : std::string()) +
+              ", more than fetching the batches inside the loop (" + duration_ms(in.fetch_ms) + " each) costs.";
       }
       if (from.persistent_workers || in.share_cpu_ms > 0) {
         why += std::string(why.empty() ? "" : " ") + "Handing a batch over from a worker costs the training thread " +
@@ -213,9 +215,14 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
                             "): a deeper queue lets slow batches hide behind ready ones."));
   }
   if (to.persistent_workers && !from.persistent_workers) {
-    out->push_back(make(vocab::kRecEnablePersistentWorkers, w.gain_persistent_workers, "set persistent_workers=True",
-                        "Workers are re-created at every epoch (" + fixed(w.inputs.startup_s, 2) +
-                            " s each time to start, " + fixed(w.inputs.shutdown_s, 2) + " s to stop)."));
+    out->push_back(make(
+        vocab::kRecEnablePersistentWorkers, w.gain_persistent_workers, "set persistent_workers=True",
+        "Workers are re-created at every epoch (" + fixed(w.inputs.startup_s, 2) + " s each time to start, " +
+            fixed(w.inputs.shutdown_s, 2) + " s to stop" +
+            (w.inputs.fork_step_s > 0 ? ", and the first step after forking them " + fixed(w.inputs.fork_step_s, 2) +
+                                            " s more, copying the memory it writes"
+                                      : std::string()) +
+            ")."));
   }
   return true;
 }

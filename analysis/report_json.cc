@@ -174,6 +174,8 @@ Json whatif_json(const WhatIf& w) {
   inputs["startup_workers"] = in.startup_workers;
   inputs["startup_per_worker_s"] = in.startup_per_worker_s;
   inputs["shutdown_s"] = in.shutdown_s;
+  inputs["fork_step_ms"] = in.fork_step_s * 1e3;
+  inputs["fork_first_step_ms"] = in.fork_first_step_s * 1e3;
   inputs["epochs"] = in.epochs;
   inputs["steps"] = static_cast<int64_t>(in.steps.size());
   inputs["fetches"] = static_cast<int64_t>(in.fetches.size());

@@ -7,6 +7,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "analysis/format.h"
@@ -427,6 +428,8 @@ struct RawStep {
   double par_wall = -1, par_body = -1;
   double prev_wall = 0, prev_others = -1;  // the next() before the step, its other threads' CPU
   bool beside_startup = false;             // a worker of the loader was starting meanwhile
+  bool after_fork = false;                 // the first step of an epoch whose workers were forked
+  bool first_fork = false;                 // that epoch is the loader's first (its first workers)
 };
 
 // Steps that began by waking torch's intra-op threads (docs/decisions.md, "A step after a long
@@ -538,6 +541,23 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
         std::upper_bound(starting.begin(), starting.end(), a, [](int64_t t, const Interval& iv) { return t < iv.end; });
     return it != starting.end() && it->begin < b;
   };
+  // The first step after forking workers: the fork left the training process's memory shared with
+  // them, copy-on-write, and the step's first writes to each page of its weights, gradients and
+  // optimizer state copy it (docs/decisions.md, "The first step after forking workers"). Not a
+  // steady step: its excess is priced per epoch whose workers are forked (predict()).
+  const std::string method = l.config.worker_start_method.value_or("fork");
+  const bool forked = method != "spawn" && method != "forkserver";
+  std::vector<bool> first_of_epoch(calls.size(), false);
+  {
+    std::set<int64_t> seen;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      if (calls[k]->loader == l.id) first_of_epoch[k] = seen.insert(calls[k]->epoch).second;
+    }
+  }
+  auto workers_started_in = [&](int64_t epoch) {
+    const auto it = li.epochs.find(epoch);
+    return it != li.epochs.end() && it->second.workers_started > 0;
+  };
   std::vector<RawStep> raw;
   for (size_t k = 1; k < calls.size(); ++k) {
     const NextCall& c = *calls[k];
@@ -546,6 +566,8 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     if (c.start_ns < r.window_start_ns || c.end_ns > r.window_end_ns) continue;
     RawStep st;
     st.beside_startup = beside_startup(prev.end_ns, c.start_ns);
+    st.after_fork = forked && n_rec > 0 && first_of_epoch[k - 1] && workers_started_in(prev.epoch);
+    st.first_fork = st.after_fork && prev.epoch == 0;
     st.gap = static_cast<double>(c.start_ns - prev.end_ns) / kNs;
     st.next_wall = static_cast<double>(c.end_ns - c.start_ns) / kNs;
     const int64_t limit = k + 1 < calls.size() ? calls[k + 1]->start_ns : std::numeric_limits<int64_t>::max();
@@ -571,6 +593,24 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   // Left out unless too few steps remain.
   if (std::count_if(raw.begin(), raw.end(), [](const RawStep& st) { return !st.beside_startup; }) >= 3) {
     std::erase_if(raw, [](const RawStep& st) { return st.beside_startup; });
+  }
+  // The first steps after forking workers, apart: what each took beyond the steady steps' mean
+  // (which the simulation gives each step it stands for, so the recorded total is kept).
+  if (std::count_if(raw.begin(), raw.end(), [](const RawStep& st) { return !st.after_fork; }) >= 3) {
+    std::vector<double> steady;
+    for (const RawStep& st : raw) {
+      if (!st.after_fork) steady.push_back(st.gap);
+    }
+    const double typical = mean_of(steady);
+    // The loader's first workers are forked before the first step has made the gradients and the
+    // optimizer's state: less memory to copy than at the later epochs' forks.
+    std::vector<double> first, later;
+    for (const RawStep& st : raw) {
+      if (st.after_fork) (st.first_fork ? first : later).push_back(std::max(0.0, st.gap - typical));
+    }
+    in.fork_first_step_s = mean_of(first.empty() ? later : first);
+    in.fork_step_s = mean_of(later.empty() ? first : later);
+    std::erase_if(raw, [](const RawStep& st) { return st.after_fork; });
   }
   if (raw.size() < 3) {
     b.why_not = "fewer than 3 steady steps of the training loader were recorded";
@@ -806,8 +846,6 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   }
   in.startup_s = startups > 0 ? startup_sum / startups : 0;
   in.startup_workers = n_rec;
-  const std::string method = l.config.worker_start_method.value_or("fork");
-  const bool forked = method != "spawn" && method != "forkserver";
   if (n_rec == 0) {
     in.startup_estimated = true;
     in.startup_method = method;
@@ -875,7 +913,9 @@ Predicted predict(const WhatIfInputs& in, const LoaderSetting& st, int64_t n_rec
     const SimResult& sim = it->second;
     const double rest = static_cast<double>(batches - direct);
     const bool starts = st.num_workers > 0 && (e == 0 || !st.persistent_workers);
-    const double edge = (starts ? startup : 0) + (st.num_workers > 0 && !st.persistent_workers ? in.shutdown_s : 0);
+    const double fork_step = e == 0 ? in.fork_first_step_s : in.fork_step_s;
+    const double edge =
+        (starts ? startup + fork_step : 0) + (st.num_workers > 0 && !st.persistent_workers ? in.shutdown_s : 0);
     p.train_s += edge + sim.total_s + rest * sim.step_s;
     p.wait_s += edge + sim.waited_s + rest * sim.step_s * sim.wait_frac;
     p.step_s = sim.step_s;
@@ -1224,6 +1264,15 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
         "torch's intra-op threads sleep after " + duration_ms(in.spin_window_s * 1e3) +
         " of spinning in next(), and some steps waited to wake them (" + duration_ms(in.wake_s * 1e3) +
         " on average after such a next()): a setting that keeps batches ready does not pay that wait");
+  }
+  if (in.fork_step_s > 0 || in.fork_first_step_s > 0) {
+    const bool differ = std::abs(in.fork_step_s - in.fork_first_step_s) > 0.05 * in.fork_step_s;
+    w.assumptions.push_back(
+        "the first step after the workers were forked took " + duration_ms(in.fork_step_s * 1e3) +
+        (differ ? " (" + duration_ms(in.fork_first_step_s * 1e3) + " at the first epoch)" : std::string()) +
+        " more than a steady step (the training process's memory, shared with them since the fork, copied as the "
+        "step first writes it): paid at every epoch whose workers are forked, once with persistent_workers=True, "
+        "never without workers");
   }
   if (!b.from_marks) {
     w.assumptions.push_back("no dl.cpu events: CPU and waiting are split by the /proc CPU means, not per batch");

@@ -115,7 +115,13 @@ struct WhatIfInputs {
   double startup_per_worker_s = 0;
   int64_t startup_workers = 0;  // the worker count startup_s is for
   double shutdown_s = 0;        // per epoch whose workers stop
-  int64_t epochs = 0;           // epochs of the training loader inside the window
+  // Forked workers: what the first step of an epoch whose workers were forked took beyond a steady
+  // step (copying on write the training process's pages it writes, shared with the new workers
+  // since the fork), per such epoch; and at the loader's first epoch, whose fork comes before the
+  // gradients and the optimizer's state exist. Each stands for the other where only one was seen.
+  // 0: not seen (spawned or forkserver workers, none recorded).
+  double fork_step_s = 0, fork_first_step_s = 0;
+  int64_t epochs = 0;  // epochs of the training loader inside the window
   std::vector<int64_t> batches_per_epoch;
   double samples_per_step = 1;
   double other_s = 0;  // window time outside the training loader's epochs (evaluation, set-up)

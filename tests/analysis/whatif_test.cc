@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "analysis/report.h"
 #include "analysis/session.h"
 #include "tests/analysis/fixture.h"
@@ -259,12 +261,14 @@ TEST_F(WhatIfTest, PredictsTheRecordedRunAndOneWorker) {
 // for different times): the step after each epoch's first batch runs beside that start-up, and
 // took 100 ms where the others take 5. It is not a steady step: the model leaves it out, and the
 // loop without workers is the 10-ms fetch plus the 5-ms step. Where no start-up overlaps it, the
-// same slow step counts.
+// same slow step counts (spawned workers share no memory with the training process: the first step
+// after forked ones is the next test's).
 TEST_F(WhatIfTest, AStepBesideAWorkersStartUpIsNotASteadyStep) {
   SimConfig c;
   c.epochs = 2;
   c.batches_per_epoch = 20;
   c.num_workers = 2;
+  c.start_method = "spawn";
   c.fetch_ns = [](int, int) { return 10 * kMs; };
   c.step_ns = [](int, int batch) { return (batch == 0 ? 100 : 5) * kMs; };
   c.epoch_gap_ns = 20 * kMs;
@@ -285,6 +289,56 @@ TEST_F(WhatIfTest, AStepBesideAWorkersStartUpIsNotASteadyStep) {
   ASSERT_TRUE(same.whatif.available) << same.whatif.why_not;
   EXPECT_EQ(same.whatif.inputs.steps.size(), 2u * 19);
   EXPECT_NEAR(same.whatif.inputs.compute_ms, (100 + 18 * 5) / 19.0, 1e-6);
+}
+
+// Forked workers that are not persistent: the first step of every epoch took 200 ms more than the
+// others (20 ms; 100 ms more at the first epoch, forked before the gradients and the optimizer's
+// state existed), copying on write the training process's memory that the fork shared with the new
+// workers. That is not a steady step: the model prices it per epoch whose workers are forked, so
+// persistent workers pay it once and no workers never, and the recorded run is still predicted as
+// measured. Spawned workers share no memory: the same slow steps are steady steps there.
+TEST_F(WhatIfTest, TheFirstStepAfterForkingWorkersIsPaidPerEpochTheyAreForked) {
+  SimConfig c;
+  c.epochs = 4;
+  c.batches_per_epoch = 30;
+  c.num_workers = 2;
+  c.fetch_ns = [](int, int) { return 10 * kMs; };
+  c.step_ns = [](int epoch, int batch) { return (batch > 0 ? 20 : epoch == 0 ? 120 : 220) * kMs; };
+  c.worker_boot_ns = 5 * kMs;
+  c.epoch_gap_ns = 20 * kMs;
+  c.fetch_cpu = 0.0;
+  c.compute_cpu = 1.0;
+  const Report r = run(c, 2);
+  const WhatIf& w = r.whatif;
+  ASSERT_TRUE(w.available) << w.why_not;
+  EXPECT_NEAR(w.inputs.fork_step_s, 0.2, 1e-6);
+  EXPECT_NEAR(w.inputs.fork_first_step_s, 0.1, 1e-6);
+  EXPECT_NEAR(w.inputs.compute_ms, 20, 1e-6);
+  EXPECT_EQ(w.inputs.steps.size(), 4u * 28);
+  EXPECT_LT(std::abs(w.fit_error), 0.02) << w.fit_error;
+  EXPECT_TRUE(std::any_of(w.assumptions.begin(), w.assumptions.end(), [](const std::string& a) {
+    return a.find("after the workers were forked") != std::string::npos;
+  }));
+  // The run's time: the recorded setting against persistent workers and no workers (4 epochs of 30
+  // batches). Persistent workers save 3 of the 4 fork steps and start-ups; without workers, the
+  // 10-ms fetch is paid in every step instead, and no fork step at all.
+  const double samples = 4 * 30 * 32;
+  auto run_s = [&](const WhatIfCandidate& x) { return samples / x.samples_per_s; };
+  const WhatIfCandidate rec = what_if_candidate(w, w.recorded);
+  LoaderSetting persistent = w.recorded;
+  persistent.persistent_workers = true;
+  const WhatIfCandidate pers = what_if_candidate(w, persistent);
+  EXPECT_NEAR(run_s(rec) - run_s(pers), 3 * (0.2 + w.inputs.startup_s), 0.03);
+  const WhatIfCandidate none = what_if_candidate(w, LoaderSetting{});
+  EXPECT_NEAR(none.steady_step_ms, 30, 0.01);
+  EXPECT_NEAR(run_s(none), 4 * 30 * 0.030 + w.inputs.other_s, 0.02);  // other_s: the epochs' gaps
+
+  c.start_method = "spawn";
+  const Report spawned = run(c, 2);
+  ASSERT_TRUE(spawned.whatif.available) << spawned.whatif.why_not;
+  EXPECT_EQ(spawned.whatif.inputs.fork_step_s, 0);
+  EXPECT_EQ(spawned.whatif.inputs.steps.size(), 4u * 29);
+  EXPECT_NEAR(spawned.whatif.inputs.compute_ms, (120 + 3 * 220 + 4 * 28 * 20) / (4 * 29.0), 1e-6);
 }
 
 // Fast loops mark one next() call in several (the hooks' sampling): the unmarked steps take the
