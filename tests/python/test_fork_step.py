@@ -45,26 +45,29 @@ print("RESULT " + json.dumps({"steps": steps}), flush=True)
 """
 
 
-def whatif(db):
-    rep = subprocess.run([str(LAUNCHER), "report", "--json", str(db)], capture_output=True, text=True, timeout=120,
+def recorded_loop(tmp_path, persistent):
+    """Runs PROG under stallscope: its steps per epoch by its own clock, the mean of the steps after
+    each epoch's first, and the report's what-if model."""
+    prog = tmp_path / "fork_step.py"
+    prog.write_text(PROG)
+    r = run_recorded(tmp_path / "run.db", [prog, "1" if persistent else "0"])
+    assert r.rc == 0, r.stderr
+    steps = r.result["steps"]
+    rest = statistics.mean(s for epoch in steps for s in epoch[1:])
+    rep = subprocess.run([str(LAUNCHER), "report", "--json", str(r.db)], capture_output=True, text=True, timeout=120,
                          env=base_env())
     assert rep.returncode == 0, rep.stderr
-    return json.loads(rep.stdout)["whatif"]
+    w = json.loads(rep.stdout)["whatif"]
+    assert w["available"], w.get("why_not")
+    return steps, rest, w
 
 
 def test_the_first_step_after_forking_workers_is_found_and_priced(tmp_path):
-    prog = tmp_path / "fork_step.py"
-    prog.write_text(PROG)
-    r = run_recorded(tmp_path / "run.db", [prog, "0"])
-    assert r.rc == 0, r.stderr
-    steps = r.result["steps"]
+    steps, rest, w = recorded_loop(tmp_path, persistent=False)
     # The loop's own clock: each epoch's first step against the rest. The first epoch's fork comes
     # before the gradients and SGD's momentum exist: less to copy than at the later ones.
-    rest = statistics.mean(s for epoch in steps for s in epoch[1:])
     firsts = [epoch[0] - rest for epoch in steps]
     assert min(firsts) > 2 * rest, (firsts, rest)  # the effect is there to be found
-    w = whatif(r.db)
-    assert w["available"], w.get("why_not")
     later, first = w["inputs"]["fork_step_ms"] / 1e3, w["inputs"]["fork_first_step_ms"] / 1e3
     # The recording's steps are the gaps between next() calls: the step plus the loop's own
     # bookkeeping, which excesses of this size dwarf.
@@ -80,16 +83,9 @@ def test_the_first_step_after_forking_workers_is_found_and_priced(tmp_path):
 
 
 def test_persistent_workers_pay_it_once(tmp_path):
-    prog = tmp_path / "fork_step.py"
-    prog.write_text(PROG)
-    r = run_recorded(tmp_path / "run.db", [prog, "1"])
-    assert r.rc == 0, r.stderr
-    steps = r.result["steps"]
-    rest = statistics.mean(s for epoch in steps for s in epoch[1:])
+    steps, rest, w = recorded_loop(tmp_path, persistent=True)
     assert steps[0][0] - rest > 2 * rest, (steps[0][0], rest)  # forked once, before the first epoch
     assert max(epoch[0] for epoch in steps[1:]) < steps[0][0] / 2, steps  # and not again
-    w = whatif(r.db)
-    assert w["available"], w.get("why_not")
     assert w["inputs"]["fork_first_step_ms"] / 1e3 == pytest.approx(steps[0][0] - rest, rel=0.25), w["inputs"]
     # The later forks were not seen: the first one stands for them.
     assert w["inputs"]["fork_step_ms"] == w["inputs"]["fork_first_step_ms"]
