@@ -253,13 +253,27 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
   x.action = "call torch.set_num_threads(1) in the training process" + (same ? std::string() : ", with " + args) +
              (by_floor ? " (predicted at least as fast as the DataLoader setting alone)"
                        : " (predicted " + speedup(w.threads_gain) + " over the DataLoader setting alone)");
+  // Recorded beside workers, the regions' wall shows the waiting itself: the work inside them
+  // (all threads' bodies) shared by the threads would take body / T; the rest of the wall is the
+  // threads waiting for each other (docs/decisions.md, "The intra-op threads' wait beside busy
+  // workers, measured").
+  const double threads = static_cast<double>(std::max<int64_t>(1, w.inputs.torch_threads));
+  const double region_wait_ms = measured ? w.inputs.parallel_ms - w.inputs.parallel_body_ms / threads : 0;
+  const bool wait_seen = measured && rec.setting.num_workers > 0 && region_wait_ms >= 0.5 * w.inputs.parallel_ms;
+  const std::string seen =
+      wait_seen ? "In this recording, beside " + std::to_string(rec.setting.num_workers) +
+                      " workers, torch's parallel regions held each step for " + duration_ms(w.inputs.parallel_ms) +
+                      " of wall for " + duration_ms(w.inputs.parallel_body_ms) + " of work inside them on " +
+                      std::to_string(w.inputs.torch_threads) + " threads: about " + duration_ms(region_wait_ms) +
+                      " a step of the threads waiting for each other. "
+                : std::string();
   x.message = "torch runs the training step on " + std::to_string(w.inputs.torch_threads) +
               " intra-op threads, which spin in next() (" + duration_ms(w.inputs.others_cpu_ms) +
               " of CPU per call) and need every core at once for each parallel region: beside busy workers on " +
               std::to_string(w.inputs.usable_cores) +
               " usable cores they take CPU from the workers and wait for "
               "each other. " +
-              model_basis(w) + prediction(rec, t) + " with " + args + " and torch.set_num_threads(1), " +
+              seen + model_basis(w) + prediction(rec, t) + " with " + args + " and torch.set_num_threads(1), " +
               (measured ? "the step's part outside torch's parallel regions and their work (" +
                               duration_ms(w.inputs.parallel_body_ms) + ", measured inside them) on one thread"
                         : "the step's " + duration_ms(w.inputs.compute_cpu_ms) + " of CPU all on one thread") +
@@ -278,6 +292,11 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
   x.evidence["suggested_torch_threads"] = 1;
   x.evidence["predicted_samples_per_s"] = t.samples_per_s;
   x.evidence["predicted_gain"] = w.threads_gain;
+  if (measured) {
+    x.evidence["parallel_region_ms"] = w.inputs.parallel_ms;
+    x.evidence["parallel_work_ms"] = w.inputs.parallel_body_ms;
+    x.evidence["parallel_wait_ms"] = std::max(0.0, region_wait_ms);
+  }
   out->push_back(std::move(x));
 }
 

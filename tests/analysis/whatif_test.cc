@@ -761,6 +761,51 @@ TEST_F(WhatIfTest, OneIntraOpThreadRunsTheStepsSerialPartAndItsRegionsWork) {
   EXPECT_NEAR(no_workers(capped.whatif).steady_step_ms, 32.0, 0.05);
 }
 
+// Recorded beside 3 CPU-bound workers on 2 cores, a step on 2 intra-op threads whose parallel
+// regions hold 87 % of its 14.6-ms wall for work worth 5 % of it (both threads' bodies): the
+// threads waiting for each other, as `bench/advice_workload.py --cpu-ms 1.0 --workers 3` showed
+// (docs/decisions.md, "The intra-op threads' wait beside busy workers, measured"). The advice to
+// run torch on one thread says what was measured; where the regions' wall is mostly their work,
+// it does not.
+TEST_F(WhatIfTest, OneIntraOpThreadAdviceSaysTheRegionsWaitMeasuredBesideWorkers) {
+  SimConfig c;
+  c.epochs = 2;
+  c.batches_per_epoch = 60;
+  c.num_workers = 3;
+  c.persistent_workers = true;
+  c.compute_ns = 14600 * kUs;
+  c.fetch_ns = [](int, int) { return 80 * kMs; };
+  c.fetch_cpu = 0.53;
+  c.compute_cpu = 11.2 / 14.6;
+  c.torch_threads = 2;
+  c.others_cpu_us = 3000;
+  c.parallel = std::make_pair(0.87, 0.05);
+  const Report r = run(c, 2);
+  const WhatIf& w = r.whatif;
+  ASSERT_TRUE(w.available) << w.why_not;
+  EXPECT_NEAR(w.inputs.parallel_ms, 14.6 * 0.87, 0.05);
+  const Recommendation* advice = nullptr;
+  for (const Recommendation& rec : r.recommendations) {
+    if (rec.id == std::string("limit_torch_threads")) advice = &rec;
+  }
+  ASSERT_NE(advice, nullptr) << w.threads_gain << " " << w.min_gain << " fit " << w.fit_error << " "
+                             << w.measured_samples_per_s;
+  EXPECT_NE(advice->message.find("beside 3 workers, torch's parallel regions held each step for 12.7 ms of wall"),
+            std::string::npos)
+      << advice->message;
+  EXPECT_NE(advice->message.find("of the threads waiting for each other"), std::string::npos) << advice->message;
+  EXPECT_NEAR(advice->evidence["parallel_wait_ms"].get<double>(), 14.6 * 0.87 - 14.6 * 0.05 / 2, 0.05);
+
+  c.parallel = std::make_pair(0.10, 0.15);  // 1.46 ms of wall for 2.19 ms of work: 0.37 ms of it waiting
+  const Report busy = run(c, 2);
+  for (const Recommendation& rec : busy.recommendations) {
+    EXPECT_EQ(rec.message.find("of the threads waiting for each other"), std::string::npos) << rec.message;
+    if (rec.id == std::string("limit_torch_threads")) {
+      EXPECT_NEAR(rec.evidence["parallel_wait_ms"].get<double>(), 1.46 - 2.19 / 2, 0.05);
+    }
+  }
+}
+
 // Recorded without workers over 2 epochs: a fetch that waits, 2 intra-op threads that spin 9 ms in
 // each next() and then sleep, and steps of `step_ns` on one thread's CPU.
 SimConfig sleeping_threads(std::function<int64_t(int, int)> step_ns) {
