@@ -797,8 +797,8 @@ TEST_F(WhatIfTest, OneIntraOpThreadAdviceSaysTheRegionsWaitMeasuredBesideWorkers
   EXPECT_NEAR(advice->evidence["parallel_wait_ms"].get<double>(), 14.6 * 0.87 - 14.6 * 0.05 / 2, 0.05);
 
   c.parallel = std::make_pair(0.10, 0.15);  // 1.46 ms of wall for 2.19 ms of work: 0.37 ms of it waiting
-  const Report busy = run(c, 2);
-  for (const Recommendation& rec : busy.recommendations) {
+  const Report mostly_work = run(c, 2);
+  for (const Recommendation& rec : mostly_work.recommendations) {
     EXPECT_EQ(rec.message.find("of the threads waiting for each other"), std::string::npos) << rec.message;
     if (rec.id == std::string("limit_torch_threads")) {
       EXPECT_NEAR(rec.evidence["parallel_wait_ms"].get<double>(), 1.46 - 2.19 / 2, 0.05);
