@@ -130,14 +130,64 @@ void fewer_workers(const Report& r, const WhatIf& w, std::vector<Recommendation>
   out->push_back(std::move(x));
 }
 
+// The DataLoader change advised: the model's best setting, with what each argument gains alone;
+// or, where torch on one intra-op thread is advised beside workers that keep more threads runnable
+// than there are cores (WhatIf::best_beside_busy_workers), the one-thread candidate's DataLoader
+// setting, advised together with it. On all the intra-op threads the best setting's figure leaves
+// out their waiting for each other beside those workers and is likely high: on a Lightning loop it
+// predicted 1.20x and measured 0.81x, slower than no workers, while the two together measured 1.31x
+// (docs/decisions.md, "The DataLoader advice beside busy workers goes with one intra-op thread").
+struct LoaderAdvice {
+  const WhatIfCandidate* to = nullptr;
+  double gain = 1;  // the whole setting's predicted gain over the recorded one
+  // Each argument changed alone (1 where not known: together with one thread, only the whole is).
+  double g_workers = 1, g_prefetch = 1, g_persistent = 1;
+  bool with_one_thread = false;
+};
+
+bool together_with_one_thread(const WhatIf& w) {
+  return w.available && w.best && w.threads_best && w.best_beside_busy_workers;
+}
+
+LoaderAdvice loader_advice(const WhatIf& w) {
+  LoaderAdvice a;
+  if (!w.available || !w.best) return a;
+  if (together_with_one_thread(w)) {
+    a.to = &w.thread_candidates[*w.threads_best];
+    const double rec = w.candidates.front().samples_per_s;
+    a.gain = rec > 0 ? a.to->samples_per_s / rec : 1;
+    a.with_one_thread = true;
+    return a;
+  }
+  a.to = &w.candidates[*w.best];
+  a.gain = w.best_gain;
+  a.g_workers = w.gain_num_workers;
+  a.g_prefetch = w.gain_prefetch_factor;
+  a.g_persistent = w.gain_persistent_workers;
+  return a;
+}
+
 bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation>* out) {
-  if (!w.available || !w.best || w.best_gain < w.min_gain) return false;
+  const LoaderAdvice a = loader_advice(w);
+  if (a.to == nullptr || a.gain < w.min_gain) return false;
   const WhatIfCandidate& rec = w.candidates.front();
-  const WhatIfCandidate& best = w.candidates[*w.best];
+  const WhatIfCandidate& best = *a.to;
   const LoaderSetting& from = w.recorded;
-  const LoaderSetting& to = best.setting;
+  LoaderSetting to = best.setting;
+  to.torch_threads = from.torch_threads;  // the DataLoader arguments alone
   if (to == from) return false;
   const std::string predicted = prediction(rec, best);
+  // Together with one thread: why the DataLoader setting that is best on all the threads is not
+  // advised on its own.
+  const WhatIfCandidate& alone_best = w.candidates[*w.best];
+  const std::string alone_text =
+      a.with_one_thread
+          ? "with torch's " + std::to_string(w.inputs.torch_threads) + " intra-op threads the model's best is " +
+                alone_best.setting.arguments() + " (" + fixed(alone_best.samples_per_s, 1) +
+                " samples/s), a figure likely high: beside workers that keep more threads runnable than there are "
+                "cores, the threads' waiting for each other at every parallel region is not in it, and such a "
+                "setting has made a loop slower than no workers."
+          : std::string();
   const std::string bound = " The ideal bound, if all input wait vanished, is 1/(1-" +
                             fixed(r.data_wait_fraction(), 2) + ") = " + speedup(ideal_speedup(r.data_wait_fraction())) +
                             "; with the advice, what bounds the loop: " + w.bound_text + ".";
@@ -151,25 +201,33 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
     x.expected_speedup = g;
     // "alone" only beside one argument of several; starting workers is the whole setting.
     const bool whole = from.num_workers == 0;
-    x.action =
-        std::move(action) + (alone >= kNoticeable ? " (predicted " + speedup(alone) + (whole ? ")" : " alone)") : "");
-    x.message = std::move(why) + " " + model_basis(w) + predicted + " with " + to.arguments() + "." + bound;
+    if (a.with_one_thread) {
+      x.action = std::move(action) + " with torch.set_num_threads(1) (predicted " + speedup(a.gain) + " together)";
+      x.message = std::move(why) + " " + model_basis(w) + predicted + " with " + to.arguments() +
+                  " and torch.set_num_threads(1) (limit_torch_threads). Not without it: " + alone_text + bound;
+    } else {
+      x.action =
+          std::move(action) + (alone >= kNoticeable ? " (predicted " + speedup(alone) + (whole ? ")" : " alone)") : "");
+      x.message = std::move(why) + " " + model_basis(w) + predicted + " with " + to.arguments() + "." + bound;
+    }
     x.evidence = model_evidence(r, w);
     x.evidence["suggested"] = to.arguments();
     x.evidence["suggested_num_workers"] = to.num_workers;
-    x.evidence["predicted_gain_alone"] = alone;
-    x.evidence["predicted_gain"] = w.best_gain;
+    x.evidence["predicted_gain_alone"] = a.with_one_thread ? Json() : Json(alone);
+    x.evidence["predicted_gain"] = a.gain;
+    x.evidence["predicted_samples_per_s"] = best.samples_per_s;
+    x.evidence["with_torch_threads"] = a.with_one_thread ? Json(1) : Json();
     return x;
   };
   if (from.num_workers == 0) {
-    out->push_back(make(vocab::kRecIncreaseNumWorkers, w.best_gain, "set " + to.arguments(),
+    out->push_back(make(vocab::kRecIncreaseNumWorkers, a.gain, "set " + to.arguments(),
                         "With num_workers=0 every batch is loaded inside next(), so loading and training never "
                         "overlap."));
     return true;
   }
   if (to.num_workers != from.num_workers) {
     const bool more = to.num_workers > from.num_workers;
-    const double g = w.gain_num_workers;
+    const double g = a.with_one_thread ? a.gain : a.g_workers;
     std::string why;
     if (more) {
       why = (from.num_workers == 1 ? std::string("The one worker cannot")
@@ -208,7 +266,7 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
                         "set num_workers=" + std::to_string(to.num_workers), why));
   }
   if (to.prefetch_factor > from.prefetch_factor) {
-    out->push_back(make(vocab::kRecIncreasePrefetchFactor, w.gain_prefetch_factor,
+    out->push_back(make(vocab::kRecIncreasePrefetchFactor, a.with_one_thread ? a.gain : a.g_prefetch,
                         "set prefetch_factor=" + std::to_string(to.prefetch_factor),
                         "Fetch times vary (p99 " + or_dash(r.loader()->fetch_p99_ms, duration_ms) + " vs p50 " +
                             or_dash(r.loader()->fetch_p50_ms, duration_ms) +
@@ -216,7 +274,7 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
   }
   if (to.persistent_workers && !from.persistent_workers) {
     out->push_back(make(
-        vocab::kRecEnablePersistentWorkers, w.gain_persistent_workers, "set persistent_workers=True",
+        vocab::kRecEnablePersistentWorkers, a.with_one_thread ? a.gain : a.g_persistent, "set persistent_workers=True",
         "Workers are re-created at every epoch (" + fixed(w.inputs.startup_s, 2) + " s each time to start, " +
             fixed(w.inputs.shutdown_s, 2) + " s to stop" +
             (w.inputs.fork_step_s > 0 ? ", and the first step after forking them " + fixed(w.inputs.fork_step_s, 2) +
@@ -249,6 +307,7 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
   // Below min_gain it was advised because the one-thread floor reaches the DataLoader setting's
   // likely-high figure (whatif.cc): at least as fast, not a predicted gain.
   const bool by_floor = w.threads_gain < w.min_gain;
+  const bool together = together_with_one_thread(w);
   const bool measured = w.inputs.parallel_ms >= 0;  // the step's parallel regions (dl.parallel)
   x.action = "call torch.set_num_threads(1) in the training process" + (same ? std::string() : ", with " + args) +
              (by_floor ? " (predicted at least as fast as the DataLoader setting alone)"
@@ -283,7 +342,10 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
                               (measured ? "even the step's whole recorded CPU put on one thread (a floor) reaches it"
                                         : "the first is a floor, the step's whole recorded CPU put on one thread") +
                               ": one thread should be at least as fast."
-                        : std::string()) +
+               : together ? std::string(" That second figure is likely high, the threads' waiting for each "
+                                        "other beside busy workers unpriced.")
+                          : std::string()) +
+              (together ? " So the DataLoader setting is advised with one thread, not without it." : std::string()) +
               " Set it before the training loop; the workers already run torch on one thread. `stallscope tune` "
               "measures it (`torch_threads=1` in its runs) without editing the script.";
   x.evidence = model_evidence(r, w);
@@ -515,7 +577,8 @@ std::vector<Recommendation> recommend(const Report& r) {
   const LoaderStats* l = r.loader();
   if (l != nullptr && r.data_bound && r.steps > 0 && r.input_wait_fraction * r.wall_s >= kMinInputWaitS) {
     if (!model_settings(r, r.whatif, &out)) {
-      fewer_workers(r, r.whatif, &out);
+      // Fewer workers is a DataLoader setting alone; together with one thread it is not advised.
+      if (!together_with_one_thread(r.whatif)) fewer_workers(r, r.whatif, &out);
       if (!r.whatif.threads_best) slow_dataset_getitem(r, r.whatif, &out);
     }
     limit_torch_threads(r, r.whatif, &out);

@@ -145,6 +145,7 @@ Json whatif_json(const WhatIf& w) {
   x["threads_best"] = w.threads_best ? Json(*w.threads_best) : Json();
   x["threads_gain"] = w.threads_gain;
   x["threads_floor_gain"] = w.threads_floor_gain;
+  x["best_beside_busy_workers"] = w.best_beside_busy_workers;
   const WhatIfInputs& in = w.inputs;
   Json inputs = Json::object();
   inputs["usable_cores"] = in.usable_cores;

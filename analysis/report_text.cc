@@ -122,13 +122,28 @@ std::string whatif_lines(const Report& r) {
          " more settings were tried (see --json)\n";
   }
   const bool advised = w.best && !w.candidates[*w.best].recorded && w.best_gain >= w.min_gain;
-  o += wrap(advised ? "  advised: " + w.candidates[*w.best].setting.arguments() + ", predicted " +
-                          fixed(w.best_gain, 2) + "x"
-                    : "  no setting is predicted to gain " + percent(w.min_gain - 1, 0) +
-                          " or more (the least gain worth a change: 5% plus the model's fit error)",
-            100, "    ") +
-       "\n";
-  if (w.threads_best) {
+  // Beside workers that keep more threads runnable than there are cores, the DataLoader setting is
+  // advised with torch on one thread, not alone (recommend.cc, docs/report.md).
+  const bool together = w.best && w.threads_best && w.best_beside_busy_workers;
+  if (together) {
+    const WhatIfCandidate& t = w.thread_candidates[*w.threads_best];
+    const double rec = w.candidates.front().samples_per_s;
+    o += wrap("  advised: " + t.setting.arguments() + " with torch.set_num_threads(1), predicted " +
+                  fixed(t.samples_per_s, 1) + " samples/s (" + fixed(rec > 0 ? t.samples_per_s / rec : 1, 2) +
+                  "x); on torch's " + std::to_string(w.inputs.torch_threads) + " threads the best, " +
+                  w.candidates[*w.best].setting.arguments() + " (" + fixed(w.best_gain, 2) +
+                  "x), is likely high beside these busy workers and not advised alone",
+              100, "    ") +
+         "\n";
+  } else {
+    o += wrap(advised ? "  advised: " + w.candidates[*w.best].setting.arguments() + ", predicted " +
+                            fixed(w.best_gain, 2) + "x"
+                      : "  no setting is predicted to gain " + percent(w.min_gain - 1, 0) +
+                            " or more (the least gain worth a change: 5% plus the model's fit error)",
+              100, "    ") +
+         "\n";
+  }
+  if (w.threads_best && !together) {
     const WhatIfCandidate& t = w.thread_candidates[*w.threads_best];
     o += wrap("  with torch.set_num_threads(1): " + t.setting.arguments() + ", predicted " + fixed(t.samples_per_s, 1) +
                   " samples/s (" + fixed(w.threads_gain, 2) +

@@ -1118,6 +1118,7 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   const bool gang_beside_busy_workers =
       gang > 1 && advised_workers > 0 &&
       static_cast<double>(advised_workers) * fetch_cpu_share + static_cast<double>(gang) > cores;
+  w.best_beside_busy_workers = gang_beside_busy_workers;
   if (gang > 1) {
     std::map<int64_t, const WhatIfCandidate*> per_count;
     for (const WhatIfCandidate& c : w.candidates) {

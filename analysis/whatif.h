@@ -170,6 +170,11 @@ struct WhatIf {
   // The same setting's prediction with the step's whole recorded CPU on one thread (the floor),
   // over best's; threads_gain itself where the regions were not measured.
   double threads_floor_gain = 1;
+  // The best DataLoader setting puts workers that keep more threads runnable than there are cores
+  // beside a step on more than one intra-op thread: its figure leaves out the threads' waiting for
+  // each other and is likely high. Where threads_best is advised too, the DataLoader advice is
+  // threads_best's setting, together with one thread (recommend.cc, docs/report.md).
+  bool best_beside_busy_workers = false;
   // The same loop if fetching a batch took half the time (CPU and waiting), at the advised
   // setting: what "make __getitem__ cheaper" is worth.
   double cheaper_fetch_samples_per_s = 0;

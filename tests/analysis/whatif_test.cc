@@ -681,6 +681,57 @@ TEST_F(WhatIfTest, OneIntraOpThreadIsPredictedAndAdvisedWhereItGains) {
   EXPECT_FALSE(warns(one.whatif));
 }
 
+// Where torch on one thread is advised beside workers that keep more threads runnable than there
+// are cores, the DataLoader advice is that one-thread candidate's setting, together with one
+// thread: the best DataLoader setting on both threads is likely high there (a Lightning loop's
+// measured 0.78x for a predicted 1.20x, docs/decisions.md). Every speed recommendation then names
+// the same setting. With a fetch of 2.4 ms on 4 cores the workers the model advises and the two
+// threads fit, and the DataLoader setting is advised alone, as the model found it best.
+TEST_F(WhatIfTest, TheDataLoaderAdviceBesideBusyWorkersGoesWithOneThread) {
+  const Report busy = run(two_thread_step_cpu_fetch(8000), 2);
+  const WhatIf& w = busy.whatif;
+  ASSERT_TRUE(w.available) << w.why_not;
+  ASSERT_TRUE(w.best.has_value());
+  ASSERT_TRUE(w.threads_best.has_value());
+  EXPECT_TRUE(w.best_beside_busy_workers);
+  const WhatIfCandidate& t = w.thread_candidates[*w.threads_best];
+  LoaderSetting loader_part = t.setting;
+  loader_part.torch_threads = 0;
+  const std::string together = loader_part.arguments();
+  int loader_recs = 0;
+  for (const Recommendation& rec : busy.recommendations) {
+    if (!rec.speed) continue;
+    ASSERT_TRUE(rec.evidence.contains("suggested")) << rec.id;
+    EXPECT_EQ(rec.evidence["suggested"], together) << rec.id;
+    if (rec.id == std::string("limit_torch_threads")) continue;
+    ++loader_recs;
+    EXPECT_NE(rec.action.find("with torch.set_num_threads(1) (predicted"), std::string::npos) << rec.action;
+    EXPECT_NE(rec.message.find("Not without it: with torch's 2 intra-op threads the model's best is " +
+                               w.candidates[*w.best].setting.arguments()),
+              std::string::npos)
+        << rec.message;
+    EXPECT_NEAR(rec.evidence["predicted_gain"].get<double>(), t.samples_per_s / w.candidates.front().samples_per_s,
+                1e-9);
+  }
+  EXPECT_GE(loader_recs, 1);  // recorded without workers: start them
+
+  SimConfig light = two_thread_step_cpu_fetch(8000);
+  light.fetch_ns = [](int, int) { return 2400 * kUs; };
+  const Report idle = run(light, 4);
+  const WhatIf& v = idle.whatif;
+  ASSERT_TRUE(v.available) << v.why_not;
+  ASSERT_TRUE(v.best.has_value());
+  EXPECT_FALSE(v.best_beside_busy_workers) << v.candidates[*v.best].setting.arguments();
+  bool alone = false;
+  for (const Recommendation& rec : idle.recommendations) {
+    if (!rec.speed || rec.id == std::string("limit_torch_threads")) continue;
+    alone = true;
+    EXPECT_EQ(rec.evidence["suggested"], v.candidates[*v.best].setting.arguments()) << rec.id;
+    EXPECT_EQ(rec.action.find("torch.set_num_threads"), std::string::npos) << rec.action;
+  }
+  EXPECT_TRUE(alone);
+}
+
 // Recorded without workers, a 30-ms fetch that is all CPU, and a step on 2 intra-op threads that
 // spin 2 ms in each next(): at the advised 2 workers, the one-thread figure (the step's whole CPU
 // on one thread, no spinning) comes out 3 % above the two-thread one, short of min_gain. Beside

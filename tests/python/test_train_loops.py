@@ -13,12 +13,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import statistics
 import subprocess
+import sys
 import textwrap
 
 import pytest
 
-from conftest import LAUNCHER, PROGRAMS, Recording, run_recorded
+from conftest import LAUNCHER, PROGRAMS, Recording, base_env, run_recorded
 
 pytestmark = pytest.mark.torch
 
@@ -186,3 +188,52 @@ def test_plain_loop_validation_first(tmp_path):
     assert any("starting its workers (start method spawn)" in n and "every epoch" in n for n in rep["notes"]), rep[
         "notes"]
     assert os.path.basename(str(db)) in rep["source"]
+
+
+SPEED_ADVICE = {"increase_num_workers", "reduce_num_workers", "increase_prefetch_factor", "enable_persistent_workers",
+                "limit_torch_threads"}
+
+
+def lightning_rate(db, prog, loader_args=None):
+    """One recorded run of `prog`: its samples/s by Lightning's own clock (a callback's)."""
+    cmd = [str(LAUNCHER), "run", "-q", "-o", str(db)]
+    if loader_args:
+        cmd += ["--loader-args", loader_args]
+    p = subprocess.run([*cmd, "--", sys.executable, str(prog), "--batches", "60"], capture_output=True, text=True,
+                       env=base_env(), timeout=240, cwd=PROGRAMS)
+    assert p.returncode == 0, p.stdout + p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])["samples_per_s"]
+
+
+def test_lightning_advice_beside_a_parallel_step_holds(tmp_path):
+    """The issue's Lightning case: loading (a __getitem__ that computes) and a step on torch's intra-op
+    threads share the cores, with num_workers=0. Workers alone on both intra-op threads made such a
+    loop slower (docs/decisions.md, "The DataLoader advice beside busy workers goes with one intra-op
+    thread"): every speed recommendation must name one setting, following them all together must make
+    the loop faster by Lightning's own clock (the original and the advised runs taking turns), and the
+    report on the advised run must not send the loop back to no workers."""
+    need("pytorch_lightning")
+    prog = PROGRAMS / "lightning_cpu_prog.py"
+    orig = [lightning_rate(tmp_path / "orig-0.db", prog)]
+    rep = report(tmp_path / "orig-0.db")
+    assert rep["loader"]["num_workers"] == 0
+    speed = [x for x in rep["recommendations"] if x["id"] in SPEED_ADVICE]
+    assert speed, rep["recommendations"]
+    settings = {x["evidence"]["suggested"] for x in speed}
+    assert len(settings) == 1, [(x["id"], x["evidence"]["suggested"]) for x in speed]
+    args = settings.pop()
+    if any(x["id"] == "limit_torch_threads" for x in speed):
+        args += ", torch_threads=1"
+    advised = []
+    for i in range(3):
+        advised.append(lightning_rate(tmp_path / f"advised-{i}.db", prog, args))
+        if i < 2:
+            orig.append(lightning_rate(tmp_path / f"orig-{i + 1}.db", prog))
+    gain = statistics.median(advised) / statistics.median(orig)
+    assert gain >= 1.05, (args, orig, advised)
+    again = report(tmp_path / "advised-2.db")
+    assert again["loader"]["num_workers"] > 0
+    back = [x for x in again["recommendations"]
+            if x["id"] in SPEED_ADVICE and x["evidence"]["suggested_num_workers"] == 0]
+    assert not back, [x["action"] for x in back]
