@@ -110,16 +110,26 @@ std::string whatif_lines(const Report& r) {
   std::stable_sort(rows.begin() + 1, rows.end(), [&](size_t a, size_t b) {
     return w.candidates[a].setting.num_workers < w.candidates[b].setting.num_workers;
   });
+  bool starred = false;
   for (size_t k = 0; k < rows.size() && k < kMaxWhatIfRows; ++k) {
     const size_t i = rows[k];
     const WhatIfCandidate& c = w.candidates[i];
     const std::string tag = c.recorded ? " (recorded)" : (w.best && *w.best == i ? " (best)" : "");
-    o += "  " + pad(c.setting.arguments() + tag, 64) + pad(fixed(c.samples_per_s, 1), 11, true) +
-         pad(percent(c.stall, 0), 8, true) + pad(duration_ms(c.steady_step_ms), 10, true) + "\n";
+    o += "  " + pad(c.setting.arguments() + tag, 64) +
+         pad((c.likely_high ? "*" : "") + fixed(c.samples_per_s, 1), 11, true) + pad(percent(c.stall, 0), 8, true) +
+         pad(duration_ms(c.steady_step_ms), 10, true) + "\n";
+    starred |= c.likely_high;
   }
   if (w.candidates.size() > std::min(rows.size(), kMaxWhatIfRows)) {
     o += "  ... " + std::to_string(w.candidates.size() - std::min(rows.size(), kMaxWhatIfRows)) +
          " more settings were tried (see --json)\n";
+  }
+  if (starred) {
+    o += wrap("  * likely high: beside workers that keep more threads runnable than there are cores, torch's " +
+                  std::to_string(w.inputs.torch_threads) +
+                  " intra-op threads wait for each other at every parallel region, which the model does not price",
+              100, "    ") +
+         "\n";
   }
   const bool advised = w.best && !w.candidates[*w.best].recorded && w.best_gain >= w.min_gain;
   // Beside workers that keep more threads runnable than there are cores, the DataLoader setting is

@@ -1114,11 +1114,15 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   // torch on one intra-op thread, at each worker count's best DataLoader setting found above.
   const int64_t gang = std::clamp<int64_t>(in.torch_threads, 1, in.usable_cores);
   const int64_t advised_workers = w.candidates[pick].setting.num_workers;
-  // The intra-op threads beside workers that keep more threads runnable than there are cores.
-  const bool gang_beside_busy_workers =
-      gang > 1 && advised_workers > 0 &&
-      static_cast<double>(advised_workers) * fetch_cpu_share + static_cast<double>(gang) > cores;
+  // The intra-op threads beside workers that keep more threads runnable than there are cores: a
+  // figure the model gives without their waiting for each other, likely high.
+  auto beside_busy = [&](int64_t workers) {
+    return gang > 1 && workers > 0 &&
+           static_cast<double>(workers) * fetch_cpu_share + static_cast<double>(gang) > cores;
+  };
+  const bool gang_beside_busy_workers = beside_busy(advised_workers);
   w.best_beside_busy_workers = gang_beside_busy_workers;
+  for (WhatIfCandidate& c : w.candidates) c.likely_high = !c.recorded && beside_busy(c.setting.num_workers);
   if (gang > 1) {
     std::map<int64_t, const WhatIfCandidate*> per_count;
     for (const WhatIfCandidate& c : w.candidates) {

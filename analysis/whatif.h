@@ -51,6 +51,10 @@ struct WhatIfCandidate {
   double stall = 0;           // predicted share of the window waiting for input
   double steady_step_ms = 0;  // predicted step time once the pipeline runs
   bool recorded = false;      // the setting the recording ran with
+  // Its workers, each counted by the fetch's CPU share, and torch's intra-op threads (more than
+  // one) outnumber the cores: the threads' waiting for each other is not in the figure, which is
+  // likely high (docs/report.md). Never the recorded setting.
+  bool likely_high = false;
 };
 
 // One step or one batch as the model uses it: wall time split into work on the CPU and waiting.

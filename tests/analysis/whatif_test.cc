@@ -694,6 +694,10 @@ TEST_F(WhatIfTest, TheDataLoaderAdviceBesideBusyWorkersGoesWithOneThread) {
   ASSERT_TRUE(w.best.has_value());
   ASSERT_TRUE(w.threads_best.has_value());
   EXPECT_TRUE(w.best_beside_busy_workers);
+  // Its figure, and every setting's with workers, is marked likely high; not the recorded one's.
+  EXPECT_TRUE(w.candidates[*w.best].likely_high);
+  for (const WhatIfCandidate& c : w.candidates)
+    EXPECT_EQ(c.likely_high, c.setting.num_workers > 0) << c.setting.arguments();
   const WhatIfCandidate& t = w.thread_candidates[*w.threads_best];
   LoaderSetting loader_part = t.setting;
   loader_part.torch_threads = 0;
@@ -722,6 +726,7 @@ TEST_F(WhatIfTest, TheDataLoaderAdviceBesideBusyWorkersGoesWithOneThread) {
   ASSERT_TRUE(v.available) << v.why_not;
   ASSERT_TRUE(v.best.has_value());
   EXPECT_FALSE(v.best_beside_busy_workers) << v.candidates[*v.best].setting.arguments();
+  EXPECT_FALSE(v.candidates[*v.best].likely_high);
   bool alone = false;
   for (const Recommendation& rec : idle.recommendations) {
     if (!rec.speed || rec.id == std::string("limit_torch_threads")) continue;
