@@ -180,14 +180,18 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
   // Together with one thread: why the DataLoader setting that is best on all the threads is not
   // advised on its own.
   const WhatIfCandidate& alone_best = w.candidates[*w.best];
+  const std::string threads_s = std::to_string(w.inputs.torch_threads);
   const std::string alone_text =
-      a.with_one_thread
-          ? "with torch's " + std::to_string(w.inputs.torch_threads) + " intra-op threads the model's best is " +
-                alone_best.setting.arguments() + " (" + fixed(alone_best.samples_per_s, 1) +
+      !a.with_one_thread ? std::string()
+      : alone_best.recorded
+          ? "with torch's " + threads_s +
+                " intra-op threads no other DataLoader setting is predicted faster than the "
+                "recorded one."
+          : "with torch's " + threads_s + " intra-op threads the model's best is " + alone_best.setting.arguments() +
+                " (" + fixed(alone_best.samples_per_s, 1) +
                 " samples/s), a figure likely high: beside workers that keep more threads runnable than there are "
                 "cores, the threads' waiting for each other at every parallel region is not in it, and such a "
-                "setting has made a loop slower than no workers."
-          : std::string();
+                "setting has made a loop slower than no workers.";
   const std::string bound = " The ideal bound, if all input wait vanished, is 1/(1-" +
                             fixed(r.data_wait_fraction(), 2) + ") = " + speedup(ideal_speedup(r.data_wait_fraction())) +
                             "; with the advice, what bounds the loop: " + w.bound_text + ".";

@@ -138,11 +138,13 @@ std::string whatif_lines(const Report& r) {
   if (together) {
     const WhatIfCandidate& t = w.thread_candidates[*w.threads_best];
     const double rec = w.candidates.front().samples_per_s;
+    const WhatIfCandidate& b = w.candidates[*w.best];
     o += wrap("  advised: " + t.setting.arguments() + " with torch.set_num_threads(1), predicted " +
-                  fixed(t.samples_per_s, 1) + " samples/s (" + fixed(rec > 0 ? t.samples_per_s / rec : 1, 2) +
-                  "x); on torch's " + std::to_string(w.inputs.torch_threads) + " threads the best, " +
-                  w.candidates[*w.best].setting.arguments() + " (" + fixed(w.best_gain, 2) +
-                  "x), is likely high beside these busy workers and not advised alone",
+                  fixed(t.samples_per_s, 1) + " samples/s (" + fixed(rec > 0 ? t.samples_per_s / rec : 1, 2) + "x)" +
+                  (b.recorded ? std::string()
+                              : "; on torch's " + std::to_string(w.inputs.torch_threads) + " threads the best, " +
+                                    b.setting.arguments() + " (" + fixed(w.best_gain, 2) +
+                                    "x), is likely high beside these busy workers and not advised alone"),
               100, "    ") +
          "\n";
   } else {
