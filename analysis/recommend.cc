@@ -145,14 +145,10 @@ struct LoaderAdvice {
   bool with_one_thread = false;
 };
 
-bool together_with_one_thread(const WhatIf& w) {
-  return w.available && w.best && w.threads_best && w.best_beside_busy_workers;
-}
-
 LoaderAdvice loader_advice(const WhatIf& w) {
   LoaderAdvice a;
   if (!w.available || !w.best) return a;
-  if (together_with_one_thread(w)) {
+  if (loader_with_one_thread(w)) {
     a.to = &w.thread_candidates[*w.threads_best];
     const double rec = w.candidates.front().samples_per_s;
     a.gain = rec > 0 ? a.to->samples_per_s / rec : 1;
@@ -311,7 +307,7 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
   // Below min_gain it was advised because the one-thread floor reaches the DataLoader setting's
   // likely-high figure (whatif.cc): at least as fast, not a predicted gain.
   const bool by_floor = w.threads_gain < w.min_gain;
-  const bool together = together_with_one_thread(w);
+  const bool together = loader_with_one_thread(w);
   const bool measured = w.inputs.parallel_ms >= 0;  // the step's parallel regions (dl.parallel)
   x.action = "call torch.set_num_threads(1) in the training process" + (same ? std::string() : ", with " + args) +
              (by_floor ? " (predicted at least as fast as the DataLoader setting alone)"
@@ -582,7 +578,7 @@ std::vector<Recommendation> recommend(const Report& r) {
   if (l != nullptr && r.data_bound && r.steps > 0 && r.input_wait_fraction * r.wall_s >= kMinInputWaitS) {
     if (!model_settings(r, r.whatif, &out)) {
       // Fewer workers is a DataLoader setting alone; together with one thread it is not advised.
-      if (!together_with_one_thread(r.whatif)) fewer_workers(r, r.whatif, &out);
+      if (!loader_with_one_thread(r.whatif)) fewer_workers(r, r.whatif, &out);
       if (!r.whatif.threads_best) slow_dataset_getitem(r, r.whatif, &out);
     }
     limit_torch_threads(r, r.whatif, &out);

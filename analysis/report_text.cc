@@ -134,7 +134,7 @@ std::string whatif_lines(const Report& r) {
   const bool advised = w.best && !w.candidates[*w.best].recorded && w.best_gain >= w.min_gain;
   // Beside workers that keep more threads runnable than there are cores, the DataLoader setting is
   // advised with torch on one thread, not alone (recommend.cc, docs/report.md).
-  const bool together = w.best && w.threads_best && w.best_beside_busy_workers;
+  const bool together = loader_with_one_thread(w);
   if (together) {
     const WhatIfCandidate& t = w.thread_candidates[*w.threads_best];
     const double rec = w.candidates.front().samples_per_s;

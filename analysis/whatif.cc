@@ -935,6 +935,10 @@ std::string LoaderSetting::arguments() const {
   return s;
 }
 
+bool loader_with_one_thread(const WhatIf& w) {
+  return w.available && w.best && w.threads_best && w.best_beside_busy_workers;
+}
+
 WhatIfCandidate what_if_candidate(const WhatIf& w, const LoaderSetting& setting) {
   WhatIfCandidate c;
   c.setting = setting;

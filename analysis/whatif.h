@@ -189,6 +189,11 @@ struct WhatIf {
 // steps, for the reference loader, or without dl.cpu events (recordings made before them).
 WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r);
 
+// Whether the DataLoader setting is advised together with torch on one intra-op thread: the
+// one-thread candidate is advised (threads_best) beside workers that keep more threads runnable
+// than there are cores (best_beside_busy_workers). recommend.cc and the text report both ask.
+bool loader_with_one_thread(const WhatIf& w);
+
 // The model's prediction for one setting, as what_if() makes its candidates; zeros when `w` is not
 // available.
 WhatIfCandidate what_if_candidate(const WhatIf& w, const LoaderSetting& setting);
