@@ -305,12 +305,15 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
   x.severity = gain_severity(w.threads_gain);
   x.expected_speedup = w.threads_gain;
   // Below min_gain it was advised because the one-thread floor reaches the DataLoader setting's
-  // likely-high figure (whatif.cc): at least as fast, not a predicted gain.
-  const bool by_floor = w.threads_gain < w.min_gain;
+  // likely-high figure (whatif.cc): at least as fast, not a predicted gain; or because its own
+  // figure ties with that one: about as fast.
+  const bool by_floor = w.threads_basis == "floor";
+  const bool by_tie = w.threads_basis == "tie";
   const bool together = loader_with_one_thread(w);
   const bool measured = w.inputs.parallel_ms >= 0;  // the step's parallel regions (dl.parallel)
   x.action = "call torch.set_num_threads(1) in the training process" + (same ? std::string() : ", with " + args) +
              (by_floor ? " (predicted at least as fast as the DataLoader setting alone)"
+              : by_tie ? " (predicted about as fast as the DataLoader setting alone, whose figure is likely high)"
                        : " (predicted " + speedup(w.threads_gain) + " over the DataLoader setting alone)");
   // Recorded beside workers, the regions' wall shows the waiting itself: the work inside them
   // (all threads' bodies) shared by the threads would take body / T; the rest of the wall is the
@@ -342,6 +345,9 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
                               (measured ? "even the step's whole recorded CPU put on one thread (a floor) reaches it"
                                         : "the first is a floor, the step's whole recorded CPU put on one thread") +
                               ": one thread should be at least as fast."
+               : by_tie ? std::string(" That second figure is likely high, the threads' waiting for each other "
+                                      "beside busy workers unpriced, and the first is within ") +
+                              percent(kTieMargin, 0) + " of it: a tie, which goes to one thread."
                : together ? std::string(" That second figure is likely high, the threads' waiting for each "
                                         "other beside busy workers unpriced.")
                           : std::string()) +

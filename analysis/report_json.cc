@@ -146,6 +146,7 @@ Json whatif_json(const WhatIf& w) {
   x["threads_best"] = w.threads_best ? Json(*w.threads_best) : Json();
   x["threads_gain"] = w.threads_gain;
   x["threads_floor_gain"] = w.threads_floor_gain;
+  x["threads_basis"] = w.threads_basis.empty() ? Json() : Json(w.threads_basis);
   x["best_beside_busy_workers"] = w.best_beside_busy_workers;
   const WhatIfInputs& in = w.inputs;
   Json inputs = Json::object();

@@ -1171,19 +1171,42 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
     // itself (the parallel regions' work, where measured: not a floor, docs/decisions.md) must
     // beat the advised setting by min_gain ("One intra-op thread beside busy workers: the floor
     // against the likely-high figure").
-    if ((gang_beside_busy_workers && w.threads_floor_gain >= 1.0) || w.threads_gain >= w.min_gain) {
+    //
+    // Beside such workers a tie goes to one thread too, where the advised setting is not the
+    // recorded one (whose figure is measured): a one-thread figure within kTie of the likely-high
+    // one is no evidence that the intra-op threads help, and one thread keeps fewer
+    // threads runnable, as the DataLoader candidates' ties go to the cheaper setting. On the
+    // I/O-bound loop (14 workers) the one-thread figure was 0.997 of the two-thread one and its
+    // floor 0.996; measured, one thread ran 1.18x ("A tie beside busy workers goes to one intra-op thread").
+    if (w.threads_gain >= w.min_gain) {
       w.threads_best = tp;
+      w.threads_basis = "gain";
+    } else if (gang_beside_busy_workers && w.threads_floor_gain >= 1.0) {
+      w.threads_best = tp;
+      w.threads_basis = "floor";
+    } else if (w.candidates[pick].likely_high && w.threads_gain >= 1 - kTie) {
+      w.threads_best = tp;
+      w.threads_basis = "tie";
     }
   }
   w.available = true;
 
-  // What bounds the loop at the advised setting.
-  const WhatIfCandidate& bc = w.candidates[pick];
+  // What bounds the loop at the advised setting: together with one intra-op thread, the one-thread
+  // candidate's, whose step is its part outside torch's parallel regions and their work on one
+  // thread where they were measured (else the step's whole recorded CPU), with no threads spinning.
+  const bool one_thread = loader_with_one_thread(w);
+  const WhatIfCandidate& bc = one_thread ? w.thread_candidates[*w.threads_best] : w.candidates[pick];
   const double step_ms = bc.steady_step_ms;
+  const double step_cpu_ms =
+      !one_thread ? in.compute_cpu_ms
+      : in.parallel_ms >= 0
+          ? std::min(in.compute_cpu_ms, std::max(0.0, in.compute_ms - in.parallel_ms) + in.parallel_body_ms)
+          : in.compute_cpu_ms;
+  const double spin_ms = one_thread ? 0 : in.others_cpu_ms;
   const double fetch_alone_ms =
       in.fetch_cpu_ms - (n_rec > 0 ? in.put_cpu_ms : 0) - (bc.setting.num_workers == 0 ? in.share_cpu_ms : 0);
-  const double cpu_per_step = in.compute_cpu_ms + fetch_alone_ms +
-                              (bc.setting.num_workers > 0 ? in.put_cpu_ms + in.recv_cpu_ms + in.others_cpu_ms : 0);
+  const double cpu_per_step =
+      step_cpu_ms + fetch_alone_ms + (bc.setting.num_workers > 0 ? in.put_cpu_ms + in.recv_cpu_ms + spin_ms : 0);
   const double busy = step_ms > 0 ? cpu_per_step / (cores * step_ms) : 0;
   // The fetch the text quotes is the advised setting's: without workers, a recorded worker's put
   // and its collate into shared memory are not part of it.
@@ -1199,9 +1222,9 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   } else if (busy >= 0.85) {
     w.bound = "cpu";
     w.bound_text = "the " + cores_s + (in.usable_cores == 1 ? " is" : " are") + " busy: loading (" +
-                   duration_ms(quoted_fetch_cpu_ms) + " of CPU per batch) and training (" +
-                   duration_ms(in.compute_cpu_ms) +
-                   " per step) share them, so more workers take CPU from the step they feed";
+                   duration_ms(quoted_fetch_cpu_ms) + " of CPU per batch) and training (" + duration_ms(step_cpu_ms) +
+                   (one_thread ? " per step on one thread" : " per step") +
+                   ") share them, so more workers take CPU from the step they feed";
   } else if (in.startup_s > 0 && bc.setting.num_workers > 0 && !bc.setting.persistent_workers &&
              in.startup_s * static_cast<double>(in.epochs) > 0.3 * (in.other_s + in.train_s)) {
     w.bound = "start-up";
@@ -1210,8 +1233,9 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   } else {
     w.bound = "fetch";
     w.bound_text = "fetching: one batch takes " + duration_ms(quoted_fetch_ms) + " (" +
-                   duration_ms(quoted_fetch_cpu_ms) + " of it on a CPU) against " + duration_ms(in.compute_ms) +
-                   " of compute per step";
+                   duration_ms(quoted_fetch_cpu_ms) + " of it on a CPU) against " +
+                   duration_ms(one_thread ? step_cpu_ms : in.compute_ms) +
+                   (one_thread ? " of compute per step on one thread" : " of compute per step");
   }
 
   {

@@ -174,6 +174,10 @@ struct WhatIf {
   // The same setting's prediction with the step's whole recorded CPU on one thread (the floor),
   // over best's; threads_gain itself where the regions were not measured.
   double threads_floor_gain = 1;
+  // Why threads_best is advised: "gain" (threads_gain reaches min_gain); beside busy workers
+  // (best_beside_busy_workers), "floor" (threads_floor_gain reaches 1) or "tie" (threads_gain within
+  // kTie of 1). Empty when it is not.
+  std::string threads_basis;
   // The best DataLoader setting puts workers that keep more threads runnable than there are cores
   // beside a step on more than one intra-op thread: its figure leaves out the threads' waiting for
   // each other and is likely high. Where threads_best is advised too, the DataLoader advice is
