@@ -718,6 +718,9 @@ TEST_F(WhatIfTest, TheDataLoaderAdviceBesideBusyWorkersGoesWithOneThread) {
                 1e-9);
   }
   EXPECT_GE(loader_recs, 1);  // recorded without workers: start them
+  // What bounds the loop is said of the setting advised, the one with one thread.
+  ASSERT_TRUE(w.bound == "cpu" || w.bound == "fetch") << w.bound;
+  EXPECT_NE(w.bound_text.find("on one thread"), std::string::npos) << w.bound_text;
 
   SimConfig light = two_thread_step_cpu_fetch(8000);
   light.fetch_ns = [](int, int) { return 2400 * kUs; };
@@ -735,6 +738,7 @@ TEST_F(WhatIfTest, TheDataLoaderAdviceBesideBusyWorkersGoesWithOneThread) {
     EXPECT_EQ(rec.action.find("torch.set_num_threads"), std::string::npos) << rec.action;
   }
   EXPECT_TRUE(alone);
+  EXPECT_EQ(v.bound_text.find("on one thread"), std::string::npos) << v.bound_text;
 }
 
 // Recorded without workers, a 30-ms fetch that is all CPU, and a step on 2 intra-op threads that
