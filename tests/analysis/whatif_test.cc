@@ -760,14 +760,18 @@ TEST_F(WhatIfTest, OneIntraOpThreadIsAdvisedWhereItsFloorReachesOrItTiesTheLikel
   EXPECT_LT(w.threads_gain, w.min_gain) << w.min_gain;  // the near-tie min_gain alone would not advise
   ASSERT_TRUE(w.threads_best.has_value());
   EXPECT_EQ(w.threads_basis, "floor");
-  bool advised = false;
-  for (const Recommendation& rec : busy.recommendations) {
-    if (rec.id != std::string("limit_torch_threads")) continue;
-    advised = true;
-    EXPECT_NE(rec.action.find("at least as fast"), std::string::npos) << rec.action;
-    EXPECT_NE(rec.message.find("floor"), std::string::npos) << rec.message;
-  }
-  EXPECT_TRUE(advised);
+  // limit_torch_threads is advised, its action and message saying why.
+  auto expect_advised = [](const Report& r, const std::string& action, const std::string& message) {
+    bool advised = false;
+    for (const Recommendation& rec : r.recommendations) {
+      if (rec.id != std::string("limit_torch_threads")) continue;
+      advised = true;
+      EXPECT_NE(rec.action.find(action), std::string::npos) << rec.action;
+      EXPECT_NE(rec.message.find(message), std::string::npos) << rec.message;
+    }
+    EXPECT_TRUE(advised) << action;
+  };
+  expect_advised(busy, "at least as fast", "floor");
 
   c.others_cpu_us = 0;
   const Report tie = run(c, 2);
@@ -781,14 +785,7 @@ TEST_F(WhatIfTest, OneIntraOpThreadIsAdvisedWhereItsFloorReachesOrItTiesTheLikel
   EXPECT_GE(v.threads_gain, 0.98);
   ASSERT_TRUE(v.threads_best.has_value());
   EXPECT_EQ(v.threads_basis, "tie");
-  advised = false;
-  for (const Recommendation& rec : tie.recommendations) {
-    if (rec.id != std::string("limit_torch_threads")) continue;
-    advised = true;
-    EXPECT_NE(rec.action.find("about as fast"), std::string::npos) << rec.action;
-    EXPECT_NE(rec.message.find("a tie, which goes to one thread"), std::string::npos) << rec.message;
-  }
-  EXPECT_TRUE(advised);
+  expect_advised(tie, "about as fast", "a tie, which goes to one thread");
 
   SimConfig parallel = two_thread_step_cpu_fetch(0);
   parallel.compute_cpu = 2.0;  // the step all parallel: 2.4 ms of CPU in 1.2 ms
