@@ -6,7 +6,8 @@
 //                                             the multi-process hand-off of _main._handed)
 //              _MultiProcessingDataLoaderIter._try_put_index, _get_data
 //                                          -> _main._mp_try_put_index, _mp_get_data (dl.sent, dl.recv)
-//   SpanCall   fetcher.fetch / collate_fn    -> _main._instrument_fetcher (dl.fetch, dl.collate)
+//   SpanCall   fetcher.fetch / collate_fn    -> _main._instrument_fetcher (dl.fetch, dl.collate, on
+//                                             the batches next() chose: _main._spans_wanted)
 // In light GPU mode, __next__ also calls ss_gpu_mark at the start and end of torch's next().
 // The collector's functions are resolved from the libstallscope.so the process already loaded
 // (bind()), and called directly: no ctypes on the per-batch path. The wrapped callable runs
@@ -82,6 +83,8 @@ PyObject* s_ended = nullptr;
 PyObject* s_recv = nullptr;
 PyObject* s_send_idx = nullptr;
 PyObject* s_in_reset = nullptr;
+PyObject* s_N = nullptr;
+PyObject* s_spans = nullptr;
 
 // An exception held aside while our bookkeeping runs, then restored exactly as it was.
 struct SavedError {
@@ -217,7 +220,11 @@ int slot_true(PyObject* o, Slot& s) {
 
 // The fields read on every batch: of the iterator's _ItState, and of the fetcher's _FetchCtx.
 Slot it_L{&s_L}, it_E{&s_E}, it_ctx{&s_ctx}, it_mp{&s_mp};
-Slot ctx_L{&s_L}, ctx_B{&s_B};
+Slot ctx_L{&s_L}, ctx_B{&s_B}, ctx_N{&s_N}, ctx_spans{&s_spans};
+
+// _main._spans_wanted: whether batch B's fetch and collate spans are recorded, given whether its
+// next() call is marked and the epoch's batches when their sizes are all known (N, else -1).
+bool spans_wanted(bool marked, int64_t B, int64_t N) { return marked || N < 0 || B == 0 || B >= N - 1; }
 
 // The clocks a dl.next span's end needs (_main._cpu_end), read before the span ends: a CPU-clock
 // read is a system call, and at its return the scheduler may hand the core to another thread whose
@@ -370,6 +377,11 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
   if (ok) {
     PyObject* ctx = slot_get(s, it_ctx);
     ok = ctx != nullptr && (ctx == Py_None || slot_set(ctx, ctx_B, b_obj) == 0);
+    if (ok && ctx != Py_None) {
+      int64_t N = -1;
+      if (!slot_i64(ctx, ctx_N, &N)) N = -1;
+      ok = slot_set(ctx, ctx_spans, spans_wanted(g_armed, B, N) ? Py_True : Py_False) == 0;
+    }
     Py_XDECREF(ctx);
   }
   Py_XDECREF(b_obj);
@@ -529,6 +541,11 @@ struct SpanCall {
 
 PyObject* span_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* c = reinterpret_cast<SpanCall*>(callable);
+  // Not this batch (ctx.spans false): torch's function alone. A ctx without the field records.
+  PyObject* spans = slot_get(c->ctx, ctx_spans);
+  if (spans == nullptr) PyErr_Clear();
+  Py_XDECREF(spans);
+  if (spans == Py_False) return PyObject_Vectorcall(c->orig, args, nargsf, kwnames);
   bool begun = false;
   int64_t L = -1, B = 0;
   if (slot_i64(c->ctx, ctx_L, &L) && L >= 0 && slot_i64(c->ctx, ctx_B, &B)) {
@@ -828,6 +845,8 @@ bool intern_names() {
       {&s_recv, "recv"},
       {&s_send_idx, "_send_idx"},
       {&s_in_reset, "in_reset"},
+      {&s_N, "N"},
+      {&s_spans, "spans"},
   };
   for (const Name& n : names) {
     if (*n.slot == nullptr) *n.slot = PyUnicode_InternFromString(n.text);

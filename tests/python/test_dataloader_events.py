@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from batchlife import check_batch_lives, handed_batches
-from conftest import LIBRARY, LOADER_PROG, PYTHON_DIR, Recording, base_env, run_plain
+from conftest import LAUNCHER, LIBRARY, LOADER_PROG, PYTHON_DIR, Recording, base_env, run_plain
 
 pytestmark = pytest.mark.torch
 
@@ -54,7 +54,10 @@ def assert_epochs(rec, result, L=0):
 
 @pytest.mark.parametrize("kind", ["map", "iterable"])
 def test_no_workers_fetch_and_collate_in_next(recorded, kind):
-    r, rec = recorded([LOADER_PROG, "--kind", kind, "--samples", "22", "--batch-size", "4", "--epochs", "2"])
+    # Every call marked (mark gap 0), so every batch's fetch and collate are recorded: on this loop,
+    # faster than a batch per millisecond, they would be a sample (the next test).
+    r, rec = recorded([LOADER_PROG, "--kind", kind, "--samples", "22", "--batch-size", "4", "--epochs", "2"],
+                      env=base_env(STALLSCOPE_CPU_MARK_GAP_US="0"))
     res = r.result
     got = assert_epochs(rec, res)
     assert got[(0, 0)] == list(range(6)) and got[(0, 1)] == list(range(6))
@@ -82,6 +85,88 @@ def test_no_workers_fetch_and_collate_in_next(recorded, kind):
         last = n["arg1"] == 5
         assert (c[0]["arg0"], c[0]["arg1"], c[0]["arg2"]) == (0, n["arg1"], 2 if last else 4)
     assert not rec.instants("dl.sent") and not rec.instants("dl.worker_start")
+
+
+# Loops of tiny in-memory batches, no workers, 2 epochs each, far faster than a batch per
+# millisecond: "sized" batched by torch's BatchSampler (a short last batch), "sampler" by an explicit
+# torch BatchSampler with drop_last, "custom" by a batch sampler of the script's own (sizes vary),
+# "iterable" from an iterable dataset.
+SAMPLED_LOOPS = """
+import json, sys
+import torch
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, SequentialSampler
+n = 4 * 1999 + 2
+data = torch.arange(n, dtype=torch.float32).reshape(n, 1)
+class Stream(IterableDataset):
+    def __iter__(self):
+        return iter(data)
+custom, i = [], 0
+while i < n:  # batches of 1, 2, 3, 4, 5, 1, ... samples
+    custom.append(list(range(i, min(n, i + 1 + len(custom) % 5))))
+    i = custom[-1][-1] + 1
+loaders = {
+    "sized": DataLoader(data, batch_size=4),
+    "sampler": DataLoader(data, batch_sampler=BatchSampler(SequentialSampler(data), 4, drop_last=True)),
+    "custom": DataLoader(data, batch_sampler=custom),
+    "iterable": DataLoader(Stream(), batch_size=4),
+}
+out = {}
+for name, loader in loaders.items():
+    out[name] = [sum(len(x) for x in loader) for _ in range(2)]
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+@pytest.mark.parametrize("hooks", ["c", "python"])
+def test_fast_loops_record_fetch_and_collate_on_a_sample_that_still_sizes_every_batch(recorded, tmp_path, hooks):
+    """On a loop faster than the dl.cpu mark gap, the fetch and collate spans of a loader whose
+    batches all hold batch_size samples but the last (torch's BatchSampler over a sized dataset)
+    are recorded on the marked calls and on each epoch's first and last batch; every other loader's
+    on every call. Nothing is lost by it: the report counts every sample."""
+    prog = tmp_path / "loops.py"
+    prog.write_text(SAMPLED_LOOPS)
+    extra = {"STALLSCOPE_PY_HOOKS": "1"} if hooks == "python" else {}
+    r, rec = recorded([prog], env=base_env(**extra))
+    res = r.result
+    n = 4 * 1999 + 2
+    assert res["sized"] == [n, n] and res["sampler"] == [n - 2, n - 2] and res["custom"] == [n, n]
+    assert res["iterable"] == [n, n]
+    # Each loader's id, by the line that created it.
+    by_line = {int(c["created_at"].rsplit(":", 1)[1]): l for l, c in rec.configs().items()}
+    L = {name: by_line[i + 1] for i, ln in enumerate(SAMPLED_LOOPS.splitlines())
+         for name in res if ln.startswith(f'    "{name}": DataLoader(')}
+    assert len(L) == 4, L
+    nexts = [s for s in rec.spans("dl.next") if s["arg1"] >= 0]
+    fetches, collates = rec.spans("dl.fetch"), rec.spans("dl.collate")
+    for name, l in L.items():
+        handed = [s for s in nexts if s["arg0"] == l]
+        mine_f = [f for f in fetches if f["arg0"] == l]
+        mine_c = [c for c in collates if c["arg0"] == l]
+        per_epoch = len(handed) // 2
+        if name in ("sized", "sampler"):
+            span_s = (handed[-1]["end_ns"] - handed[0]["start_ns"]) / 1e9
+            assert span_s * 1e3 < len(handed) / 2, f"{name}: slower than two batches per ms: the test proves nothing"
+            # About one per mark gap (1 ms), and each epoch's first and last batch.
+            assert 4 <= len(mine_c) <= span_s * 1e3 + 8, (name, len(mine_c), span_s)
+            assert len(mine_c) < len(handed) / 2
+            for E in (0, 1):
+                for B in (0, per_epoch - 1):
+                    c = [x for x in mine_c if x["arg1"] == B and any(
+                        s["arg2"] == E and s["arg1"] == B and s["start_ns"] <= x["start_ns"] <= s["end_ns"]
+                        for s in handed)]
+                    assert len(c) == 1, (name, E, B)
+                    assert c[0]["arg2"] == (2 if name == "sized" and B == per_epoch - 1 else 4)
+        else:  # sizes unknown beforehand: every batch (an iterable's last fetch finds the end)
+            assert len(mine_c) == len(handed)
+        assert len(mine_f) == len(mine_c) + (2 if name == "iterable" else 0)
+        for c in mine_c:  # nested in the fetch of the same batch, inside the next() that handed it
+            f = [x for x in mine_f if x["start_ns"] <= c["start_ns"] and c["end_ns"] <= x["end_ns"]]
+            assert len(f) == 1 and f[0]["arg1"] == c["arg1"]
+    rep = json.loads(subprocess.run([str(LAUNCHER), "report", "--json", str(r.db)], capture_output=True,
+                                    text=True, check=True).stdout)
+    samples = {lo["loader"]: lo["samples"] for lo in rep["loaders"]}
+    assert samples[L["sized"]] == 2 * n and samples[L["sampler"]] == 2 * (n - 2)
+    assert samples[L["custom"]] == 2 * n and samples[L["iterable"]] == 2 * n
 
 
 @pytest.mark.parametrize("start_method,kind", [
@@ -166,7 +251,10 @@ def test_out_of_order_delivery(recorded):
 
 
 def test_two_loaders_are_told_apart(recorded):
-    r, rec = recorded([LOADER_PROG, "--workers", "2", "--two-loaders", "--epochs", "2"])
+    # Every call marked, so that every batch of the loader without workers has its fetch span (on
+    # a fast loop they are a sample: test_fast_loops_record_fetch_and_collate_on_a_sample...).
+    r, rec = recorded([LOADER_PROG, "--workers", "2", "--two-loaders", "--epochs", "2"],
+                      env=base_env(STALLSCOPE_CPU_MARK_GAP_US="0"))
     res = r.result
     cfgs = rec.configs()
     assert sorted(cfgs) == [0, 1]

@@ -102,7 +102,9 @@ def test_output_path_not_writable(tmp_path):
 def test_degrades_when_try_put_index_is_missing(recorded):
     # A torch without _MultiProcessingDataLoaderIter._try_put_index: loaders without workers still
     # work (and are still recorded); the multi-process part is left alone, with one warning.
-    r, rec = recorded([LOADER_PROG, "--delete-internal", "_try_put_index", "--epochs", "2"])
+    # (every next() call marked: each batch's fetch span is recorded, not a sample of them)
+    r, rec = recorded([LOADER_PROG, "--delete-internal", "_try_put_index", "--epochs", "2"],
+                      env=base_env(STALLSCOPE_CPU_MARK_GAP_US="0"))
     warn = [ln for ln in r.stderr.splitlines() if ln.startswith("stallscope: cannot instrument")]
     assert len(warn) == 1, r.stderr
     assert re.fullmatch(r"stallscope: cannot instrument the DataLoader of torch \d+\.\d+ \(missing "

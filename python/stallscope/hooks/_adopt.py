@@ -120,6 +120,7 @@ def adopt_running() -> tuple[int, int]:
                     ctx = getattr(fetcher, "_stallscope_ctx", None)
                     if ctx is not None:
                         ctx.L = info.L
+                        ctx.N = _main._sized_epoch(it)
                         s.ctx = ctx
             S.set_it_state(it, s)
             followed += 1

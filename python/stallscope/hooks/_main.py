@@ -306,12 +306,41 @@ def _attach_iterator(it, info, E):
         ctx = getattr(fetcher, "_stallscope_ctx", None) if fetcher is not None else None
         if ctx is not None:
             ctx.L = info.L
+            ctx.N = _sized_epoch(it)
             s.ctx = ctx
         S.set_it_state(it, s)
     else:  # persistent iterator whose _reset we do not see (mp part not installed)
         s.E = E
         s.ended = False
         s.recv.clear()
+
+
+def _sized_epoch(it):
+    """The batches of this epoch of a single-process iterator when all but the last hold
+    batch_size samples: a map-style dataset batched by torch's own BatchSampler, whose length is
+    known. Else -1 (an iterable dataset, a batch sampler of the user's, no automatic batching):
+    the size of every batch is then only known from its collate."""
+    try:
+        from torch.utils.data import BatchSampler
+        from torch.utils.data.dataloader import _DatasetKind
+
+        if not S.it_attr(it, "_auto_collation") or S.it_attr(it, "_dataset_kind") != _DatasetKind.Map:
+            return -1
+        bs = S.it_attr(it, "_index_sampler")
+        if type(bs) is not BatchSampler or type(bs.batch_size) is not int or bs.batch_size <= 0:
+            return -1
+        n = len(bs)
+        return n if type(n) is int and n > 0 else -1
+    except Exception:
+        return -1
+
+
+def _spans_wanted(marked, B, N):
+    """Whether the fetch and collate of batch B are recorded (docs/decisions.md, "Fetch and
+    collate spans of fast in-process loops are sampled"): on the calls dl.cpu marks (every call of
+    a loop slower than the mark gap), on the first and last batch of an epoch (a short last batch
+    gets its size), and on every call where the batches' sizes are not all known (N < 0)."""
+    return marked or N < 0 or B == 0 or B >= N - 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,6 +358,7 @@ def _it_next(self):
         ctx = s.ctx
         if ctx is not None:
             ctx.B = B
+            ctx.spans = _spans_wanted(_marks[0], B, ctx.N)
         _span_begin(S._I_NEXT, L, B, E)
         if _gpu_mark is not None:
             _gpu_mark(1)
@@ -465,8 +495,8 @@ def _handed(it, s, default):
 
 def _instrument_fetcher(fetcher):
     """Wraps the fetch and collate of a fetcher in the training process (num_workers=0). next()
-    sets the batch index; an iterator that no DataLoader.__iter__ of ours attached keeps
-    ctx.L = -1: no spans then."""
+    sets the batch index, and whether this batch's spans are recorded (ctx.spans: _spans_wanted);
+    an iterator that no DataLoader.__iter__ of ours attached keeps ctx.L = -1: no spans then."""
     orig_fetch = fetcher.fetch
     orig_collate = fetcher.collate_fn
     auto = bool(getattr(fetcher, "auto_collation", True))
@@ -483,7 +513,7 @@ def _instrument_fetcher(fetcher):
     def fetch(possibly_batched_index):
         begun = False
         try:
-            if ctx.L >= 0:
+            if ctx.L >= 0 and ctx.spans:
                 _span_begin(S._I_FETCH, ctx.L, ctx.B, -1)
                 begun = True
         except Exception:
@@ -497,7 +527,7 @@ def _instrument_fetcher(fetcher):
     def collate_fn(data):
         begun = False
         try:
-            if ctx.L >= 0:
+            if ctx.L >= 0 and ctx.spans:
                 _span_begin(S._I_COLLATE, ctx.L, ctx.B, len(data) if auto else 1)
                 begun = True
         except Exception:
