@@ -132,16 +132,16 @@ def test_fast_loops_record_fetch_and_collate_on_a_sample_that_still_sizes_every_
     assert res["sized"] == [n, n] and res["sampler"] == [n - 2, n - 2] and res["custom"] == [n, n]
     assert res["iterable"] == [n, n]
     # Each loader's id, by the line that created it.
-    by_line = {int(c["created_at"].rsplit(":", 1)[1]): l for l, c in rec.configs().items()}
+    by_line = {int(c["created_at"].rsplit(":", 1)[1]): lid for lid, c in rec.configs().items()}
     L = {name: by_line[i + 1] for i, ln in enumerate(SAMPLED_LOOPS.splitlines())
          for name in res if ln.startswith(f'    "{name}": DataLoader(')}
     assert len(L) == 4, L
     nexts = [s for s in rec.spans("dl.next") if s["arg1"] >= 0]
     fetches, collates = rec.spans("dl.fetch"), rec.spans("dl.collate")
-    for name, l in L.items():
-        handed = [s for s in nexts if s["arg0"] == l]
-        mine_f = [f for f in fetches if f["arg0"] == l]
-        mine_c = [c for c in collates if c["arg0"] == l]
+    for name, lid in L.items():
+        handed = [s for s in nexts if s["arg0"] == lid]
+        mine_f = [f for f in fetches if f["arg0"] == lid]
+        mine_c = [c for c in collates if c["arg0"] == lid]
         per_epoch = len(handed) // 2
         if name in ("sized", "sampler"):
             span_s = (handed[-1]["end_ns"] - handed[0]["start_ns"]) / 1e9
