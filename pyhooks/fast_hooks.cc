@@ -6,8 +6,8 @@
 //                                             the multi-process hand-off of _main._handed)
 //              _MultiProcessingDataLoaderIter._try_put_index, _get_data
 //                                          -> _main._mp_try_put_index, _mp_get_data (dl.sent, dl.recv)
-//   SpanCall   fetcher.fetch / collate_fn    -> _main._instrument_fetcher (dl.fetch, dl.collate, on
-//                                             the batches next() chose: _main._spans_wanted)
+//   SpanCall   fetcher.fetch / collate_fn    -> _main._instrument_fetcher (dl.fetch, dl.collate; in
+//                                             place on the batches next() chose: _main._spans_wanted)
 // In light GPU mode, __next__ also calls ss_gpu_mark at the start and end of torch's next().
 // The collector's functions are resolved from the libstallscope.so the process already loaded
 // (bind()), and called directly: no ctypes on the per-batch path. The wrapped callable runs
@@ -85,6 +85,7 @@ PyObject* s_send_idx = nullptr;
 PyObject* s_in_reset = nullptr;
 PyObject* s_N = nullptr;
 PyObject* s_spans = nullptr;
+PyObject* s_toggle = nullptr;
 
 // An exception held aside while our bookkeeping runs, then restored exactly as it was.
 struct SavedError {
@@ -220,11 +221,33 @@ int slot_true(PyObject* o, Slot& s) {
 
 // The fields read on every batch: of the iterator's _ItState, and of the fetcher's _FetchCtx.
 Slot it_L{&s_L}, it_E{&s_E}, it_ctx{&s_ctx}, it_mp{&s_mp};
-Slot ctx_L{&s_L}, ctx_B{&s_B}, ctx_N{&s_N}, ctx_spans{&s_spans};
+Slot ctx_L{&s_L}, ctx_B{&s_B}, ctx_N{&s_N}, ctx_spans{&s_spans}, ctx_toggle{&s_toggle};
 
 // _main._spans_wanted: whether batch B's fetch and collate spans are recorded, given whether its
 // next() call is marked and the epoch's batches when their sizes are all known (N, else -1).
 bool spans_wanted(bool marked, int64_t B, int64_t N) { return marked || N < 0 || B == 0 || B >= N - 1; }
+
+int64_t ctx_n(PyObject* ctx) {
+  int64_t N = -1;
+  return slot_i64(ctx, ctx_N, &N) ? N : -1;
+}
+
+// _main._it_next's ctx.toggle(want) where the fetcher's wrappers' state (ctx.spans) differs from
+// `want`: about twice a millisecond on a fast loop, never on a slow one. A failure leaves the
+// wrappers as they are (error cleared).
+void span_toggle(PyObject* ctx, bool want) {
+  PyObject* cur = slot_get(ctx, ctx_spans);
+  if (cur != nullptr && (cur == Py_True) != want) {
+    PyObject* toggle = slot_get(ctx, ctx_toggle);
+    if (toggle != nullptr && toggle != Py_None) {
+      PyObject* arg = want ? Py_True : Py_False;
+      Py_XDECREF(PyObject_Vectorcall(toggle, &arg, 1, nullptr));
+    }
+    Py_XDECREF(toggle);
+  }
+  Py_XDECREF(cur);
+  PyErr_Clear();
+}
 
 // The clocks a dl.next span's end needs (_main._cpu_end), read before the span ends: a CPU-clock
 // read is a system call, and at its return the scheduler may hand the core to another thread whose
@@ -377,11 +400,7 @@ PyObject* next_run(MethodHook* h, PyObject* self) {
   if (ok) {
     PyObject* ctx = slot_get(s, it_ctx);
     ok = ctx != nullptr && (ctx == Py_None || slot_set(ctx, ctx_B, b_obj) == 0);
-    if (ok && ctx != Py_None) {
-      int64_t N = -1;
-      if (!slot_i64(ctx, ctx_N, &N)) N = -1;
-      ok = slot_set(ctx, ctx_spans, spans_wanted(g_armed, B, N) ? Py_True : Py_False) == 0;
-    }
+    if (ok && ctx != Py_None) span_toggle(ctx, spans_wanted(g_armed, B, ctx_n(ctx)));
     Py_XDECREF(ctx);
   }
   Py_XDECREF(b_obj);
@@ -541,11 +560,6 @@ struct SpanCall {
 
 PyObject* span_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* c = reinterpret_cast<SpanCall*>(callable);
-  // Not this batch (ctx.spans false): torch's function alone. A ctx without the field records.
-  PyObject* spans = slot_get(c->ctx, ctx_spans);
-  if (spans == nullptr) PyErr_Clear();
-  Py_XDECREF(spans);
-  if (spans == Py_False) return PyObject_Vectorcall(c->orig, args, nargsf, kwnames);
   bool begun = false;
   int64_t L = -1, B = 0;
   if (slot_i64(c->ctx, ctx_L, &L) && L >= 0 && slot_i64(c->ctx, ctx_B, &B)) {
@@ -847,6 +861,7 @@ bool intern_names() {
       {&s_in_reset, "in_reset"},
       {&s_N, "N"},
       {&s_spans, "spans"},
+      {&s_toggle, "toggle"},
   };
   for (const Name& n : names) {
     if (*n.slot == nullptr) *n.slot = PyUnicode_InternFromString(n.text);

@@ -358,7 +358,12 @@ def _it_next(self):
         ctx = s.ctx
         if ctx is not None:
             ctx.B = B
-            ctx.spans = _spans_wanted(_marks[0], B, ctx.N)
+            want = _spans_wanted(_marks[0], B, ctx.N)
+            if want != ctx.spans and ctx.toggle is not None:
+                try:
+                    ctx.toggle(want)
+                except Exception:
+                    pass
         _span_begin(S._I_NEXT, L, B, E)
         if _gpu_mark is not None:
             _gpu_mark(1)
@@ -495,12 +500,14 @@ def _handed(it, s, default):
 
 def _instrument_fetcher(fetcher):
     """Wraps the fetch and collate of a fetcher in the training process (num_workers=0). next()
-    sets the batch index, and whether this batch's spans are recorded (ctx.spans: _spans_wanted);
-    an iterator that no DataLoader.__iter__ of ours attached keeps ctx.L = -1: no spans then."""
+    sets the batch index, and takes the wrappers out for the batches whose spans are not recorded
+    (ctx.toggle, _spans_wanted); an iterator that no DataLoader.__iter__ of ours attached keeps
+    ctx.L = -1: no spans then."""
     orig_fetch = fetcher.fetch
     orig_collate = fetcher.collate_fn
     auto = bool(getattr(fetcher, "auto_collation", True))
     ctx = _FetchCtx()
+    ctx.toggle = _span_toggle(fetcher, ctx, orig_fetch, orig_collate)
     fast = S._fast_module
     if fast is not None:  # the same spans from C (_fast.py)
         fetcher.collate_fn = _layout_once(fetcher, ctx, fast.span_call(orig_collate, ctx, 1 if auto else 2))
@@ -513,7 +520,7 @@ def _instrument_fetcher(fetcher):
     def fetch(possibly_batched_index):
         begun = False
         try:
-            if ctx.L >= 0 and ctx.spans:
+            if ctx.L >= 0:
                 _span_begin(S._I_FETCH, ctx.L, ctx.B, -1)
                 begun = True
         except Exception:
@@ -527,7 +534,7 @@ def _instrument_fetcher(fetcher):
     def collate_fn(data):
         begun = False
         try:
-            if ctx.L >= 0 and ctx.spans:
+            if ctx.L >= 0:
                 _span_begin(S._I_COLLATE, ctx.L, ctx.B, len(data) if auto else 1)
                 begun = True
         except Exception:
@@ -541,6 +548,27 @@ def _instrument_fetcher(fetcher):
     fetcher.collate_fn = _layout_once(fetcher, ctx, collate_fn)  # instance attributes: torch's fetch()
     fetcher.fetch = fetch  # reads self.collate_fn
     fetcher._stallscope_ctx = ctx
+
+
+def _span_toggle(fetcher, ctx, orig_fetch, orig_collate):
+    """ctx.toggle(on), which next() calls where this batch's choice (_spans_wanted) differs from
+    the last one's, about twice a millisecond on a fast loop: off puts torch's fetch and collate
+    back in the fetcher, so that a batch whose spans are not recorded calls them as torch does,
+    with no wrapper in between (a C callable between two Python functions costs the interpreter a
+    re-entry each); on puts back the wrappers that were there."""
+    held = []
+
+    def toggle(on):
+        if on == ctx.spans or (on and not held):
+            return
+        if on:
+            fetcher.fetch, fetcher.collate_fn = held.pop()
+        else:
+            held.append((fetcher.fetch, fetcher.collate_fn))
+            fetcher.fetch, fetcher.collate_fn = orig_fetch, orig_collate
+        ctx.spans = on
+
+    return toggle
 
 
 # Loaders whose dl.batch was written (once per loader), and the most objects of a batch walked to

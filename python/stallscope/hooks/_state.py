@@ -213,12 +213,15 @@ class _ItState:
 class _FetchCtx:
     """What the fetch/collate wrappers of one fetcher need to label their spans."""
 
-    __slots__ = ("L", "B", "W", "G", "N", "spans")
+    __slots__ = ("L", "B", "W", "G", "N", "spans", "toggle")
 
     def __init__(self, L=-1, B=-1, W=-1, G=0):
         self.L, self.B, self.W, self.G = L, B, W, G
         # In the training process (num_workers=0): the batches of the epoch where every batch but
-        # the last holds batch_size samples (_main._sized_epoch), else -1; and whether batch B's
-        # fetch and collate spans are recorded (_main._spans_wanted, set by next() per batch).
+        # the last holds batch_size samples (_main._sized_epoch), else -1; whether the fetcher's
+        # fetch and collate are wrapped (their spans recorded); and the callable that takes the
+        # wrappers out or puts them back (_main._span_toggle), which next() calls when the batch's
+        # choice (_main._spans_wanted) differs from the wrappers' state.
         self.N = -1
         self.spans = True
+        self.toggle = None
