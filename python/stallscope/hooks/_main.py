@@ -555,11 +555,12 @@ def _span_toggle(fetcher, ctx, orig_fetch, orig_collate):
     the last one's, about twice a millisecond on a fast loop: off puts torch's fetch and collate
     back in the fetcher, so that a batch whose spans are not recorded calls them as torch does,
     with no wrapper in between (a C callable between two Python functions costs the interpreter a
-    re-entry each); on puts back the wrappers that were there."""
+    re-entry each); on puts back the wrappers that were there (held while off: ctx.spans is
+    False exactly when `held` holds them, kept apart for the C hooks to read as a slot)."""
     held = []
 
     def toggle(on):
-        if on == ctx.spans or (on and not held):
+        if on == ctx.spans:
             return
         if on:
             fetcher.fetch, fetcher.collate_fn = held.pop()
