@@ -487,6 +487,68 @@ void worker_memory_growth(const Report& r, std::vector<Recommendation>* out) {
   out->push_back(std::move(rec));
 }
 
+// [SECTION] page faults of the training process (docs/report.md, "Page faults")
+constexpr double kKernelShareMin = 0.10;    // share of the training process's CPU spent in the kernel
+constexpr double kFaultsPerStepMin = 1024;  // minor faults a step: 4 MiB of fresh pages or more
+constexpr double kPageBytes = 4096;
+
+// A step that faults in thousands of fresh pages while the process spends a good part of its CPU in
+// the kernel: the allocator hands the step's big blocks (gradients, activations) back to the kernel
+// when they are freed and gets them back zero-filled, a fault per page, the next step. glibc's
+// malloc does so for blocks above its mmap threshold, which moves with what was freed last: the
+// same step then flips between fast and slow phases (docs/decisions.md, "Page faults in the
+// training step"). With workers the training process also faults in each batch's shared memory as
+// it reads it, which no allocator keeps: a page per 4 KiB of the batch (dl.batch) is taken out, and
+// the kernel's share with it in proportion; without the batch's bytes there is no advice.
+void allocator_page_faults(const Report& r, std::vector<Recommendation>* out) {
+  const LoaderStats* l = r.loader();
+  if (!l || r.steps <= 0) return;
+  if (!r.train_cpu_util || !r.train_sys_cpu || !r.train_faults_per_step || *r.train_cpu_util <= 0) return;
+  const bool workers = l->num_workers.value_or(0) > 0;
+  const int64_t batch_bytes = r.whatif.inputs.batch_bytes;
+  if (workers && batch_bytes < 0) return;
+  const double all_faults = *r.train_faults_per_step;
+  const double batch_pages = workers ? std::ceil(static_cast<double>(batch_bytes) / kPageBytes) : 0.0;
+  const double faults = std::max(0.0, all_faults - batch_pages);
+  if (all_faults <= 0) return;
+  const double share = std::min(1.0, *r.train_sys_cpu / *r.train_cpu_util) * faults / all_faults;
+  if (share < kKernelShareMin || faults < kFaultsPerStepMin) return;
+  const double kernel_ms = share * *r.train_cpu_util * r.wall_s * 1e3 / static_cast<double>(r.steps);
+  Recommendation rec;
+  rec.id = vocab::kRecAllocatorPageFaults;
+  rec.expected_speedup = ideal_speedup(share);
+  rec.severity = gain_severity(rec.expected_speedup);
+  rec.where = window_evidence(r, "CPU in the kernel of the training process (pid " + std::to_string(r.train_pid) + ")");
+  rec.where.pid = r.train_pid;
+  rec.where.counter = vocab::Counter::kSysCpu;
+  rec.action = "keep freed memory in the process: preload tcmalloc (" + grouped(static_cast<int64_t>(faults)) +
+               " page faults a step)";
+  rec.message = "About " + percent(share, 0) + " of the training process's CPU goes to the kernel for page faults (" +
+                duration_ms(kernel_ms) + " a step): it takes " + grouped(static_cast<int64_t>(faults)) +
+                " minor page faults a step, " + bytes_text(faults * kPageBytes) + " of fresh pages" +
+                (workers ? " (beyond the " + grouped(static_cast<int64_t>(batch_pages)) +
+                               " pages of the batch received from a worker, not counted)"
+                         : std::string()) +
+                ": the memory allocator returns the step's large blocks (gradients, activations) to "
+                "the kernel when they are freed and gets them back zero-filled, a fault per page, the next step. "
+                "Keep them in the process: preload tcmalloc, e.g. "
+                "`LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 stallscope run ...` (Debian and "
+                "Ubuntu: libtcmalloc-minimal4). jemalloc 5 returns blocks over 8 MiB at once unless "
+                "MALLOC_CONF=dirty_decay_ms:-1; with glibc's malloc alone, MALLOC_MMAP_THRESHOLD_=33554432 "
+                "MALLOC_TRIM_THRESHOLD_=4294967296 keep blocks of up to 32 MiB. Expected: up to " +
+                speedup(rec.expected_speedup) +
+                ", the kernel's share taken out of the training process's CPU (a bound: part of that kernel time "
+                "may be other system calls).";
+  rec.evidence = Json::object();
+  rec.evidence["kernel_cpu_share"] = share;
+  rec.evidence["kernel_cpu_ms_per_step"] = kernel_ms;
+  rec.evidence["minor_faults_per_step"] = faults;
+  rec.evidence["process_cpu_cores"] = *r.train_cpu_util;
+  rec.evidence["expected_speedup_bound"] = rec.expected_speedup;
+  rec.evidence["batch_pages_per_step"] = batch_pages;
+  out->push_back(std::move(rec));
+}
+
 // [SECTION] GPU mode (docs/report.md, "GPU mode")
 constexpr double kGpuCauseMin = 0.05;     // share of the window a GPU stall cause must reach
 constexpr double kGpuBusyLow = 0.50;      // GPU idle at least half the time
@@ -596,6 +658,7 @@ std::vector<Recommendation> recommend(const Report& r) {
     move_transforms_to_gpu(r, &out);
   }
   worker_memory_growth(r, &out);
+  allocator_page_faults(r, &out);
   for (Recommendation& rec : out) {
     if (rec.where.what.empty()) rec.where = stall_evidence(r);
   }

@@ -532,12 +532,19 @@ void queue_figures(const Session& s, const DataLoaderModel& m, const PerLoader& 
   r->queue.in_flight = q.in_flight;
 }
 
-// The training process's CPU use (cores) and run-queue delay: the means of its proc.cpu and
-// proc.runq_wait samples inside the window.
+// The training process's CPU use (cores), run-queue delay, CPU in the kernel and minor page faults:
+// the means of its proc.cpu, proc.runq_wait, proc.sys_cpu and proc.minor_faults samples inside the
+// window; the faults a second times the window, per step.
 void train_process_cpu(const Session& s, const DataLoaderModel& m, const Interval& window, Report* r) {
+  using vocab::Counter;
   for (const CounterTrackRow& t : s.counter_tracks) {
-    const vocab::Counter counter = vocab::counter_of(t.name);
-    if (t.pid != m.train_pid || (counter != vocab::Counter::kCpu && counter != vocab::Counter::kRunqWait)) continue;
+    const Counter counter = vocab::counter_of(t.name);
+    std::optional<double>* into = counter == Counter::kCpu           ? &r->train_cpu_util
+                                  : counter == Counter::kRunqWait    ? &r->train_runq_delay_fraction
+                                  : counter == Counter::kSysCpu      ? &r->train_sys_cpu
+                                  : counter == Counter::kMinorFaults ? &r->train_faults_per_step
+                                                                     : nullptr;
+    if (t.pid != m.train_pid || into == nullptr) continue;
     auto [b, e] = s.samples(t.id);
     double sum = 0;
     int n = 0;
@@ -547,7 +554,14 @@ void train_process_cpu(const Session& s, const DataLoaderModel& m, const Interva
         ++n;
       }
     }
-    if (n > 0) (counter == vocab::Counter::kCpu ? r->train_cpu_util : r->train_runq_delay_fraction) = sum / n;
+    if (n > 0) *into = sum / n;
+  }
+  if (r->train_faults_per_step) {
+    if (r->steps > 0) {
+      *r->train_faults_per_step *= r->wall_s / static_cast<double>(r->steps);
+    } else {
+      r->train_faults_per_step.reset();
+    }
   }
 }
 

@@ -198,6 +198,9 @@ struct Report {
   }
   // The training process's own /proc counters, mean of the samples inside the window.
   std::optional<double> train_cpu_util, train_runq_delay_fraction;
+  // Its CPU in the kernel (cores, proc.sys_cpu) and its minor page faults per step (proc.minor_faults
+  // over the window, per step), each the mean of the samples inside the window.
+  std::optional<double> train_sys_cpu, train_faults_per_step;
 
   const LoaderStats* loader() const;  // the main loader (the training loader), if any
 };

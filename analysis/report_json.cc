@@ -376,6 +376,8 @@ Json to_json(const Report& r) {
   proc["pid"] = r.train_pid ? Json(r.train_pid) : Json();
   proc["cpu_util"] = r.train_cpu_util;
   proc["runq_delay_fraction"] = r.train_runq_delay_fraction;
+  proc["sys_cpu"] = r.train_sys_cpu;
+  proc["minor_faults_per_step"] = r.train_faults_per_step;
   d["training_process"] = std::move(proc);
   Json ranks = Json::array();
   for (const RankStats& k : r.ranks.ranks) {

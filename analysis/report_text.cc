@@ -325,6 +325,15 @@ std::string render_text(const Report& r) {
   o += "  Step time        p50 " + or_dash(r.step_time.p50_ms, duration_ms) + "   p90 " +
        or_dash(r.step_time.p90_ms, duration_ms) + "   p99 " + or_dash(r.step_time.p99_ms, duration_ms) +
        "   (compute " + duration_ms(r.compute_per_step_ms) + " per step)\n";
+  if (r.train_cpu_util) {
+    o += "  Process CPU      " + fixed(*r.train_cpu_util, 2) + " cores" +
+         (r.train_sys_cpu ? " (" + fixed(*r.train_sys_cpu, 2) + " in the kernel)" : std::string()) + "   runq " +
+         or_dash(r.train_runq_delay_fraction, [](double v) { return percent(v, 0); }) +
+         (r.train_faults_per_step
+              ? "   page faults " + grouped(static_cast<int64_t>(*r.train_faults_per_step)) + " a step"
+              : std::string()) +
+         "   (the training process)\n";
+  }
   // A long recording read from a later point: the whole run's own figures, from the summaries.
   if (r.detail_from_ns && r.over_time.available && r.over_time.total.t1_ns > r.over_time.total.t0_ns) {
     const OverTimePeriod& w = r.over_time.total;

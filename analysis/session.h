@@ -24,11 +24,12 @@ struct LoadOptions {
   // Spans and instants: those named in the vocabulary (common/vocabulary.h), or every one.
   bool all_names = false;
   // Counter tracks whose samples are loaded (empty: all tracks): those analyze() reads (worker and
-  // training-process CPU and run-queue delay, workers' private dirty memory). A recording's every
-  // track at 10-20 Hz is a large part of its rows: on a long run the tracks left out here are
-  // memory the report does not need.
+  // training-process CPU, run-queue delay, kernel CPU and page faults, workers' private dirty memory). A recording's
+  // every track at 10-20 Hz is a large part of its rows: on a long run the tracks left out here are memory the report
+  // does not need.
   std::vector<vocab::Counter> counters = {vocab::Counter::kCpu, vocab::Counter::kRunqWait,
-                                          vocab::Counter::kPrivateDirty};
+                                          vocab::Counter::kPrivateDirty, vocab::Counter::kSysCpu,
+                                          vocab::Counter::kMinorFaults};
   // Only the detail from this session time on (a long recording's latest part, in bounded memory):
   // spans that overlap it, instants, counter samples and GPU activities from it, and, from before
   // it, the instants that describe loaders and processes (Writer::kKeptInstants), found through the

@@ -60,6 +60,29 @@ bool ProcSampler::parse_stat_starttime(const std::string& text, uint64_t* ticks)
   return true;
 }
 
+bool ProcSampler::parse_stat_faults(const std::string& text, uint64_t* minflt, uint64_t* stime_ticks) {
+  // Fields counted from the state after the last ')' (field 3), as in parse_stat_starttime.
+  const size_t rp = text.rfind(')');
+  if (rp == std::string::npos) return false;
+  const char* p = text.c_str() + rp + 1;
+  bool have_minflt = false;
+  for (int field = 3; field <= 15; ++field) {
+    while (*p == ' ') ++p;
+    if (*p == '\0') return false;
+    if (field == 10 || field == 15) {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(p, &end, 10);
+      if (end == p) return false;
+      (field == 10 ? *minflt : *stime_ticks) = v;
+      have_minflt |= field == 10;
+      p = end;
+      continue;
+    }
+    while (*p != ' ' && *p != '\0') ++p;
+  }
+  return have_minflt;
+}
+
 bool ProcSampler::parse_schedstat(const std::string& text, uint64_t* run_ns, uint64_t* wait_ns) {
   unsigned long long r = 0, w = 0;
   if (std::sscanf(text.c_str(), "%llu %llu", &r, &w) != 2) return false;
@@ -197,6 +220,21 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
         s.read_bytes_per_s = static_cast<double>(rchar - std::min(rchar, p.rchar)) / dt;
       p.rchar = rchar;
       p.have_io = true;
+    }
+
+    // Minor page faults and kernel CPU: a process whose allocator hands big blocks back to the kernel
+    // gets them back zero-filled, a fault per page, every step (docs/report.md, "Page faults").
+    std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    uint64_t minflt = 0, stime = 0;
+    if (procfs::read_file(path, &text) && parse_stat_faults(text, &minflt, &stime)) {
+      static const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
+      if ((p.have_stat || from_birth) && dt > 0 && ticks_per_s > 0) {
+        s.minor_faults_per_s = static_cast<double>(minflt - std::min(minflt, p.minflt)) / dt;
+        s.sys_cpu_cores = static_cast<double>(stime - std::min(stime, p.stime)) / static_cast<double>(ticks_per_s) / dt;
+      }
+      p.minflt = minflt;
+      p.stime = stime;
+      p.have_stat = true;
     }
 
     if (now_ns >= p.next_memory_ns) {

@@ -170,6 +170,8 @@ enum class Counter : uint8_t {
   kPss,
   kPrivateDirty,
   kReadBytes,
+  kSysCpu,
+  kMinorFaults,
   kCount
 };
 
@@ -189,6 +191,8 @@ inline constexpr CounterDef kCounters[] = {
     {Counter::kPss, "proc.pss", "bytes"},
     {Counter::kPrivateDirty, "proc.private_dirty", "bytes"},
     {Counter::kReadBytes, "proc.read_bytes", "bytes/s"},
+    {Counter::kSysCpu, "proc.sys_cpu", "cores"},
+    {Counter::kMinorFaults, "proc.minor_faults", "1/s"},
 };
 
 Counter counter_of(std::string_view name);
@@ -245,6 +249,7 @@ inline constexpr const char* kRecPageableH2d = "pageable_h2d";
 inline constexpr const char* kRecHostSync = "host_sync";
 inline constexpr const char* kRecMoveTransformsToGpu = "move_transforms_to_gpu";
 inline constexpr const char* kRecLimitTorchThreads = "limit_torch_threads";
+inline constexpr const char* kRecAllocatorPageFaults = "allocator_page_faults";
 inline constexpr const char* kRecommendationIds[] = {kRecIncreaseNumWorkers,
                                                      kRecReduceNumWorkers,
                                                      kRecSlowDatasetGetitem,
@@ -255,7 +260,8 @@ inline constexpr const char* kRecommendationIds[] = {kRecIncreaseNumWorkers,
                                                      kRecPageableH2d,
                                                      kRecHostSync,
                                                      kRecMoveTransformsToGpu,
-                                                     kRecLimitTorchThreads};
+                                                     kRecLimitTorchThreads,
+                                                     kRecAllocatorPageFaults};
 
 // Severities, most urgent first.
 inline constexpr const char* kSeverityHigh = "high";

@@ -21,6 +21,8 @@ APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-d
               libcpp-httplib-dev prometheus
               # formatting, checked by scripts/test.sh (scripts/check_format.sh)
               clang-format
+              # tcmalloc: tests/python/test_page_faults.py follows the allocator advice with it
+              libtcmalloc-minimal4
               # compiler cache: test.sh's build and its `pip install .` check share compiled objects
               ccache
               # clang and its libFuzzer runtime: scripts/fuzz.sh

@@ -272,6 +272,8 @@ void Ingest::write_samples() {
     if (s.ctxsw_voluntary) put(Counter::kCtxswVoluntary, *s.ctxsw_voluntary);
     if (s.ctxsw_involuntary) put(Counter::kCtxswInvoluntary, *s.ctxsw_involuntary);
     if (s.read_bytes_per_s) put(Counter::kReadBytes, *s.read_bytes_per_s);
+    if (s.sys_cpu_cores) put(Counter::kSysCpu, *s.sys_cpu_cores);
+    if (s.minor_faults_per_s) put(Counter::kMinorFaults, *s.minor_faults_per_s);
     put(Counter::kRss, static_cast<double>(s.rss_bytes));
     if (s.pss_bytes) put(Counter::kPss, static_cast<double>(*s.pss_bytes));
     if (s.private_dirty_bytes) put(Counter::kPrivateDirty, static_cast<double>(*s.private_dirty_bytes));

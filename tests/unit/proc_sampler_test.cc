@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +56,18 @@ void sleep_forever() {
   for (;;) pause();
 }
 
+void fault_forever() {
+  // What an allocator that hands big blocks back to the kernel does every step: map 16 MiB, write
+  // every page (a minor fault and a zero-filled page each), unmap.
+  const size_t n = 16 << 20;
+  for (;;) {
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) _exit(1);
+    memset(p, 1, n);
+    munmap(p, n);
+  }
+}
+
 void grow_memory() {
   // Touch 64 MiB of fresh private memory over ~0.6 s, then wait.
   for (int i = 0; i < 16; ++i) {
@@ -97,6 +110,40 @@ TEST(ProcSamplerTest, StartTimeParser) {
   EXPECT_EQ(t, 987654u);
   EXPECT_FALSE(ProcSampler::parse_stat_starttime("4242 (x) S 1 2 3\n", &t));
   EXPECT_FALSE(ProcSampler::parse_stat_starttime("no parenthesis", &t));
+}
+
+TEST(ProcSamplerTest, StatFaultsParser) {
+  uint64_t minflt = 0, stime = 0;
+  // minflt is the 10th field, stime the 15th; comm may hold spaces and ')'.
+  EXPECT_TRUE(ProcSampler::parse_stat_faults(
+      "4242 (a b) c) S 1 4242 4242 0 -1 4194560 123456 7 8 9 300 41 0 0 20 0 1 0 987654 1000 200\n", &minflt, &stime));
+  EXPECT_EQ(minflt, 123456u);
+  EXPECT_EQ(stime, 41u);
+  EXPECT_FALSE(ProcSampler::parse_stat_faults("4242 (x) S 1 2 3 4 5 6 7\n", &minflt, &stime));
+  EXPECT_FALSE(ProcSampler::parse_stat_faults("no parenthesis", &minflt, &stime));
+}
+
+TEST(ProcSamplerTest, FaultsAndKernelCpuOfAProcessThatMapsFreshPages) {
+  pid_t faulting = spawn_child(fault_forever);
+  pid_t idle = spawn_child(sleep_forever);
+  ProcSampler s(1.0, 0);
+  s.sample({faulting, idle}, monotonic_ns());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  auto out = s.sample({faulting, idle}, monotonic_ns());
+  kill(faulting, SIGKILL);
+  kill(idle, SIGKILL);
+  waitpid(faulting, nullptr, 0);
+  waitpid(idle, nullptr, 0);
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_TRUE(out[0].minor_faults_per_s && out[0].sys_cpu_cores && out[0].cpu_cores);
+  ASSERT_TRUE(out[1].minor_faults_per_s && out[1].sys_cpu_cores);
+  // 4096 faults per 16 MiB mapped; even a slow machine maps several a second.
+  EXPECT_GT(*out[0].minor_faults_per_s, 8000.0);
+  // Nearly all its CPU is the kernel's (zero-filling the pages), never more than all of it.
+  EXPECT_GT(*out[0].sys_cpu_cores, 0.3 * *out[0].cpu_cores);
+  EXPECT_LT(*out[0].sys_cpu_cores, *out[0].cpu_cores + 0.1);  // stime has a 10 ms grain
+  EXPECT_LT(*out[1].minor_faults_per_s, 50.0);
+  EXPECT_LT(*out[1].sys_cpu_cores, 0.05);
 }
 
 TEST(ProcSamplerTest, YoungProcessGetsRatesOnItsFirstSample) {
