@@ -9,6 +9,11 @@ most 10 %, no pair worse than 25 %), and apart for the settings the report marks
 torch's intra-op threads beside workers that keep more threads runnable than there are cores) and
 the others.
 
+Where the report advises preloading tcmalloc (allocator_page_faults: the step faults in fresh
+pages every step), that advice is followed first: the loop as written and with tcmalloc run in
+interleaved pairs (the gain against the report's bound), and the loop is recorded again with
+tcmalloc; the DataLoader advice comes from that recording and every run after it has tcmalloc.
+
 The verdict compares medians, and the sweep's best is the highest of many noisy medians (a lucky
 run makes a setting the best). So after the sweep the settings the verdict rests on (the original,
 the advised, the two best of the whole sweep and the best of the DataLoader settings alone) run
@@ -85,9 +90,9 @@ def run_loop(flags: list[str], extra_env=None) -> float:
     raise RuntimeError(f"{PROG} {' '.join(flags)} failed: {p.stderr.strip().splitlines()[-1:]}")
 
 
-def record(stallscope: str, flags: list[str], db: str) -> dict:
+def record(stallscope: str, flags: list[str], db: str, extra_env=None) -> dict:
     p = subprocess.run([stallscope, "run", "--force", "-o", db, "--", sys.executable, PROG, *flags],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ, **(extra_env or {})))
     if p.returncode != 0:
         raise RuntimeError(f"stallscope run failed: {p.stderr.strip().splitlines()[-1:]}")
     r = subprocess.run([stallscope, "report", "--json", db], capture_output=True, text=True, timeout=300)
@@ -127,6 +132,36 @@ def advised_setting(rep: dict, base: dict) -> dict:
     return loader_advice(rep, base)
 
 
+# What the allocator advice (allocator_page_faults) says to preload.
+TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+
+
+def allocator_first(stallscope: str, name: str, flags: list[str], rep: dict, tmp: str, reps: int):
+    """The allocator advice comes before the DataLoader's: it changes the step the DataLoader advice
+    is modelled on. Where the report gives it, runs the loop as written and with tcmalloc preloaded
+    in `reps` interleaved pairs at the recorded setting, prints the measured gain beside the report's
+    bound, and records the loop again with tcmalloc for the DataLoader advice. Returns (the
+    environment the rest runs in, the report to take the DataLoader advice from, the figures)."""
+    adv = [r for r in rep["recommendations"] if r["id"] == "allocator_page_faults"]
+    if not adv:
+        return {}, rep, None
+    env = {"LD_PRELOAD": TCMALLOC}
+    if not os.path.exists(TCMALLOC):
+        raise RuntimeError(f"{TCMALLOC} missing (scripts/setup.sh installs libtcmalloc-minimal4)")
+    plain, tc = [], []
+    for _ in range(reps):
+        plain.append(run_loop(flags))
+        tc.append(run_loop(flags, env))
+    gain = statistics.median(tc) / statistics.median(plain)
+    ev = adv[0]["evidence"]
+    fig = {"faults_per_step": ev["minor_faults_per_step"], "kernel_share": ev["kernel_cpu_share"],
+           "bound": ev["expected_speedup_bound"], "as_written": statistics.median(plain),
+           "tcmalloc": statistics.median(tc), "gain": gain,
+           "held": gain >= 0.97 and gain <= ev["expected_speedup_bound"] * 1.03}  # not slower, not above the bound
+    rep2 = record(stallscope, flags, os.path.join(tmp, f"{name}-tcmalloc.db"), env)
+    return env, rep2, fig
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions per setting")
@@ -154,6 +189,7 @@ def main() -> int:
             base.setdefault("prefetch", 2)
             base.setdefault("persistent", False)
         rep = record(stallscope, flags + setting_flags(base), os.path.join(tmp, f"{name}.db"))
+        env, rep, alloc = allocator_first(stallscope, name, flags + setting_flags(base), rep, tmp, a.reps)
         w = rep["whatif"]
         if not w.get("available"):
             print(f"\n{name}: what-if not available: {w.get('why_not')}")
@@ -181,20 +217,30 @@ def main() -> int:
         measured = {k: [] for k in settings}
         for _ in range(a.reps):
             for k, s in settings.items():
-                measured[k].append(run_loop(flags + setting_flags(s)))
+                measured[k].append(run_loop(flags + setting_flags(s), env))
         med = {k: statistics.median(v) for k, v in measured.items()}
         ranked = sorted(med, key=med.get, reverse=True)
         decisive = list(dict.fromkeys([key(base), key(advised), *ranked[:2],
                                        max((k for k in med if not k[3]), key=med.get)]))
         for _ in range(a.confirm):
             for k in decisive:
-                measured[k].append(run_loop(flags + setting_flags(settings[k])))
+                measured[k].append(run_loop(flags + setting_flags(settings[k]), env))
         med = {k: statistics.median(v) for k, v in measured.items()}
         best_k = max(med, key=med.get)  # over the whole sweep, torch threads included
         loader_best_k = max((k for k in med if not k[3]), key=med.get)  # DataLoader settings alone
         held = med[key(advised)] >= med[key(base)] * 0.97 and med[key(advised)] >= 0.90 * med[best_k]
         held_all &= held
         print(f"\n{name}: {what}")
+        if alloc:
+            print(f"  allocator advice (allocator_page_faults: {alloc['faults_per_step']:,.0f} page faults a step, "
+                  f"{100 * alloc['kernel_share']:.0f}% of the process's CPU in the kernel): tcmalloc preloaded "
+                  f"{alloc['as_written']:.1f} -> {alloc['tcmalloc']:.1f} samples/s ({alloc['gain']:.2f}x; the report's "
+                  f"bound {alloc['bound']:.2f}x): {'held' if alloc['held'] else 'DID NOT HOLD'}. "
+                  "Below, the loop runs with tcmalloc, recorded again")
+            held &= alloc["held"]
+            held_all &= alloc["held"]
+        else:
+            print("  allocator advice: none")
         print(f"  recorded {describe(base)}: {rep['samples_per_s']:.1f} samples/s under stallscope, model fit "
               f"{100 * w['fit_error']:+.1f}% ({w['confidence']}); bound: {w['bound_text']}")
         adv_ids = [r["id"] for r in rep["recommendations"]]
@@ -221,7 +267,7 @@ def main() -> int:
                          "best": describe(settings[best_k]), "loader_best": describe(settings[loader_best_k]),
                          "fit_error": w["fit_error"], "confidence": w["confidence"],
                          "loader_advised": describe(loader_advice(rep, base)),
-                         "threads_gain": w.get("threads_gain"), "min_gain": w.get("min_gain")}
+                         "threads_gain": w.get("threads_gain"), "min_gain": w.get("min_gain"), "allocator": alloc}
     if all_errors:
         errs = sorted(all_errors)
         med_err, max_err = statistics.median(errs), errs[-1]

@@ -3,6 +3,8 @@
 // advice gives what the what-if model predicted.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "analysis/loader_tuning.h"
 #include "analysis/report.h"
 #include "analysis/session.h"
@@ -24,12 +26,14 @@ class RecommendTest : public ::testing::Test {
  public:
   stallscope::testing::TempDir dir_;
 
-  Report run(const SimConfig& c, const std::map<std::string, std::string>& meta = {}) {
+  Report run(const SimConfig& c, const std::map<std::string, std::string>& meta = {},
+             const std::function<void(RecordingBuilder&)>& more = nullptr) {
     const std::string p = dir_.file(stallscope::testing::unique_name("run") + ".db");
     {
       RecordingBuilder b(p);
       for (const auto& [k, v] : meta) b.meta(k, v);
       simulate(b, c);
+      if (more) more(b);
     }
     auto s = load_session(p);
     EXPECT_TRUE(s.ok()) << s.status().message();
@@ -291,6 +295,44 @@ TEST_F(RecommendTest, MemoryGrowthIsReportedRegardless) {
   // Small growth stays quiet.
   c.worker_private_growth = 20 << 20;
   EXPECT_EQ(find(run(c), "worker_memory_growth"), nullptr);
+}
+
+// The training process's CPU, its part in the kernel and its minor page faults, sampled every
+// 100 ms over the first 15 s (the simulated run's window lies inside).
+std::function<void(RecordingBuilder&)> process_counters(const SimConfig& c, double cpu, double sys, double faults) {
+  return [=](RecordingBuilder& b) {
+    for (int64_t t = 0; t <= 15000 * kMs; t += 100 * kMs) {
+      b.counter(c.main_pid, "proc.cpu", "cores", t, cpu);
+      b.counter(c.main_pid, "proc.sys_cpu", "cores", t, sys);
+      b.counter(c.main_pid, "proc.minor_faults", "1/s", t, faults);
+    }
+  };
+}
+
+TEST_F(RecommendTest, AStepThatFaultsInFreshPagesIsToldToKeepThem) {
+  SimConfig c;  // no workers: 100 steps of 30 ms fetch and 70 ms compute, 10 s
+  const Report r = run(c, {}, process_counters(c, 1.0, 0.4, 100000));
+  ASSERT_TRUE(r.train_faults_per_step && r.train_sys_cpu) << ids(r);
+  EXPECT_NEAR(*r.train_faults_per_step, 100000 * r.wall_s / static_cast<double>(r.steps), 1);
+  EXPECT_NEAR(*r.train_faults_per_step, 10000, 500);
+  EXPECT_NEAR(*r.train_sys_cpu, 0.4, 1e-9);
+  const Recommendation* rec = find(r, "allocator_page_faults");
+  ASSERT_NE(rec, nullptr) << ids(r);
+  EXPECT_TRUE(rec->speed);
+  EXPECT_NEAR(rec->expected_speedup, 1 / (1 - 0.4), 1e-9);
+  EXPECT_EQ(rec->severity, "high");
+  EXPECT_NEAR(json::get_double(rec->evidence, "kernel_cpu_share").value_or(0), 0.4, 1e-9);
+  EXPECT_NE(rec->action.find("tcmalloc"), std::string::npos) << rec->action;
+  EXPECT_EQ(rec->where.counter, vocab::Counter::kSysCpu);
+  EXPECT_EQ(rec->where.pid, c.main_pid);
+  EXPECT_NE(render_text(r).find("page faults 10,"), std::string::npos) << render_text(r);
+
+  // A kernel share under 10 %, or under 1,024 faults a step: nothing.
+  EXPECT_EQ(find(run(c, {}, process_counters(c, 1.0, 0.08, 100000)), "allocator_page_faults"), nullptr);
+  EXPECT_EQ(find(run(c, {}, process_counters(c, 1.0, 0.4, 9000)), "allocator_page_faults"), nullptr);
+  // Workers, and no batch size in bytes: the faults may be the batches' shared memory; nothing.
+  c.num_workers = 2;
+  EXPECT_EQ(find(run(c, {}, process_counters(c, 1.0, 0.4, 100000)), "allocator_page_faults"), nullptr);
 }
 
 TEST_F(RecommendTest, RecommendationsAreOrderedAndWellFormed) {
