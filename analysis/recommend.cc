@@ -487,7 +487,7 @@ void worker_memory_growth(const Report& r, std::vector<Recommendation>* out) {
   out->push_back(std::move(rec));
 }
 
-// [SECTION] page faults of the training process (docs/report.md, "Page faults")
+// [SECTION] page faults of the training process (docs/report.md, "Page faults in the training step")
 constexpr double kKernelShareMin = 0.10;    // share of the training process's CPU spent in the kernel
 constexpr double kFaultsPerStepMin = 1024;  // minor faults a step: 4 MiB of fresh pages or more
 constexpr double kPageBytes = 4096;
@@ -508,9 +508,9 @@ void allocator_page_faults(const Report& r, std::vector<Recommendation>* out) {
   const int64_t batch_bytes = r.whatif.inputs.batch_bytes;
   if (workers && batch_bytes < 0) return;
   const double all_faults = *r.train_faults_per_step;
+  if (all_faults <= 0) return;
   const double batch_pages = workers ? std::ceil(static_cast<double>(batch_bytes) / kPageBytes) : 0.0;
   const double faults = std::max(0.0, all_faults - batch_pages);
-  if (all_faults <= 0) return;
   const double share = std::min(1.0, *r.train_sys_cpu / *r.train_cpu_util) * faults / all_faults;
   if (share < kKernelShareMin || faults < kFaultsPerStepMin) return;
   const double kernel_ms = share * *r.train_cpu_util * r.wall_s * 1e3 / static_cast<double>(r.steps);
@@ -518,9 +518,12 @@ void allocator_page_faults(const Report& r, std::vector<Recommendation>* out) {
   rec.id = vocab::kRecAllocatorPageFaults;
   rec.expected_speedup = ideal_speedup(share);
   rec.severity = gain_severity(rec.expected_speedup);
-  rec.where = window_evidence(r, "CPU in the kernel of the training process (pid " + std::to_string(r.train_pid) + ")");
+  // The dashboard's heat strip shows a process's CPU (the kernel's part is in it; proc.sys_cpu has
+  // no strip of its own).
+  rec.where = window_evidence(r, "CPU of the training process (pid " + std::to_string(r.train_pid) + "), " +
+                                     percent(share, 0) + " of it in the kernel for page faults");
   rec.where.pid = r.train_pid;
-  rec.where.counter = vocab::Counter::kSysCpu;
+  rec.where.counter = vocab::Counter::kCpu;
   rec.action = "keep freed memory in the process: preload tcmalloc (" + grouped(static_cast<int64_t>(faults)) +
                " page faults a step)";
   rec.message = "About " + percent(share, 0) + " of the training process's CPU goes to the kernel for page faults (" +

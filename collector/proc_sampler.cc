@@ -223,7 +223,7 @@ std::vector<ProcSample> ProcSampler::sample(const std::vector<int>& pids, uint64
     }
 
     // Minor page faults and kernel CPU: a process whose allocator hands big blocks back to the kernel
-    // gets them back zero-filled, a fault per page, every step (docs/report.md, "Page faults").
+    // gets them back zero-filled, a fault per page, every step (docs/report.md, "Page faults in the training step").
     std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
     uint64_t minflt = 0, stime = 0;
     if (procfs::read_file(path, &text) && parse_stat_faults(text, &minflt, &stime)) {

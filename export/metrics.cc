@@ -309,7 +309,8 @@ void MetricsState::on_counter(const CounterRow& c) {
   if (t == tracks_.end()) return;
   const auto [counter, pid] = t->second;
   if (counter != vocab::Counter::kCpu && counter != vocab::Counter::kRunqWait &&
-      counter != vocab::Counter::kPrivateDirty) {
+      counter != vocab::Counter::kPrivateDirty && counter != vocab::Counter::kSysCpu &&
+      counter != vocab::Counter::kMinorFaults) {
     return;
   }
   auto it = procs_.find(pid);
@@ -323,6 +324,10 @@ void MetricsState::on_counter(const CounterRow& c) {
     p.cpu = c.value;
   } else if (counter == vocab::Counter::kRunqWait) {
     p.runq = c.value;
+  } else if (counter == vocab::Counter::kSysCpu) {
+    p.sys = c.value;
+  } else if (counter == vocab::Counter::kMinorFaults) {
+    p.faults = c.value;
   } else {
     if (!p.private_first) p.private_first = c.value;
     p.private_last = c.value;
@@ -397,6 +402,8 @@ Figures MetricsState::figures() const {
                                                                                                : "other";
     out.cpu_cores = p.cpu;
     out.runq_wait_ratio = p.runq;
+    out.sys_cpu_cores = p.sys;
+    out.minor_faults_per_s = p.faults;
     if (p.private_first && p.private_last)
       out.private_growth_bytes = static_cast<int64_t>(*p.private_last - *p.private_first);
     f.processes.push_back(out);
@@ -461,6 +468,22 @@ std::string MetricsState::render(const Figures& f, const Labels& labels, bool up
   for (const Figures::Process& p : f.processes) {
     if (p.runq_wait_ratio) {
       t.sample("stallscope_process_runq_wait_ratio", *p.runq_wait_ratio,
+               label("pid", std::to_string(p.pid)) + "," + label("role", p.role));
+    }
+  }
+  t.family("stallscope_process_sys_cpu_cores", "gauge",
+           "CPU time in the kernel per wall second of a process (/proc/PID/stat stime), part of the CPU cores.");
+  for (const Figures::Process& p : f.processes) {
+    if (p.sys_cpu_cores) {
+      t.sample("stallscope_process_sys_cpu_cores", *p.sys_cpu_cores,
+               label("pid", std::to_string(p.pid)) + "," + label("role", p.role));
+    }
+  }
+  t.family("stallscope_process_minor_faults_per_second", "gauge",
+           "Minor page faults per second of a process (/proc/PID/stat minflt): fresh pages mapped without I/O.");
+  for (const Figures::Process& p : f.processes) {
+    if (p.minor_faults_per_s) {
+      t.sample("stallscope_process_minor_faults_per_second", *p.minor_faults_per_s,
                label("pid", std::to_string(p.pid)) + "," + label("role", p.role));
     }
   }

@@ -49,6 +49,7 @@ struct Figures {
     int64_t pid = 0;
     std::string role;  // "train", "worker" or "other"
     std::optional<double> cpu_cores, runq_wait_ratio;
+    std::optional<double> sys_cpu_cores, minor_faults_per_s;  // proc.sys_cpu, proc.minor_faults
     std::optional<int64_t> private_growth_bytes;
   };
   std::vector<Process> processes;  // live processes with /proc samples, by pid
@@ -84,7 +85,7 @@ class MetricsState {
   };
   struct Proc {
     int64_t pid = 0, ppid = 0;
-    std::optional<double> cpu, runq;
+    std::optional<double> cpu, runq, sys, faults;
     std::optional<double> private_first, private_last;
   };
 

@@ -323,7 +323,7 @@ TEST_F(RecommendTest, AStepThatFaultsInFreshPagesIsToldToKeepThem) {
   EXPECT_EQ(rec->severity, "high");
   EXPECT_NEAR(json::get_double(rec->evidence, "kernel_cpu_share").value_or(0), 0.4, 1e-9);
   EXPECT_NE(rec->action.find("tcmalloc"), std::string::npos) << rec->action;
-  EXPECT_EQ(rec->where.counter, vocab::Counter::kSysCpu);
+  EXPECT_EQ(rec->where.counter, vocab::Counter::kCpu);  // the dashboard's CPU strip
   EXPECT_EQ(rec->where.pid, c.main_pid);
   EXPECT_NE(render_text(r).find("page faults 10,"), std::string::npos) << render_text(r);
 

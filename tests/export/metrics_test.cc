@@ -115,6 +115,8 @@ TEST_F(MetricsTest, LiveRecordingReadInParts) {
   b.instant(main_thread, "dl.sent", t, 0, 4, 0);  // batch 4 in flight
   b.counter(2000, "proc.cpu", "cores", t, 0.75);
   b.counter(2000, "proc.runq_wait", "ratio", t, 0.25);
+  b.counter(2000, "proc.sys_cpu", "cores", t, 0.125);
+  b.counter(2000, "proc.minor_faults", "1/s", t, 5000);
   b.counter(2000, "proc.private_dirty", "bytes", 20 * kMs, 1000);
   b.counter(2000, "proc.private_dirty", "bytes", t, 5096);
   b.commit();
@@ -135,6 +137,8 @@ TEST_F(MetricsTest, LiveRecordingReadInParts) {
   EXPECT_EQ(f.processes[0].role, "worker");
   EXPECT_DOUBLE_EQ(*f.processes[0].cpu_cores, 0.75);
   EXPECT_DOUBLE_EQ(*f.processes[0].runq_wait_ratio, 0.25);
+  EXPECT_DOUBLE_EQ(*f.processes[0].sys_cpu_cores, 0.125);
+  EXPECT_DOUBLE_EQ(*f.processes[0].minor_faults_per_s, 5000);
   EXPECT_EQ(*f.processes[0].private_growth_bytes, 4096);
 
   const std::string text = MetricsState::render(f, {"j", "3", "h"}, true);
@@ -145,6 +149,14 @@ TEST_F(MetricsTest, LiveRecordingReadInParts) {
       std::string::npos)
       << text;
   EXPECT_NE(text.find("stallscope_up{job=\"j\",rank=\"3\",host=\"h\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("stallscope_process_sys_cpu_cores{job=\"j\",rank=\"3\",host=\"h\",pid=\"2000\",role=\"worker\"} "
+                      "0.125\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("stallscope_process_minor_faults_per_second{job=\"j\",rank=\"3\",host=\"h\",pid=\"2000\",role="
+                      "\"worker\"} 5000\n"),
+            std::string::npos)
+      << text;
 
   // Batch 4 is put (ready), then handed with a 5th; the worker ends.
   b.span(worker_thread, "dl.fetch", t, 40 * kMs, 4, 0, 0);

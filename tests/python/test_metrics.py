@@ -140,6 +140,8 @@ def test_scrapes_follow_a_slow_loop(session):
     assert 0.4 * MAX_SAMPLES_PER_S < rate <= 1.05 * MAX_SAMPLES_PER_S, rate
     cpu = [k for k in last["values"] if k[0] == "stallscope_process_cpu_cores"]
     assert any(dict(k[1]).get("role") == "train" for k in cpu), last["text"]
+    for name in ("stallscope_process_sys_cpu_cores", "stallscope_process_minor_faults_per_second"):
+        assert any(k[0] == name and dict(k[1]).get("role") == "train" for k in last["values"]), last["text"]
     assert value(last, "stallscope_dropped_events_total") == 0
     print(f"scraped: stall {stall:.3f} (recent {recent:.3f}), {rate:.1f} samples/s, "
           f"steps {steps}", file=sys.stderr)
