@@ -114,14 +114,9 @@ def adopt_running() -> tuple[int, int]:
                     pass
             else:
                 fetcher = S.it_attr(it, "_dataset_fetcher")
-                if fetcher is not None:
-                    if getattr(fetcher, "_stallscope_ctx", None) is None:
-                        _main._instrument_fetcher(fetcher)
-                    ctx = getattr(fetcher, "_stallscope_ctx", None)
-                    if ctx is not None:
-                        ctx.L = info.L
-                        ctx.N = _main._sized_epoch(it)
-                        s.ctx = ctx
+                if fetcher is not None and getattr(fetcher, "_stallscope_ctx", None) is None:
+                    _main._instrument_fetcher(fetcher)
+                _main._bind_fetcher_ctx(it, s, info.L)
             S.set_it_state(it, s)
             followed += 1
         except Exception:

@@ -302,17 +302,24 @@ def _attach_iterator(it, info, E):
     mp = S._M is not None and isinstance(it, S._M)
     if s is None or s.L != info.L:
         s = _ItState(info.L, E, mp=mp and S._orig_reset is not None)
-        fetcher = S.it_attr(it, "_dataset_fetcher")
-        ctx = getattr(fetcher, "_stallscope_ctx", None) if fetcher is not None else None
-        if ctx is not None:
-            ctx.L = info.L
-            ctx.N = _sized_epoch(it)
-            s.ctx = ctx
+        _bind_fetcher_ctx(it, s, info.L)
         S.set_it_state(it, s)
     else:  # persistent iterator whose _reset we do not see (mp part not installed)
         s.E = E
         s.ended = False
         s.recv.clear()
+
+
+def _bind_fetcher_ctx(it, s, L):
+    """Points a single-process iterator's instrumented fetcher at loader L for this epoch: the
+    loader's id and the epoch's batch count (_sized_epoch) on its context, and the context on the
+    iterator's state `s`. Nothing where the fetcher is not instrumented."""
+    fetcher = S.it_attr(it, "_dataset_fetcher")
+    ctx = getattr(fetcher, "_stallscope_ctx", None) if fetcher is not None else None
+    if ctx is not None:
+        ctx.L = L
+        ctx.N = _sized_epoch(it)
+        s.ctx = ctx
 
 
 def _sized_epoch(it):
