@@ -456,45 +456,30 @@ std::string MetricsState::render(const Figures& f, const Labels& labels, bool up
     t.sample("stallscope_batches_ready", static_cast<double>(f.batches_ready));
     t.sample("stallscope_batches_in_flight", static_cast<double>(f.batches_in_flight));
   }
-  t.family("stallscope_process_cpu_cores", "gauge", "CPU time per wall second of a process (/proc sampler).");
-  for (const Figures::Process& p : f.processes) {
-    if (p.cpu_cores) {
-      t.sample("stallscope_process_cpu_cores", *p.cpu_cores,
-               label("pid", std::to_string(p.pid)) + "," + label("role", p.role));
+  // One gauge family per /proc figure, a sample per live process that has it.
+  auto per_process = [&](const char* name, const char* help, auto value) {
+    t.family(name, "gauge", help);
+    for (const Figures::Process& p : f.processes) {
+      if (const auto v = value(p)) {
+        t.sample(name, static_cast<double>(*v), label("pid", std::to_string(p.pid)) + "," + label("role", p.role));
+      }
     }
-  }
-  t.family("stallscope_process_runq_wait_ratio", "gauge",
-           "Time a process was runnable but waited for a CPU, per wall second (schedstat).");
-  for (const Figures::Process& p : f.processes) {
-    if (p.runq_wait_ratio) {
-      t.sample("stallscope_process_runq_wait_ratio", *p.runq_wait_ratio,
-               label("pid", std::to_string(p.pid)) + "," + label("role", p.role));
-    }
-  }
-  t.family("stallscope_process_sys_cpu_cores", "gauge",
-           "CPU time in the kernel per wall second of a process (/proc/PID/stat stime), part of the CPU cores.");
-  for (const Figures::Process& p : f.processes) {
-    if (p.sys_cpu_cores) {
-      t.sample("stallscope_process_sys_cpu_cores", *p.sys_cpu_cores,
-               label("pid", std::to_string(p.pid)) + "," + label("role", p.role));
-    }
-  }
-  t.family("stallscope_process_minor_faults_per_second", "gauge",
-           "Minor page faults per second of a process (/proc/PID/stat minflt): fresh pages mapped without I/O.");
-  for (const Figures::Process& p : f.processes) {
-    if (p.minor_faults_per_s) {
-      t.sample("stallscope_process_minor_faults_per_second", *p.minor_faults_per_s,
-               label("pid", std::to_string(p.pid)) + "," + label("role", p.role));
-    }
-  }
-  t.family("stallscope_process_private_growth_bytes", "gauge",
-           "Growth of a process's private dirty memory since its first sample (copy-on-write growth).");
-  for (const Figures::Process& p : f.processes) {
-    if (p.private_growth_bytes) {
-      t.sample("stallscope_process_private_growth_bytes", static_cast<double>(*p.private_growth_bytes),
-               label("pid", std::to_string(p.pid)) + "," + label("role", p.role));
-    }
-  }
+  };
+  using P = Figures::Process;
+  per_process("stallscope_process_cpu_cores", "CPU time per wall second of a process (/proc sampler).",
+              [](const P& p) { return p.cpu_cores; });
+  per_process("stallscope_process_runq_wait_ratio",
+              "Time a process was runnable but waited for a CPU, per wall second (schedstat).",
+              [](const P& p) { return p.runq_wait_ratio; });
+  per_process("stallscope_process_sys_cpu_cores",
+              "CPU time in the kernel per wall second of a process (/proc/PID/stat stime), part of the CPU cores.",
+              [](const P& p) { return p.sys_cpu_cores; });
+  per_process("stallscope_process_minor_faults_per_second",
+              "Minor page faults per second of a process (/proc/PID/stat minflt): fresh pages mapped without I/O.",
+              [](const P& p) { return p.minor_faults_per_s; });
+  per_process("stallscope_process_private_growth_bytes",
+              "Growth of a process's private dirty memory since its first sample (copy-on-write growth).",
+              [](const P& p) { return p.private_growth_bytes; });
   t.family("stallscope_dropped_events_total", "counter", "Events the collector dropped because a buffer was full.");
   t.sample("stallscope_dropped_events_total", static_cast<double>(f.dropped_events));
   t.family("stallscope_gpu_busy_fraction", "gauge",
