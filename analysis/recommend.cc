@@ -133,10 +133,11 @@ void fewer_workers(const Report& r, const WhatIf& w, std::vector<Recommendation>
 // The DataLoader change advised: the model's best setting, with what each argument gains alone;
 // or, where torch on one intra-op thread is advised beside workers that keep more threads runnable
 // than there are cores (WhatIf::best_beside_busy_workers), the one-thread candidate's DataLoader
-// setting, advised together with it. On all the intra-op threads the best setting's figure leaves
-// out their waiting for each other beside those workers and is likely high: on a Lightning loop it
-// predicted 1.20x and measured 0.81x, slower than no workers, while the two together measured 1.31x
-// (docs/decisions.md, "The DataLoader advice beside busy workers goes with one intra-op thread").
+// setting, advised together with it. On all the intra-op threads the best setting's figure rests on
+// how the scheduler places those threads beside the workers (WhatIfCandidate::uncertain): on a
+// Lightning loop, before the model priced the threads' wait, it predicted 1.20x and measured 0.81x,
+// slower than no workers, while the two together measured 1.31x (docs/decisions.md, "The DataLoader
+// advice beside busy workers goes with one intra-op thread").
 struct LoaderAdvice {
   const WhatIfCandidate* to = nullptr;
   double gain = 1;  // the whole setting's predicted gain over the recorded one
@@ -185,9 +186,9 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
                 "recorded one."
           : "with torch's " + threads_s + " intra-op threads the model's best is " + alone_best.setting.arguments() +
                 " (" + fixed(alone_best.samples_per_s, 1) +
-                " samples/s), a figure likely high: beside workers that keep more threads runnable than there are "
-                "cores, the threads' waiting for each other at every parallel region is not in it, and such a "
-                "setting has made a loop slower than no workers.";
+                " samples/s), a figure that rests on the scheduler: beside workers that keep more threads runnable "
+                "than there are cores, the threads wait for each other at every parallel region for as long as "
+                "it decides, and such a setting has made a loop slower than no workers.";
   const std::string bound = " The ideal bound, if all input wait vanished, is 1/(1-" +
                             fixed(r.data_wait_fraction(), 2) + ") = " + speedup(ideal_speedup(r.data_wait_fraction())) +
                             "; with the advice, what bounds the loop: " + w.bound_text + ".";
@@ -288,9 +289,9 @@ bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation
 // torch's intra-op threads beside the workers (whatif.h, thread_candidates): the model predicts
 // the loop with the step on one thread, beside the workers at that count's best setting, faster
 // than the best DataLoader setting alone by min_gain. The step's whole recorded CPU is put on the
-// one thread, so the gain is a floor as far as the step goes; what it does not price is how much
-// the intra-op threads lose waiting for each other beside busy workers, which one thread removes
-// (docs/decisions.md, "torch's intra-op threads beside the workers").
+// one thread, so the gain is a floor as far as the step goes; the intra-op threads' waiting for each
+// other beside busy workers, which one thread removes, the model prices only by an assumption
+// (docs/decisions.md, "The intra-op threads beside busy workers: no gain from the threads").
 void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommendation>* out) {
   if (!w.available || !w.best || !w.threads_best) return;
   const WhatIfCandidate& rec = w.candidates.front();
@@ -305,7 +306,7 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
   x.severity = gain_severity(w.threads_gain);
   x.expected_speedup = w.threads_gain;
   // Below min_gain it was advised because the one-thread floor reaches the DataLoader setting's
-  // likely-high figure (whatif.cc): at least as fast, not a predicted gain; or because its own
+  // uncertain figure (whatif.cc): at least as fast, not a predicted gain; or because its own
   // figure ties with that one: about as fast.
   const bool by_floor = w.threads_basis == "floor";
   const bool by_tie = w.threads_basis == "tie";
@@ -313,7 +314,7 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
   const bool measured = w.inputs.parallel_ms >= 0;  // the step's parallel regions (dl.parallel)
   x.action = "call torch.set_num_threads(1) in the training process" + (same ? std::string() : ", with " + args) +
              (by_floor ? " (predicted at least as fast as the DataLoader setting alone)"
-              : by_tie ? " (predicted about as fast as the DataLoader setting alone, whose figure is likely high)"
+              : by_tie ? " (predicted about as fast as the DataLoader setting alone, whose figure is uncertain)"
                        : " (predicted " + speedup(w.threads_gain) + " over the DataLoader setting alone)");
   // Recorded beside workers, the regions' wall shows the waiting itself: the work inside them
   // (all threads' bodies) shared by the threads would take body / T; the rest of the wall is the
@@ -340,16 +341,16 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
                               duration_ms(w.inputs.parallel_body_ms) + ", measured inside them) on one thread"
                         : "the step's " + duration_ms(w.inputs.compute_cpu_ms) + " of CPU all on one thread") +
               ", against " + fixed(best.samples_per_s, 1) + " samples/s with " + best.setting.arguments() + " alone." +
-              (by_floor ? std::string(" That second figure is likely high, the threads' waiting for each other beside "
-                                      "busy workers unpriced, and ") +
+              (by_floor ? std::string(" That second figure rests on the scheduler, the threads' waiting for each "
+                                      "other beside busy workers, and ") +
                               (measured ? "even the step's whole recorded CPU put on one thread (a floor) reaches it"
                                         : "the first is a floor, the step's whole recorded CPU put on one thread") +
                               ": one thread should be at least as fast."
-               : by_tie ? std::string(" That second figure is likely high, the threads' waiting for each other "
-                                      "beside busy workers unpriced, and the first is within ") +
+               : by_tie ? std::string(" That second figure rests on the scheduler, the threads' waiting for each "
+                                      "other beside busy workers, and the first is within ") +
                               percent(kTieMargin, 0) + " of it: a tie, which goes to one thread."
-               : together ? std::string(" That second figure is likely high, the threads' waiting for each "
-                                        "other beside busy workers unpriced.")
+               : together ? std::string(" That second figure rests on the scheduler, the threads' waiting for "
+                                        "each other beside busy workers.")
                           : std::string()) +
               (together ? " So the DataLoader setting is advised with one thread, not without it." : std::string()) +
               " Set it before the training loop; the workers already run torch on one thread. `stallscope tune` "

@@ -129,7 +129,7 @@ Json whatif_json(const WhatIf& w) {
     y["stall"] = c.stall;
     y["steady_step_ms"] = c.steady_step_ms;
     y["recorded"] = c.recorded;
-    y["likely_high"] = c.likely_high;
+    y["uncertain"] = c.uncertain;
     cands.push_back(std::move(y));
   }
   x["candidates"] = std::move(cands);

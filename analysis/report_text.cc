@@ -116,18 +116,19 @@ std::string whatif_lines(const Report& r) {
     const WhatIfCandidate& c = w.candidates[i];
     const std::string tag = c.recorded ? " (recorded)" : (w.best && *w.best == i ? " (best)" : "");
     o += "  " + pad(c.setting.arguments() + tag, 64) +
-         pad((c.likely_high ? "*" : "") + fixed(c.samples_per_s, 1), 11, true) + pad(percent(c.stall, 0), 8, true) +
+         pad((c.uncertain ? "*" : "") + fixed(c.samples_per_s, 1), 11, true) + pad(percent(c.stall, 0), 8, true) +
          pad(duration_ms(c.steady_step_ms), 10, true) + "\n";
-    starred |= c.likely_high;
+    starred |= c.uncertain;
   }
   if (w.candidates.size() > std::min(rows.size(), kMaxWhatIfRows)) {
     o += "  ... " + std::to_string(w.candidates.size() - std::min(rows.size(), kMaxWhatIfRows)) +
          " more settings were tried (see --json)\n";
   }
   if (starred) {
-    o += wrap("  * likely high: beside workers that keep more threads runnable than there are cores, torch's " +
+    o += wrap("  * uncertain: beside workers that keep more threads runnable than there are cores, torch's " +
                   std::to_string(w.inputs.torch_threads) +
-                  " intra-op threads wait for each other at every parallel region, which the model does not price",
+                  " intra-op threads wait for each other at every parallel region, for as long as the scheduler "
+                  "decides; the model takes the regions to gain nothing from the threads there",
               100, "    ") +
          "\n";
   }
@@ -144,7 +145,7 @@ std::string whatif_lines(const Report& r) {
                   (b.recorded ? std::string()
                               : "; on torch's " + std::to_string(w.inputs.torch_threads) + " threads the best, " +
                                     b.setting.arguments() + " (" + fixed(w.best_gain, 2) +
-                                    "x), is likely high beside these busy workers and not advised alone"),
+                                    "x), rests on the scheduler beside these busy workers and is not advised alone"),
               100, "    ") +
          "\n";
   } else {

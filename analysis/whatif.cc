@@ -129,8 +129,15 @@ class Sim {
     if (handed_ < 2) return r;
     // Steady state: past the start (the queue filling) and before the end (workers run out of
     // batches to fetch, and the last ones come from a full queue).
-    const int64_t w0 = std::min<int64_t>(handed_ - 2, std::max<int64_t>(limit_ + 2, handed_ / 5));
-    const int64_t last = std::max<int64_t>(w0 + 1, handed_ - 1 - (limit_ + 2));
+    int64_t w0 = std::min<int64_t>(handed_ - 2, std::max<int64_t>(limit_ + 2, handed_ / 5));
+    int64_t last = std::max<int64_t>(w0 + 1, handed_ - 1 - (limit_ + 2));
+    // An epoch too short for a steady state between the two (a queue of prefetch_factor x workers
+    // batches that fills for most of it and drains for the rest): the mean over the epoch after
+    // its first batch, not a step or two from the drain, where only the step bounds the loop.
+    if (handed_ - 1 - (limit_ + 2) <= w0) {
+      w0 = 0;
+      last = handed_ - 1;
+    }
     const double span = hand_[static_cast<size_t>(last)] - hand_[static_cast<size_t>(w0)];
     double waited = 0;
     for (int64_t i = w0 + 1; i <= last; ++i) waited += wait_[static_cast<size_t>(i)];
@@ -284,8 +291,11 @@ class Sim {
   }
 
   // Rates of progress given who is runnable: each of R runnable threads gets min(1, P/R) of a
-  // core; the consumer's parallel part advances as its slowest thread, i.e. at the share of the
-  // most loaded core, 1/ceil(R/P), once threads outnumber the cores.
+  // core. Once threads outnumber the cores, the consumer's parallel part gains nothing from its T
+  // threads: the scheduler does not run them together, so the part's work (its wall on T threads,
+  // times T) is done at one thread's share, P/R, while all T threads hold their shares, those
+  // that finished first spinning at the region's barrier (docs/decisions.md, "The intra-op
+  // threads beside busy workers: no gain from the threads").
   bool advance() {
     if (pending_consumer_) {
       pending_consumer_ = false;
@@ -300,7 +310,7 @@ class Sim {
     if (others_.phase == Phase::kCpu) runnable += others_k_;
     for (const Actor& a : workers_) count(a);
     const double share = runnable > cores_ ? cores_ / runnable : 1.0;
-    const double gang_rate = runnable > cores_ && gang_ > 1 ? 1.0 / std::ceil(runnable / cores_) : share;
+    const double gang_rate = runnable > cores_ && gang_ > 1 ? share / gang_ : share;
     auto rate = [&](const Actor& a) {
       switch (a.phase) {
         case Phase::kCpu: return share;
@@ -1119,14 +1129,14 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   const int64_t gang = std::clamp<int64_t>(in.torch_threads, 1, in.usable_cores);
   const int64_t advised_workers = w.candidates[pick].setting.num_workers;
   // The intra-op threads beside workers that keep more threads runnable than there are cores: a
-  // figure the model gives without their waiting for each other, likely high.
+  // figure that rests on how the scheduler places them (WhatIfCandidate::uncertain).
   auto beside_busy = [&](int64_t workers) {
     return gang > 1 && workers > 0 &&
            static_cast<double>(workers) * fetch_cpu_share + static_cast<double>(gang) > cores;
   };
   const bool gang_beside_busy_workers = beside_busy(advised_workers);
   w.best_beside_busy_workers = gang_beside_busy_workers;
-  for (WhatIfCandidate& c : w.candidates) c.likely_high = !c.recorded && beside_busy(c.setting.num_workers);
+  for (WhatIfCandidate& c : w.candidates) c.uncertain = !c.recorded && beside_busy(c.setting.num_workers);
   if (gang > 1) {
     std::map<int64_t, const WhatIfCandidate*> per_count;
     for (const WhatIfCandidate& c : w.candidates) {
@@ -1162,18 +1172,18 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
     const double base = w.candidates[pick].samples_per_s;
     w.threads_gain = base > 0 ? w.thread_candidates[tp].samples_per_s / base : 1;
     w.threads_floor_gain = base > 0 ? floors[tp].samples_per_s / base : 1;
-    // Beside workers that keep more threads runnable than there are cores, the two figures err in
-    // opposite directions: the advised setting's, with all the intra-op threads, is likely high
-    // (they wait for each other, which the even share does not price), and the floor is low on
-    // the step's side (the step's whole recorded CPU on one thread; the workers' side weighs on
-    // both figures alike). A floor that reaches the likely-high figure is then advice that cannot
-    // make the loop slower, so it needs no margin for noise. Otherwise the one-thread figure
+    // Beside workers that keep more threads runnable than there are cores, the advised setting's
+    // figure, with all the intra-op threads, rests on the scheduler (their wait for each other,
+    // measured from none to many times the region, is priced as no gain from the threads), and the
+    // floor is low on the step's side (the step's whole recorded CPU on one thread; the workers'
+    // side weighs on both figures alike). One thread has no such wait, so a floor that reaches the
+    // two-thread figure needs no margin for noise. Otherwise the one-thread figure
     // itself (the parallel regions' work, where measured: not a floor, docs/decisions.md) must
     // beat the advised setting by min_gain ("One intra-op thread beside busy workers: the floor
-    // against the likely-high figure").
+    // against the likely-high figure", written before the wait was priced).
     //
     // Beside such workers a tie goes to one thread too, where the advised setting is not the
-    // recorded one (whose figure is measured): a one-thread figure within kTie of the likely-high
+    // recorded one (whose figure is measured): a one-thread figure within kTie of the uncertain
     // one is no evidence that the intra-op threads help, and one thread keeps fewer
     // threads runnable, as the DataLoader candidates' ties go to the cheaper setting. On the
     // I/O-bound loop (14 workers) the one-thread figure was 0.997 of the two-thread one and its
@@ -1184,7 +1194,7 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
     } else if (gang_beside_busy_workers && w.threads_floor_gain >= 1.0) {
       w.threads_best = tp;
       w.threads_basis = "floor";
-    } else if (w.candidates[pick].likely_high && w.threads_gain >= 1 - kTie) {
+    } else if (w.candidates[pick].uncertain && w.threads_gain >= 1 - kTie) {
       w.threads_best = tp;
       w.threads_basis = "tie";
     }
@@ -1257,13 +1267,16 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
       "DataLoader settings change");
   w.assumptions.push_back("the " + cores_s + " are shared evenly among runnable threads; torch's " +
                           std::to_string(in.torch_threads) +
-                          " intra-op thread(s) advance together, as fast as the slowest");
+                          " intra-op thread(s) advance together, as fast as the slowest, while no more threads are "
+                          "runnable than there are cores");
   if (gang_beside_busy_workers) {
     w.assumptions.push_back(
         "beside busy workers, torch's " + std::to_string(gang) +
         " intra-op threads wait for each other longer than an even share of the cores gives: a parallel region "
-        "needs all of them at once. The predictions with such workers may be high (on a 2-core VM by up to 30 %, "
-        "docs/decisions.md); torch.set_num_threads(1) removes the wait");
+        "needs all of them at once, and the scheduler does not run them together. The model takes the regions "
+        "to gain nothing from the threads there (their work done at one thread's share); the wait itself was "
+        "measured from none to many times the region, so the predictions with such workers may be off either "
+        "way (on a 2-core VM from -12 to +14 %, docs/decisions.md); torch.set_num_threads(1) removes the wait");
   }
   if (gang > 1 && in.parallel_ms >= 0) {
     w.assumptions.push_back(

@@ -52,9 +52,11 @@ struct WhatIfCandidate {
   double steady_step_ms = 0;  // predicted step time once the pipeline runs
   bool recorded = false;      // the setting the recording ran with
   // Its workers, each counted by the fetch's CPU share, and torch's intra-op threads (more than
-  // one) outnumber the cores: the threads' waiting for each other is not in the figure, which is
-  // likely high (docs/report.md). Never the recorded setting.
-  bool likely_high = false;
+  // one) outnumber the cores: the figure rests on the model's assumption that the threads' parallel
+  // regions gain nothing from them there, a wait that the scheduler decides and that was measured
+  // from none to many times the region, so it may be off either way (docs/report.md). Never the
+  // recorded setting.
+  bool uncertain = false;
 };
 
 // One step or one batch as the model uses it: wall time split into work on the CPU and waiting.
@@ -179,8 +181,8 @@ struct WhatIf {
   // kTie of 1). Empty when it is not.
   std::string threads_basis;
   // The best DataLoader setting puts workers that keep more threads runnable than there are cores
-  // beside a step on more than one intra-op thread: its figure leaves out the threads' waiting for
-  // each other and is likely high. Where threads_best is advised too, the DataLoader advice is
+  // beside a step on more than one intra-op thread: its figure rests on the scheduler (see
+  // WhatIfCandidate::uncertain). Where threads_best is advised too, the DataLoader advice is
   // threads_best's setting, together with one thread (recommend.cc, docs/report.md).
   bool best_beside_busy_workers = false;
   // The same loop if fetching a batch took half the time (CPU and waiting), at the advised

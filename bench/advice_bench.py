@@ -5,7 +5,7 @@ Prints, per workload: the advice, predicted vs measured samples/s for every sett
 spread of its runs, (max - min) / median: the machine's noise that the error is read against), the
 sweep's best, and whether the advice held (not slower than the original, within 10 % of the
 best); then the prediction error over all (workload, setting) pairs against the goals (median at
-most 10 %, no pair worse than 25 %), and apart for the settings the report marks likely high (*:
+most 10 %, no pair worse than 25 %), and apart for the settings the report marks uncertain (*:
 torch's intra-op threads beside workers that keep more threads runnable than there are cores) and
 the others.
 
@@ -179,7 +179,7 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="advice-bench-")
     print(f"advice bench: the recordings are kept in {tmp}")
     all_errors, results, held_all = [], {}, True
-    flagged_errors, plain_errors = [], []  # the pairs the report marks likely high, and the others
+    flagged_errors, plain_errors = [], []  # the pairs the report marks uncertain, and the others
     print(f"advice bench: {os.cpu_count()} CPUs, {a.reps} interleaved repetitions per setting, {a.confirm} more "
           "of those the verdict rests on; samples/s by each loop's own clock (the median of its runs)")
     for name in names:
@@ -198,8 +198,8 @@ def main() -> int:
         advised = advised_setting(rep, base)
         predicted = {key(from_model(c)): c["samples_per_s"]
                      for c in w["candidates"] + w.get("thread_candidates", [])}
-        # The settings whose figure the report marks likely high (torch's threads beside busy workers).
-        flagged = {key(from_model(c)) for c in w["candidates"] if c.get("likely_high")}
+        # The settings whose figure the report marks uncertain (torch's threads beside busy workers).
+        flagged = {key(from_model(c)) for c in w["candidates"] if c.get("uncertain")}
         settings = {key(base): base, key(advised): advised}
         settings.setdefault(key(loader_advice(rep, base)), loader_advice(rep, base))
         if not advised.get("threads"):  # the advice with torch on one thread, which the model also predicts
@@ -273,14 +273,14 @@ def main() -> int:
         med_err, max_err = statistics.median(errs), errs[-1]
         print(f"\nprediction error over {len(errs)} (workload, setting) pairs: median {100 * med_err:.1f}% "
               f"(goal <= 10%), max {100 * max_err:.1f}% (goal <= 25%)")
-        for label, v in (("marked likely high (*)", flagged_errors), ("not marked", plain_errors)):
+        for label, v in (("marked uncertain (*)", flagged_errors), ("not marked", plain_errors)):
             if v:
                 print(f"  of them {label}: {len(v)} pairs, median {100 * statistics.median(v):.1f}%, "
                       f"max {100 * max(v):.1f}%")
         print(f"advice held on {sum(r['held'] for r in results.values())} of {len(results)} workloads "
               f"(goal: all)")
         results["_errors"] = {"median": med_err, "max": max_err, "pairs": len(errs),
-                              "likely_high": {"pairs": len(flagged_errors),
+                              "uncertain": {"pairs": len(flagged_errors),
                                               "max": max(flagged_errors) if flagged_errors else None},
                               "not_marked": {"pairs": len(plain_errors),
                                              "median": statistics.median(plain_errors) if plain_errors else None,

@@ -223,10 +223,10 @@ def test_lightning_advice_beside_a_parallel_step_holds(tmp_path):
     settings = {x["evidence"]["suggested"] for x in speed}
     assert len(settings) == 1, [(x["id"], x["evidence"]["suggested"]) for x in speed]
     args = settings.pop()
-    # The text marks the figures with torch's threads beside busy workers as likely high.
+    # The text marks the figures with torch's threads beside busy workers as uncertain.
     if rep["whatif"]["best_beside_busy_workers"]:
         text = text_report(tmp_path / "orig-0.db")
-        assert "* likely high: beside workers that keep more threads runnable than there are cores" in text, text
+        assert "* uncertain: beside workers that keep more threads runnable than there are cores" in text, text
     if any(x["id"] == "limit_torch_threads" for x in speed):
         args += ", torch_threads=1"
     advised = []
