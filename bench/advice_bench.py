@@ -20,6 +20,12 @@ the advised, the two best of the whole sweep and the best of the DataLoader sett
 --confirm more interleaved rounds, and every figure is the median of all its runs.
 
     python3 bench/advice_bench.py [--reps N] [--confirm N] [--only NAME ...] [--json FILE] [--build DIR]
+
+A change to the model can be tried first against a finished run, without running a loop: --again
+DIR FILE reports the recordings that run kept in DIR again with this build and sets each prediction
+beside the samples/s the run measured (FILE, its --json), with the same error figures.
+
+    python3 bench/advice_bench.py --again /tmp/advice-bench-XXXX figures.json [--only NAME ...]
 """
 
 from __future__ import annotations
@@ -162,6 +168,59 @@ def allocator_first(stallscope: str, name: str, flags: list[str], rep: dict, tmp
     return env, rep2, fig
 
 
+def again(stallscope: str, folder: str, figures: str, names: list[str] | None) -> int:
+    """Reports a finished run's recordings again and sets each prediction beside what that run
+    measured; prints the error figures as a run does. Measures nothing."""
+    try:
+        with open(figures) as f:
+            measured = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"advice_bench: cannot read {figures}: {e}; pass the --json file of a finished run", file=sys.stderr)
+        return 2
+    if not os.path.isdir(folder):
+        print(f"advice_bench: {folder} is not a folder; pass the one a run printed (its recordings)", file=sys.stderr)
+        return 2
+    errors, flagged_errors, plain_errors = [], [], []
+    for name, res in measured.items():
+        if name.startswith("_") or (names and name not in names) or not isinstance(res, dict) or "rows" not in res:
+            continue
+        db = next((p for p in (os.path.join(folder, f"{name}-tcmalloc.db"), os.path.join(folder, f"{name}.db"))
+                   if os.path.exists(p)), None)
+        if db is None:
+            print(f"\n{name}: no recording in {folder}")
+            continue
+        r = subprocess.run([stallscope, "report", "--json", db], capture_output=True, text=True, timeout=300)
+        w = json.loads(r.stdout)["whatif"]
+        if not w.get("available"):
+            print(f"\n{name}: what-if not available: {w.get('why_not')}")
+            continue
+        predicted = {describe(from_model(c)): c["samples_per_s"]
+                     for c in w["candidates"] + w.get("thread_candidates", [])}
+        flagged = {describe(from_model(c)) for c in w["candidates"] if c.get("uncertain")}
+        print(f"\n{name}: {os.path.basename(db)}")
+        print(f"  {'setting':<62}{'predicted':>10}{'measured':>10}{'error':>8}")
+        for row in res["rows"]:
+            p, m = predicted.get(row["setting"]), row["measured"]
+            mark = " *" if row["setting"] in flagged else ""
+            if p is None:
+                print(f"  {row['setting'] + mark:<62}{'-':>10}{m:>10.1f}{'-':>8}")
+                continue
+            e = p / m - 1
+            errors.append(abs(e))
+            (flagged_errors if mark else plain_errors).append(abs(e))
+            print(f"  {row['setting'] + mark:<62}{p:>10.1f}{m:>10.1f}{100 * e:>+7.1f}%")
+    if not errors:
+        print("advice_bench: no pair to compare", file=sys.stderr)
+        return 1
+    print(f"\nprediction error over {len(errors)} (workload, setting) pairs: median "
+          f"{100 * statistics.median(errors):.1f}% (goal <= 10%), max {100 * max(errors):.1f}% (goal <= 25%)")
+    for label, v in (("marked uncertain (*)", flagged_errors), ("not marked", plain_errors)):
+        if v:
+            print(f"  of them {label}: {len(v)} pairs, median {100 * statistics.median(v):.1f}%, "
+                  f"max {100 * max(v):.1f}%")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions per setting")
@@ -170,11 +229,16 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=None, help="workloads to run (default: all)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--build", default=os.environ.get("STALLSCOPE_BUILD", os.path.join(REPO, "build")))
+    ap.add_argument("--again", nargs=2, metavar=("DIR", "FILE"), default=None,
+                    help="report the recordings a finished run kept in DIR again, against the samples/s it "
+                         "measured (FILE, its --json); runs no loop")
     a = ap.parse_args()
     stallscope = os.path.join(a.build, "bin", "stallscope")
     if not os.access(stallscope, os.X_OK):
         print(f"advice_bench: {stallscope} not found; build first (cmake --build build)", file=sys.stderr)
         return 2
+    if a.again:
+        return again(stallscope, a.again[0], a.again[1], a.only)
     names = a.only or list(WORKLOADS)
     tmp = tempfile.mkdtemp(prefix="advice-bench-")
     print(f"advice bench: the recordings are kept in {tmp}")
