@@ -168,6 +168,17 @@ def allocator_first(stallscope: str, name: str, flags: list[str], rep: dict, tmp
     return env, rep2, fig
 
 
+def print_errors(errors: list[float], flagged: list[float], plain: list[float]) -> None:
+    """The prediction error over all pairs against the goals, then apart for the pairs the report
+    marks uncertain and the others."""
+    print(f"\nprediction error over {len(errors)} (workload, setting) pairs: median "
+          f"{100 * statistics.median(errors):.1f}% (goal <= 10%), max {100 * max(errors):.1f}% (goal <= 25%)")
+    for label, v in (("marked uncertain (*)", flagged), ("not marked", plain)):
+        if v:
+            print(f"  of them {label}: {len(v)} pairs, median {100 * statistics.median(v):.1f}%, "
+                  f"max {100 * max(v):.1f}%")
+
+
 def again(stallscope: str, folder: str, figures: str, names: list[str] | None) -> int:
     """Reports a finished run's recordings again and sets each prediction beside what that run
     measured; prints the error figures as a run does. Measures nothing."""
@@ -212,12 +223,7 @@ def again(stallscope: str, folder: str, figures: str, names: list[str] | None) -
     if not errors:
         print("advice_bench: no pair to compare", file=sys.stderr)
         return 1
-    print(f"\nprediction error over {len(errors)} (workload, setting) pairs: median "
-          f"{100 * statistics.median(errors):.1f}% (goal <= 10%), max {100 * max(errors):.1f}% (goal <= 25%)")
-    for label, v in (("marked uncertain (*)", flagged_errors), ("not marked", plain_errors)):
-        if v:
-            print(f"  of them {label}: {len(v)} pairs, median {100 * statistics.median(v):.1f}%, "
-                  f"max {100 * max(v):.1f}%")
+    print_errors(errors, flagged_errors, plain_errors)
     return 0
 
 
@@ -335,17 +341,12 @@ def main() -> int:
     if all_errors:
         errs = sorted(all_errors)
         med_err, max_err = statistics.median(errs), errs[-1]
-        print(f"\nprediction error over {len(errs)} (workload, setting) pairs: median {100 * med_err:.1f}% "
-              f"(goal <= 10%), max {100 * max_err:.1f}% (goal <= 25%)")
-        for label, v in (("marked uncertain (*)", flagged_errors), ("not marked", plain_errors)):
-            if v:
-                print(f"  of them {label}: {len(v)} pairs, median {100 * statistics.median(v):.1f}%, "
-                      f"max {100 * max(v):.1f}%")
+        print_errors(errs, flagged_errors, plain_errors)
         print(f"advice held on {sum(r['held'] for r in results.values())} of {len(results)} workloads "
               f"(goal: all)")
         results["_errors"] = {"median": med_err, "max": max_err, "pairs": len(errs),
                               "uncertain": {"pairs": len(flagged_errors),
-                                              "max": max(flagged_errors) if flagged_errors else None},
+                                            "max": max(flagged_errors) if flagged_errors else None},
                               "not_marked": {"pairs": len(plain_errors),
                                              "median": statistics.median(plain_errors) if plain_errors else None,
                                              "max": max(plain_errors) if plain_errors else None}}
