@@ -1,11 +1,12 @@
-// Resizing a box of an RGB image to the output size: OpenCV's bilinear resize (imgproc), the only
-// file that includes OpenCV. Pixel centres map as in Pillow and torchvision
+// Resizing a box of an RGB image to the output size: a bilinear filter of the loader's own
+// (resize.cc, no library). Pixel centres map as in Pillow and torchvision
 // (src = box_x + (x + 0.5) * box_w / out_w - 0.5), edges are replicated, and a box with fractional
-// corners (a DCT-scaled crop, a crop of a resized image) is sampled where it lies (warpAffine), not
-// rounded to whole pixels. A bilinear filter reads 2x2 pixels, so it aliases when it shrinks by
-// much more than 1: the decoder's DCT scaling keeps the factor left to the resize below 2 for crops
-// up to 8x the output, and beyond that an integer box-average (INTER_AREA) shrinks first.
-// docs/decisions.md has the measurements behind the choice of library.
+// corners (a DCT-scaled crop, a crop of a resized image) is sampled where it lies, not rounded to
+// whole pixels. A bilinear filter reads 2x2 pixels, so it aliases when it shrinks by much more
+// than 1: the decoder's DCT scaling keeps the factor left to the resize below 2 for crops up to 8x
+// the output, and beyond that an integer k x k box-average shrinks first. Weights are 8-bit fixed
+// point (1/256 of a pixel); only the result is rounded. docs/decisions.md has the measurements
+// behind it and the libraries it was compared with.
 #pragma once
 
 #include <cstddef>
