@@ -1,17 +1,22 @@
-// Which library resizes the loader's crops: speed and agreement with Pillow's bilinear filter (what
-// torchvision's RandomResizedCrop runs on a PIL image) for RGB crops resized to 224x224. Each
-// candidate resizes the same crops; the reference is Pillow's resampling algorithm (Resample.c:
-// a triangle filter whose support widens with the downscale factor, 22-bit fixed-point
-// coefficients, horizontal pass first through a uint8 image), written out here so the figures
-// need no Python. Two cases: crops of 500x375 images as RandomResizedCrop draws them (what remains
-// after DCT scaling looks the same: a factor of 0.5 to 2), and crops of 2000x1500 images (factors
-// of 2 to 9, where a filter without antialiasing aliases). Prints a table; docs/decisions.md has
-// the figures of this machine. The last OpenCV row is the loader's own resize_rgb: OpenCV's
-// bilinear after an integer box-average when the crop is 2x the output or more (in the loader the
-// DCT scaling has already shrunk such crops; here it has not).
+// The loader's resize beside the libraries it was measured against: speed and agreement with
+// Pillow's bilinear filter (what torchvision's RandomResizedCrop runs on a PIL image) for RGB crops
+// resized to 224x224. Each candidate resizes the same crops; the reference is Pillow's resampling
+// algorithm (Resample.c: a triangle filter whose support widens with the downscale factor, 22-bit
+// fixed-point coefficients, horizontal pass first through a uint8 image), written out here so the
+// figures need no Python. Two cases: crops of 500x375 images as RandomResizedCrop draws them (what
+// remains after DCT scaling looks the same: a factor of 0.5 to 2), and crops of 2000x1500 images
+// (factors of 2 to 9, where a filter without antialiasing aliases). Prints a table;
+// docs/decisions.md has the figures of this machine. The last rows are the loader's resize_rgb
+// (an integer box-average when the crop is 2x the output or more, then bilinear; in the loader the
+// DCT scaling has already shrunk such crops, here it has not) and, with OpenCV, the same steps as
+// OpenCV ran them in the loader before (INTER_AREA, then warpAffine or resize INTER_LINEAR).
+// OpenCV, libyuv, stb_image_resize and libswscale are compiled in when found; their rows are left
+// out otherwise.
 //   resize_bench [crops per case]
+#ifdef RESIZE_BENCH_YUV
 #include <libyuv/scale_argb.h>
 #include <libyuv/scale_rgb.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -24,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#ifdef RESIZE_BENCH_STB
 #define STB_IMAGE_RESIZE_IMPLEMENTATION
 #define STB_IMAGE_RESIZE_STATIC
 #if defined(__GNUC__)
@@ -35,6 +41,7 @@
 #include <stb/stb_image_resize.h>
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 #ifdef RESIZE_BENCH_OPENCV
@@ -198,6 +205,37 @@ void pillow_resize(const uint8_t* src, int sw, int sh, int stride, uint8_t* dst,
   }
 }
 
+#ifdef RESIZE_BENCH_OPENCV
+// The loader's resize_rgb as it was with OpenCV (single-threaded: cv::setNumThreads(0) below).
+void opencv_warp(const cv::Mat& src, double x, double y, double fx, double fy, cv::Mat& dst) {
+  cv::Matx23d m(fx, 0, x + 0.5 * fx - 0.5, 0, fy, y + 0.5 * fy - 0.5);
+  cv::warpAffine(src, dst, m, dst.size(), cv::INTER_LINEAR | cv::WARP_INVERSE_MAP, cv::BORDER_REPLICATE);
+}
+void opencv_resize_rgb(const uint8_t* data, int width, int height, int stride, double x, double y, double w, double h,
+                       uint8_t* out, int out_w, int out_h, int out_stride) {
+  cv::Mat in(height, width, CV_8UC3, const_cast<uint8_t*>(data), stride);
+  cv::Mat dst(out_h, out_w, CV_8UC3, out, out_stride);
+  double fx = w / out_w, fy = h / out_h;
+  int kx = std::max(1, static_cast<int>(std::floor(fx))), ky = std::max(1, static_cast<int>(std::floor(fy)));
+  if (kx > 1 || ky > 1) {
+    int x0 = std::clamp(static_cast<int>(std::floor(x)), 0, width - 1);
+    int y0 = std::clamp(static_cast<int>(std::floor(y)), 0, height - 1);
+    int nx = std::max(1, std::max(1, std::min(static_cast<int>(std::ceil(x + w)), width) - x0) / kx);
+    int ny = std::max(1, std::max(1, std::min(static_cast<int>(std::ceil(y + h)), height) - y0) / ky);
+    cv::Mat region = in(cv::Rect(x0, y0, std::min(nx * kx, width - x0), std::min(ny * ky, height - y0)));
+    thread_local cv::Mat reduced;
+    cv::resize(region, reduced, cv::Size(nx, ny), 0, 0, cv::INTER_AREA);
+    opencv_warp(reduced, (x - x0) / kx, (y - y0) / ky, fx / kx, fy / ky, dst);
+    return;
+  }
+  if (x == 0 && y == 0 && w == width && h == height) {
+    cv::resize(in, dst, dst.size(), 0, 0, cv::INTER_LINEAR);
+    return;
+  }
+  opencv_warp(in, x, y, fx, fy, dst);
+}
+#endif
+
 struct Crop {
   const uint8_t* rgb;   // first pixel of the crop
   const uint8_t* rgba;  // the same crop in a 4-byte copy of the image
@@ -214,11 +252,14 @@ std::vector<Candidate> candidates() {
   std::vector<Candidate> out;
   out.push_back({"Pillow's algorithm, hand-written",
                  [](const Crop& c, uint8_t* o) { pillow_resize(c.rgb, c.w, c.h, c.stride3, o, kOut, kOut); }});
+#ifdef RESIZE_BENCH_STB
   out.push_back({"stb_image_resize 1 triangle", [](const Crop& c, uint8_t* o) {
                    stbir_resize(c.rgb, c.w, c.h, c.stride3, o, kOut, kOut, kOut * 3, STBIR_TYPE_UINT8, 3,
                                 STBIR_ALPHA_CHANNEL_NONE, 0, STBIR_EDGE_CLAMP, STBIR_EDGE_CLAMP, STBIR_FILTER_TRIANGLE,
                                 STBIR_FILTER_TRIANGLE, STBIR_COLORSPACE_LINEAR, nullptr);
                  }});
+#endif
+#ifdef RESIZE_BENCH_YUV
   for (auto [mode, label] : {std::pair{libyuv::kFilterBilinear, "bilinear"}, std::pair{libyuv::kFilterBox, "box"}}) {
     out.push_back({std::string("libyuv RGBScale ") + label, [mode](const Crop& c, uint8_t* o) {
                      libyuv::RGBScale(c.rgb, c.stride3, c.w, c.h, o, kOut * 3, kOut, kOut, mode);
@@ -230,6 +271,7 @@ std::vector<Candidate> candidates() {
                      for (int i = 0; i < kOut * kOut; ++i) std::memcpy(o + i * 3, &tmp[i * 4], 3);
                    }});
   }
+#endif
 #ifdef RESIZE_BENCH_OPENCV
   cv::setNumThreads(0);  // the loader's threads are the parallelism; no pool inside a resize
   for (auto [mode, label] : {std::pair{cv::INTER_LINEAR, "linear"}, std::pair{cv::INTER_AREA, "area"}}) {
@@ -241,8 +283,11 @@ std::vector<Candidate> candidates() {
                    }});
     (void)label;
   }
+  out.push_back({"OpenCV: loader resize_rgb before (AREA k x k + linear)", [](const Crop& c, uint8_t* o) {
+                   opencv_resize_rgb(c.rgb, c.w, c.h, c.stride3, 0, 0, c.w, c.h, o, kOut, kOut, kOut * 3);
+                 }});
 #endif
-  out.push_back({"loader resize_rgb (OpenCV, INTER_AREA k x k + linear)", [](const Crop& c, uint8_t* o) {
+  out.push_back({"loader resize_rgb (box k x k + bilinear)", [](const Crop& c, uint8_t* o) {
                    stallscope::loader::RgbView v{c.rgb, c.w, c.h, static_cast<size_t>(c.stride3)};
                    stallscope::loader::resize_rgb(v, 0, 0, c.w, c.h, o, kOut, kOut, kOut * 3);
                  }});
@@ -275,7 +320,7 @@ int main(int argc, char** argv) {
   std::vector<Candidate> cands = candidates();
   std::printf("%d random-resized crops per case, each resized to %dx%d RGB; error against Pillow's algorithm\n", crops,
               kOut, kOut);
-  std::printf("%-16s %-46s %10s %8s %8s %10s\n", "case", "resize", "us/crop", "MAE", "max", ">2 levels");
+  std::printf("%-16s %-54s %10s %8s %8s %10s\n", "case", "resize", "us/crop", "MAE", "max", ">2 levels");
   for (const Case& cs : cases) {
     // Four images per case, crops drawn as RandomResizedCrop does.
     std::vector<std::vector<uint8_t>> images, images4;
@@ -321,7 +366,7 @@ int main(int argc, char** argv) {
         for (const Crop& c : list) cand.run(c, got.data());
         best = std::min(best, (thread_cpu_us() - t0) / static_cast<double>(list.size()));
       }
-      std::printf("%-16s %-46s %10.1f %8.3f %8d %9.3f%%\n", cs.name, cand.name.c_str(), best, sum / n, worst,
+      std::printf("%-16s %-54s %10.1f %8.3f %8d %9.3f%%\n", cs.name, cand.name.c_str(), best, sum / n, worst,
                   100.0 * static_cast<double>(over2) / static_cast<double>(n));
     }
   }
