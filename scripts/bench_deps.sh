@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the loaders bench/loader_bench.py compares the reference loader with, without replacing
-# the torch that is installed: SPDL (with the FFmpeg libraries its decoder loads at run time) and
+# the torch that is installed, and the resize libraries bench/resize_bench compares the loader's
+# resize with: SPDL (with the FFmpeg libraries its decoder loads at run time) and
 # torchdata in the main environment, and torchdata in the torchvision environment of
 # scripts/venv_torchvision.sh when it exists (the JPEG rows run there). Each pip install pins the
 # environment's own torch version, and the script fails if torch changed all the same. Optional:
@@ -12,7 +13,10 @@ PY=${PYTHON:-python3}
 
 # SPDL's wheels carry one binding per FFmpeg major version (4 to 9) and load whichever libraries
 # are installed; Debian 12 has FFmpeg 5.1.
-APT_PACKAGES=(libavutil57 libavcodec59 libavformat59 libavfilter8 libavdevice59 libswresample4 libswscale6)
+APT_PACKAGES=(libavutil57 libavcodec59 libavformat59 libavfilter8 libavdevice59 libswresample4 libswscale6
+              # the resize libraries bench/resize_bench measures beside the loader's own resize
+              # (OpenCV's imgproc was the loader's resize before; each is optional there)
+              libopencv-imgproc-dev libyuv-dev libswscale-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,11 +12,10 @@ APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-d
               libimgui-dev libstb-dev libglfw3-dev libgl-dev libopengl-dev libgl1-mesa-dri libglx-mesa0
               xvfb xauth fonts-dejavu-core
               # the reference loader: its Python module (pybind11, DLPack, Python's headers), its JPEG
-              # path (libjpeg-turbo, tar shards, OpenCV's resize); libturbojpeg encodes the tests' JPEGs
+              # path (libjpeg-turbo, tar shards); libturbojpeg encodes the tests' JPEGs. The resize
+              # libraries bench/resize_bench compares with are in scripts/bench_deps.sh
               pybind11-dev libdlpack-dev python3-dev
-              libjpeg62-turbo-dev libturbojpeg0-dev libarchive-dev libopencv-imgproc-dev
-              # resize candidates that bench/resize_bench measures beside OpenCV (optional there)
-              libyuv-dev libswscale-dev
+              libjpeg62-turbo-dev libturbojpeg0-dev libarchive-dev
               # the metrics endpoint (--metrics-port): its HTTP server; Prometheus for its test
               libcpp-httplib-dev prometheus
               # formatting, checked by scripts/test.sh (scripts/check_format.sh)
