@@ -1,4 +1,4 @@
-// The `stallscope` command's top-level app (run_command_line, cli/command.h). Parses the command
+// The `stallscope` command's top-level app (run_commands, cli/command.h). Parses the command
 // line with CLI11 into the command it names (cli/command.h lists them; one file each), answers
 // --help and --version, runs the command's body, and turns every parse failure into the one-line
 // usage error (exit 2). main() is in cli/main.cc.
@@ -71,7 +71,7 @@ int parse_failure(const CLI::App& app, const CLI::ParseError& e) {
 
 }  // namespace
 
-int run_command_line(int argc, char** argv, bool execute) {
+int run_commands(std::span<const Command* const> commands, int argc, char** argv, bool execute) {
   const std::string version = std::string("stallscope ") + STALLSCOPE_VERSION;
   CLI::App app("", "stallscope");
   app.formatter(help_formatter("stallscope [--help] [--version] COMMAND [ARGS...]",
@@ -83,7 +83,7 @@ int run_command_line(int argc, char** argv, bool execute) {
   help_first(app);
 
   std::vector<std::pair<const CLI::App*, Body>> bodies;
-  for (const Command* c : kCommands) {
+  for (const Command* c : commands) {
     CLI::App* sub = app.add_subcommand(c->name, c->summary)->group("Commands");
     sub->formatter(help_formatter(c->usage, c->about));
     sub->footer(c->footer);

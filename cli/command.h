@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace stallscope::cli {
@@ -73,10 +74,18 @@ int usage_error(const CLI::App& command, const std::string& what);
 // Where usage_error() writes: stderr, unless a test or fuzz target reads the lines itself.
 FILE*& usage_stream();
 
-// The whole command line: parses argv with CLI11 into the command it names, answers --help and
-// --version, and runs the command's body; every parse failure is one usage_error() line, exit 2.
-// With execute false it stops once the command line parsed, returning 0 (tests/fuzz/fuzz_cli.cc).
-int run_command_line(int argc, char** argv, bool execute = true);
+// The whole command line: parses argv with CLI11 into the command it names among `commands`,
+// answers --help and --version, and runs the command's body; every parse failure is one
+// usage_error() line, exit 2. With execute false it stops once the command line parsed, returning
+// 0 (tests/fuzz/fuzz_cli.cc). stallscope-ui (cli/ui_main.cc) runs it with the dashboard's command
+// alone, so that its help and usage errors read as `stallscope ui`'s.
+int run_commands(std::span<const Command* const> commands, int argc, char** argv, bool execute = true);
+
+// `stallscope`'s command line: every command of kCommands. Inline, so that only the executables
+// that call it need every command's code (stallscope-ui links none of them).
+inline int run_command_line(int argc, char** argv, bool execute = true) {
+  return run_commands(kCommands, argc, argv, execute);
+}
 
 // The help layout of every command: "Usage: " and `usage` (one form a line), `about`, then the
 // arguments and options as CLI11 lists them ("-o, --output FILE  what it does"), the commands
