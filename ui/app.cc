@@ -1,10 +1,11 @@
 // The window; see app.h. The only file that talks to GLFW and OpenGL: opening the window and
 // ImGui's backends on it, pacing frames (nothing is drawn while nothing changes), the frame loop
 // over the dashboard, the compare view or the session picker, and reading the last frame back as a
-// screenshot.
+// screenshot. No GL header and no link to libGL: the few GL functions called here come from GLFW
+// once the context is current (Gl below), as ImGui's backend loads its own.
 #include "ui/app.h"
 
-#define GL_GLEXT_PROTOTYPES 1
+#define GLFW_INCLUDE_NONE
 #include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
@@ -17,6 +18,8 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "storage/session_registry.h"
@@ -32,6 +35,42 @@ namespace stallscope::ui {
 namespace {
 
 std::string g_glfw_error;
+
+// The GL functions this file calls, and the constants it passes them (the values are OpenGL's,
+// fixed by its specification). Filled by load_gl() from the current context.
+struct Gl {
+  static constexpr unsigned kColorBufferBit = 0x4000;
+  static constexpr unsigned kBack = 0x0405;
+  static constexpr unsigned kPackAlignment = 0x0D05;
+  static constexpr unsigned kRgba = 0x1908;
+  static constexpr unsigned kUnsignedByte = 0x1401;
+  void (*viewport)(int x, int y, int width, int height) = nullptr;
+  void (*clear_color)(float r, float g, float b, float a) = nullptr;
+  void (*clear)(unsigned mask) = nullptr;
+  void (*finish)() = nullptr;
+  void (*read_buffer)(unsigned mode) = nullptr;
+  void (*pixel_storei)(unsigned name, int value) = nullptr;
+  void (*read_pixels)(int x, int y, int width, int height, unsigned format, unsigned type, void* pixels) = nullptr;
+};
+Gl gl;
+
+// Fills `gl` from the window's context (current); the name of the first function missing, or "".
+std::string load_gl() {
+  std::string missing;
+  auto get = [&missing](auto*& f, const char* name) {
+    // GLFWglproc is void (*)(), which converts to any function pointer type and back.
+    f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(glfwGetProcAddress(name));
+    if (f == nullptr && missing.empty()) missing = name;
+  };
+  get(gl.viewport, "glViewport");
+  get(gl.clear_color, "glClearColor");
+  get(gl.clear, "glClear");
+  get(gl.finish, "glFinish");
+  get(gl.read_buffer, "glReadBuffer");
+  get(gl.pixel_storei, "glPixelStorei");
+  get(gl.read_pixels, "glReadPixels");
+  return missing;
+}
 
 void glfw_error(int code, const char* text) {
   g_glfw_error = std::string(text ? text : "unknown error") + " (GLFW error " + std::to_string(code) + ")";
@@ -102,7 +141,7 @@ GLFWwindow* open_window(const AppOptions& opt, bool shot) {
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
-  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GL_TRUE);
+  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
   if (shot) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
   std::string title = "stallscope";
   if (!opt.path.empty()) title += " - " + opt.path;
@@ -115,6 +154,12 @@ GLFWwindow* open_window(const AppOptions& opt, bool shot) {
     return nullptr;
   }
   glfwMakeContextCurrent(window);
+  if (const std::string missing = load_gl(); !missing.empty()) {
+    std::fprintf(stderr, "stallscope: cannot open a window: the OpenGL library has no %s\n", missing.c_str());
+    glfwDestroyWindow(window);
+    glfwTerminate();
+    return nullptr;
+  }
   glfwSwapInterval(shot ? 0 : 1);
   return window;
 }
@@ -252,19 +297,19 @@ void draw_picker(Picker& p, Dashboard& dash, LayoutDump* d) {
 void render(GLFWwindow* window, int* fb_w, int* fb_h) {
   ImGui::Render();
   glfwGetFramebufferSize(window, fb_w, fb_h);
-  glViewport(0, 0, *fb_w, *fb_h);
-  glClearColor(0.094f, 0.102f, 0.122f, 1.0f);
-  glClear(GL_COLOR_BUFFER_BIT);
+  gl.viewport(0, 0, *fb_w, *fb_h);
+  gl.clear_color(0.094f, 0.102f, 0.122f, 1.0f);
+  gl.clear(Gl::kColorBufferBit);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 }
 
 // Reads the back buffer and writes it as a PNG.
 Status save_screenshot(const std::string& path, int fb_w, int fb_h) {
   std::vector<uint8_t> px(static_cast<size_t>(fb_w) * static_cast<size_t>(fb_h) * 4);
-  glFinish();
-  glReadBuffer(GL_BACK);
-  glPixelStorei(GL_PACK_ALIGNMENT, 1);
-  glReadPixels(0, 0, fb_w, fb_h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+  gl.finish();
+  gl.read_buffer(Gl::kBack);
+  gl.pixel_storei(Gl::kPackAlignment, 1);
+  gl.read_pixels(0, 0, fb_w, fb_h, Gl::kRgba, Gl::kUnsignedByte, px.data());
   // OpenGL's rows go bottom up; PNG's top down.
   std::vector<uint8_t> flipped(px.size());
   const size_t row = static_cast<size_t>(fb_w) * 4;

@@ -1,6 +1,9 @@
-// PNG output through libstb's stb_image_write (the implementation is compiled into libstb).
+// PNG output through stb_image_write, header-only: its implementation is compiled here, static
+// (private to this file), so that no stb library is needed at link or run time for it.
 #include "ui/png_writer.h"
 
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb_image_write.h>
 
 #include <cerrno>

@@ -1,4 +1,4 @@
-// Writes RGBA pixels as a PNG (stb_image_write from libstb).
+// Writes RGBA pixels as a PNG (stb_image_write, compiled into png_writer.cc).
 #pragma once
 
 #include <cstdint>

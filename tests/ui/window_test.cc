@@ -6,7 +6,6 @@
 // view; the session picker; and the command line's --help and usage errors.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <stb_image.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +22,11 @@
 #include "storage/sqlite.h"
 #include "tests/ui/sim_recording.h"
 #include "tests/unit/test_util.h"
+
+// stb_image, header-only: its implementation is compiled here (static), no stb library needed.
+#define STB_IMAGE_STATIC
+#define STB_IMAGE_IMPLEMENTATION
+#include <stb_image.h>
 
 namespace stallscope {
 namespace {
@@ -574,6 +578,9 @@ TEST(WindowTest, WithoutAFileTheSessionPickerListsRecordings) {
 }
 
 TEST(CommandLineTest, HelpAndUsageErrors) {
+  // The options are stallscope-ui's, parsed there: `stallscope ui` runs it where a display is named
+  // (none is connected to before the command line parsed). Its --help needs none.
+  const std::map<std::string, std::string> named_display = {{"DISPLAY", ":999"}};
   auto r = testing::run_process({STALLSCOPE_BIN, "ui", "--help"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("Usage: stallscope ui"), std::string::npos);
@@ -589,14 +596,14 @@ TEST(CommandLineTest, HelpAndUsageErrors) {
                                               {"--screenshot"}}) {
     std::vector<std::string> argv = {STALLSCOPE_BIN, "ui"};
     argv.insert(argv.end(), bad.begin(), bad.end());
-    r = testing::run_process(argv);
+    r = testing::run_process(argv, 60000, named_display);
     EXPECT_EQ(r.exit_code, 2) << bad[0];
     const auto err = lines(r.err);
     ASSERT_EQ(err.size(), 1u) << r.err;
     EXPECT_EQ(err[0].rfind("stallscope: ", 0), 0u);
   }
   // Three recordings: said in the command's words.
-  r = testing::run_process({STALLSCOPE_BIN, "ui", "a.db", "b.db", "c.db"});
+  r = testing::run_process({STALLSCOPE_BIN, "ui", "a.db", "b.db", "c.db"}, 60000, named_display);
   EXPECT_NE(r.err.find("at most two recordings"), std::string::npos) << r.err;
   r = testing::run_process({STALLSCOPE_BIN, "--help"});
   EXPECT_NE(r.out.find("  ui "), std::string::npos);
