@@ -1,6 +1,9 @@
 // `stallscope ui [OPTIONS] [A.db [B.db]]`: the dashboard (ui/app.h): a recording, live or replayed;
 // two recordings side by side on one time axis (the compare view); or the list of sessions to pick
-// one from.
+// one from. Linked into stallscope-ui only (cli/ui_main.cc); `stallscope ui` runs that with the same
+// arguments (cli/ui_launcher.cc).
+#include "cli/ui_command.h"
+
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -158,9 +161,9 @@ Body define(CLI::App& app) {
 
 }  // namespace
 
-const Command kUiCommand = {
+const Command kUiDashboardCommand = {
     "ui",
-    "open the dashboard: live sessions, a recording to replay, or two to compare",
+    kUiSummary,
     "stallscope ui [OPTIONS] [A.db [B.db] | TUNE-DIR [RUN]]",
     "Opens the dashboard. With one recording it shows it: followed live while `stallscope run`\n"
     "still writes it (new data within a quarter of a second), replayed with a playhead once it is\n"
