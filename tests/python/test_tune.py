@@ -198,10 +198,15 @@ def test_tune_text_table_and_refusals(tmp_path):
             assert d["tune"]["b"] == 1 and d["tune"]["rows"][1].startswith("B: 01 | ")
             assert runs[1]["arguments"] in d["tune"]["rows"][1]
             assert os.path.basename(runs[1]["recording"]) in " ".join(d["compare"]["figures"])
-    r = subprocess.run([str(LAUNCHER), "ui", str(moved), "99"], capture_output=True, text=True, timeout=60)
+    # The dashboard (stallscope-ui) reads the folder, and `stallscope ui` runs it only where a display
+    # is named; these refusals come before it is connected to.
+    named = {**base_env(), "DISPLAY": ":999"}
+    r = subprocess.run([str(LAUNCHER), "ui", str(moved), "99"], capture_output=True, text=True, env=named,
+                       timeout=60)
     assert r.returncode == 2 and "'99' is not a run of" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     os.rename(moved, out)
-    bad = subprocess.run([str(LAUNCHER), "ui", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run([str(LAUNCHER), "ui", str(tmp_path)], capture_output=True, text=True, env=named,
+                         timeout=60)
     assert bad.returncode == 1 and "without tune.json" in bad.stderr
     # The folder holds files now: refused, before anything runs.
     again = tune(["-o", out, "--", sys.executable, prog, mark])
