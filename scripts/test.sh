@@ -5,8 +5,9 @@
 # AddressSanitizer+UndefinedBehaviorSanitizer, and the collector's rings, the drainer, the recorder,
 # the dashboard's reader/analysis threads and the reference loader (all its tests: its threads,
 # pool and copy watcher) under ThreadSanitizer, and the readers of outside bytes under libFuzzer for
-# 20 s each (scripts/fuzz.sh; their corpora replay under CTest in every build). GPU tests are
-# skipped here (CTest label `gpu`; see tests/gpu/).
+# 20 s each (scripts/fuzz.sh; their corpora replay under CTest in every build). Between the two, the
+# self-contained wheel is built and installed on bare Debian roots (tests/node/run.sh). GPU tests
+# are skipped here (CTest label `gpu`; see tests/gpu/).
 #   scripts/test.sh [--no-sanitizers]
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -51,6 +52,14 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   # The 25 slowest tests are listed at the end: where CI's time goes.
   STALLSCOPE_BUILD="$ROOT/build" "$PY" -m pytest -q --durations=25 tests/python
 fi
+
+# The self-contained wheel (scripts/wheel.sh: zig for glibc 2.28, its libraries built from Debian's
+# sources, cached in ~/.cache/stallscope/wheel) and a user's node: fresh minimal Debian 12 and 13
+# roots in which an ordinary user installs it and records real training (tests/node/run.sh).
+stage "the self-contained wheel (scripts/wheel.sh)"
+scripts/wheel.sh --out build-dist
+stage "the wheel on bare Debian 12 and 13 roots (tests/node/run.sh)"
+tests/node/run.sh "$(ls -t build-dist/stallscope-*.whl | head -1)"
 
 if [ "$SANITIZERS" = 1 ]; then
   stage "C++ tests under ASan+UBSan"
