@@ -115,8 +115,8 @@ def test_ui_runs_the_dashboard_with_the_same_arguments(tmp_path):
     if "OpenGL library" in r.stderr:
         pytest.skip(f"no OpenGL library here: {r.stderr.strip()}")
     assert r.returncode == 2, r
-    assert r.stderr.splitlines() == ["stallscope: --size needs WIDTHxHEIGHT, e.g. 1600x1000 "
-                                     "(see 'stallscope ui --help')"], r.stderr
+    want = "stallscope: --size needs WIDTHxHEIGHT, e.g. 1600x1000 (see 'stallscope ui --help')"
+    assert r.stderr.splitlines() == [want], r.stderr
 
 
 def test_the_dashboard_links_no_opengl():
