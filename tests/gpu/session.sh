@@ -43,7 +43,7 @@ if [ ! -x "$BUILD/bin/stallscope" ]; then
     prefix=(-DCMAKE_PREFIX_PATH=/tmp/gpu-deps/usr -DCMAKE_INCLUDE_PATH=/tmp/gpu-deps/usr/include
       -DCMAKE_LIBRARY_PATH=/tmp/gpu-deps/usr/lib/x86_64-linux-gnu)
   fi
-  # Without the reference loader's libraries (libjpeg-turbo, libarchive, OpenCV) it is left out:
+  # Without the reference loader's libraries (libjpeg-turbo, libarchive) it is left out:
   # everything but tests/gpu/loader_race.py still runs.
   step build 400 bash -c "cmake -S . -B '$BUILD' -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTALLSCOPE_BUILD_TESTS=OFF \
     ${prefix[*]} >/dev/null 2>'$OUTDIR/configure.err' || { echo 'configuring without the reference loader:'; \

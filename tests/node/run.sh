@@ -58,6 +58,33 @@ if [ ! -f "$CACHE/pip-313/.done" ]; then
   touch "$CACHE/pip-313/.done"
 fi
 
+# The dashboard from the wheel, where a display and OpenGL are (here: Xvfb and Mesa): it opens the
+# demo recording, and its layout (panels, lanes and what they draw) is the build's.
+REPO=$(cd "$HERE/../.." && pwd)
+BUILD=${STALLSCOPE_BUILD:-$REPO/build}
+if command -v xvfb-run >/dev/null; then
+  say "the wheel's dashboard under Xvfb"
+  V=$(mktemp -d /tmp/stallscope-node-ui.XXXXXX)
+  python3 -m venv "$V/venv"
+  "$V/venv/bin/pip" install -q --no-deps --no-index --disable-pip-version-check "$WHEEL"
+  xvfb-run -a -s "-screen 0 1600x1000x24" "$V/venv/bin/stallscope" ui --screenshot "$V/wheel.png" \
+    --layout-dump "$V/wheel.json" "$REPO/assets/demo.db"
+  if [ -x "$BUILD/bin/stallscope" ]; then
+    xvfb-run -a -s "-screen 0 1600x1000x24" "$BUILD/bin/stallscope" ui --screenshot "$V/build.png" \
+      --layout-dump "$V/build.json" "$REPO/assets/demo.db"
+    python3 - "$V/wheel.json" "$V/build.json" <<'EOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for d in (a, b):
+    d.pop("header_stats", None)  # read and analysis times
+if a != b:
+    sys.exit(f"the wheel's dashboard lays out the demo recording differently from the build's: {a} != {b}")
+print(f"node: the wheel's dashboard: {len(a['panels'])} panels, {len(a['lanes'])} lanes, as the build's")
+EOF
+  fi
+  rm -rf "$V"
+fi
+
 RECORDING=""
 for suite in "${SUITES[@]}"; do
   case $suite in
