@@ -97,7 +97,9 @@ def main():
         images = os.path.join(tmp, "images")
         make_images(images)
         train = os.path.join(HERE, "overhead_train.py")
-        build_env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+        # The build's package, and its library and modules (not another build's beside the sources).
+        build_env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"),
+                         STALLSCOPE_LIBRARY=os.path.join(os.path.abspath(args.build), "lib", "libstallscope.so"))
 
         version = {"console script (wheel)": [console], "executable (wheel)": [wheel_exe],
                    "executable (build)": [build_exe]}
