@@ -41,12 +41,15 @@ bool is_set(const char* name) {
   return v != nullptr && *v != '\0';
 }
 
-// Why no window can open here, the start of the one line; "" where one may. GLFW connects to
-// an X11 or a Wayland display; the OpenGL library is loaded as the dashboard loads it (at run
-// time, libGL.so.1), and let go again.
+// Why no window can open here, the start of the one line; "" where one may. The dashboard's GLFW
+// speaks X11 (a Wayland session offers it through XWayland, which sets DISPLAY); the OpenGL
+// library is loaded as the dashboard loads it (at run time, libGL.so.1), and let go again.
 std::string why_no_window() {
-  if (!is_set("DISPLAY") && !is_set("WAYLAND_DISPLAY")) {
-    return "no display here (neither DISPLAY nor WAYLAND_DISPLAY is set); the dashboard needs one";
+  if (!is_set("DISPLAY")) {
+    return is_set("WAYLAND_DISPLAY")
+               ? "no X11 display here (DISPLAY is not set; the dashboard speaks X11, which a Wayland session "
+                 "offers through XWayland)"
+               : "no display here (neither DISPLAY nor WAYLAND_DISPLAY is set); the dashboard needs one";
   }
   void* gl = ::dlopen("libGL.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (gl == nullptr) {

@@ -80,6 +80,19 @@ def test_ui_without_a_display_says_where_to_look_in_one_line(tmp_path):
     assert not (tmp_path / "x.png").exists()
 
 
+def test_ui_in_a_wayland_session_without_xwayland_says_the_dashboard_speaks_x11(tmp_path):
+    # GLFW is built for X11: WAYLAND_DISPLAY alone would only fail later, inside GLFW.
+    needs_dashboard()
+    env = dict(no_display_env(), WAYLAND_DISPLAY="wayland-0")
+    r = subprocess.run([str(LAUNCHER), "ui", str(tmp_path / "run.db")], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1, r
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("stallscope: ui: no X11 display here"), lines[0]
+    assert "XWayland" in lines[0] and "machine with a screen" in lines[0], lines[0]
+
+
 def test_ui_help_needs_no_display():
     needs_dashboard()
     for flag in ("--help", "-h"):
