@@ -8,8 +8,8 @@
 #     x86_64-linux-gnu.2.28: it links against glibc 2.28's symbol versions whatever glibc this
 #     machine has, and links LLVM's libc++ statically, so no libstdc++ of this machine is needed.
 #   - The libraries stallscope uses are built from Debian's sources (`apt-get source`) into static
-#     archives: SQLite, libjpeg-turbo (with its SIMD), libarchive (tar only), GLFW 3.4 (X11 and
-#     Wayland loaded at run time), Dear ImGui (OpenGL loaded at run time), cpp-httplib (one header).
+#     archives: SQLite, libjpeg-turbo (with its SIMD), libarchive (tar only), GLFW 3.4 (X11 loaded
+#     at run time), Dear ImGui (OpenGL loaded at run time), cpp-httplib (one header).
 #   - The Python extension modules are built for each CPython whose headers Debian's archive
 #     carries (EXTRA_PYTHONS below, beside this machine's python3), all in the one py3 wheel;
 #     CPython picks its own by file name.
@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$(realpath -m "$2"); shift 2 ;;
     --jobs) JOBS=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "wheel.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
