@@ -17,17 +17,7 @@ APT_PACKAGES=(libavutil57 libavcodec59 libavformat59 libavfilter8 libavdevice59 
               # the resize libraries bench/resize_bench measures beside the loader's own resize
               # (OpenCV's imgproc was the loader's resize before; each is optional there)
               libopencv-imgproc-dev libyuv-dev libswscale-dev)
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "bench_deps: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+"$ROOT/scripts/apt_missing.sh" bench_deps "${APT_PACKAGES[@]}"
 
 # pip_pinned PYTHON PACKAGE...: installs the packages with that environment's torch pinned.
 pip_pinned() {

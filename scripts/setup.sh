@@ -26,17 +26,7 @@ APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-d
               ccache
               # clang and its libFuzzer runtime: scripts/fuzz.sh
               clang)
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+"$ROOT/scripts/apt_missing.sh" setup "${APT_PACKAGES[@]}"
 
 PY=${PYTHON:-python3}
 # torch 2.13.0 CPU is the version the hooks are tested on; a different installed torch is kept.

@@ -56,17 +56,7 @@ NEED=(nasm tcl make cmake ninja-build
       libx11-dev libxrandr-dev libxinerama-dev libxcursor-dev libxi-dev libxext-dev
       # the headers stallscope's own code includes (header-only libraries)
       libcli11-dev nlohmann-json3-dev libdlpack-dev libstb-dev pybind11-dev python3-dev)
-missing=()
-for p in "${NEED[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  step "installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+"$ROOT/scripts/apt_missing.sh" wheel "${NEED[@]}"
 
 # --- tools: zig, scikit-build-core, auditwheel (a venv of their own) ------------------------------
 TOOLS="$CACHE/tools"
