@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "remote/remote_reader.h"
 #include "stallscope/version.h"
 
 namespace stallscope::cli {
@@ -72,6 +73,7 @@ int parse_failure(const CLI::App& app, const CLI::ParseError& e) {
 }  // namespace
 
 int run_commands(std::span<const Command* const> commands, int argc, char** argv, bool execute) {
+  remote::install();  // recordings named by ssh:// and tcp:// URIs open wherever files do
   const std::string version = std::string("stallscope ") + STALLSCOPE_VERSION;
   CLI::App app("", "stallscope");
   app.formatter(help_formatter("stallscope [--help] [--version] COMMAND [ARGS...]",

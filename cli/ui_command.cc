@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -16,6 +17,9 @@
 
 #include "cli/command.h"
 #include "cli/recording_input.h"
+#include "remote/link.h"
+#include "remote/remote_reader.h"
+#include "storage/reader.h"
 #include "ui/app.h"
 #include "ui/tune_set.h"
 
@@ -25,7 +29,12 @@ namespace {
 struct UiArgs {
   ui::AppOptions opt;
   std::vector<std::string> files;  // more than two is a usage error, said in the command's words
+  bool detail_rows_set = false;
 };
+
+// A remote recording's detail window, in rows (--detail-rows's default for ssh:// and tcp://): what
+// a 10 MB/s link brings in about a second.
+constexpr int64_t kRemoteDetailRows = 250'000;
 
 // "AxB" with `sep` between two numbers.
 bool parse_pair(const std::string& s, char sep, double* a, double* b) {
@@ -104,13 +113,15 @@ Body define(CLI::App& app) {
       });
   parse_with(app.add_option("--detail-rows")
                  ->type_name("N")
-                 ->description("a long recording is held as an overview of the whole run plus the detail of N rows "
-                               "at a time, read as the view moves (default 2000000; 0: read every row)"),
-             [&o](const std::string& v) {
+                 ->description(
+                     "a long recording is held as an overview of the whole run plus the detail of N rows "
+                     "at a time, read as the view moves (default 2000000, 250000 for a remote one; 0: read every row)"),
+             [&o, a](const std::string& v) {
                double n = 0;
                if (!parse_number(v, &n) || !(n >= 0 && n <= 1e12) || n != static_cast<double>(static_cast<int64_t>(n)))
                  return "needs a number of rows (0: every row)";
                o.detail_rows = static_cast<int64_t>(n);
+               a->detail_rows_set = true;
                return "";
              });
   app.add_option("A.db B.db", a->files,
@@ -147,11 +158,30 @@ Body define(CLI::App& app) {
         a->opt.tune_b = b;
       }
     }
+    for (const std::string& f : a->files) {
+      if (!Reader::is_uri(f)) continue;
+      // ssh://[user@]host[:port][/path] or tcp://host:port[/path]: checked here, read over the link.
+      auto e = remote::parse_uri(f);
+      if (!e.ok()) return usage_error(app, "ui: " + e.status().message());
+      if (e->path.empty() && a->files.size() == 2)
+        return usage_error(app, "ui: " + f + " names no recording; to compare, give each one's path on its node");
+    }
+    if (a->files.size() == 1 && remote::names_node_only(a->files[0])) {
+      a->opt.node = a->files[0];  // the node's session list
+      a->files.clear();
+    }
     if (!a->files.empty()) a->opt.path = a->files[0];
     if (a->files.size() == 2) a->opt.path_b = a->files[1];
+    // A remote recording's detail crosses a network: a smaller window of it is held (and read
+    // when the view moves), unless --detail-rows says otherwise.
+    if (!a->detail_rows_set &&
+        std::any_of(a->files.begin(), a->files.end(), [](const std::string& f) { return Reader::is_uri(f); }))
+      a->opt.detail_rows = kRemoteDetailRows;
     // A recording made before the summaries gets them first (one line on stderr), as `report`
-    // does: the dashboard holds a long one as its overview and a window of its detail.
+    // does: the dashboard holds a long one as its overview and a window of its detail. (A node's
+    // recording is read as it is: the node builds what is missing in memory.)
     for (const std::string& f : a->files) {
+      if (Reader::is_uri(f)) continue;
       const std::string warning = upgrade_if_older(f);
       if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
     }
@@ -164,7 +194,8 @@ Body define(CLI::App& app) {
 const Command kUiDashboardCommand = {
     "ui",
     kUiSummary,
-    "stallscope ui [OPTIONS] [A.db [B.db] | TUNE-DIR [RUN]]",
+    "stallscope ui [OPTIONS] [A.db [B.db] | TUNE-DIR [RUN]]\n"
+    "stallscope ui [OPTIONS] ssh://[user@]host[:port][/path/run.db] [B.db]",
     "Opens the dashboard. With one recording it shows it: followed live while `stallscope run`\n"
     "still writes it (new data within a quarter of a second), replayed with a playhead once it is\n"
     "finished. With two, A above B: the same panels for each, on one time axis measured from each\n"
@@ -174,7 +205,13 @@ const Command kUiDashboardCommand = {
     "wrote opens as a set: a table of its runs on top (settings, measured and predicted samples/s\n"
     "and stall, status, the winner marked), the baseline as A and the winner (or RUN) as B; click a\n"
     "row to show that run as B. Without a file it lists the live sessions on this machine and recent\n"
-    "recordings.",
+    "recordings.\n"
+    "\n"
+    "A recording on another machine: ssh://[user@]host[:port]/path/run.db, read through your own ssh\n"
+    "(it runs 'stallscope serve --stdio' there; set STALLSCOPE_REMOTE_COMMAND when stallscope is not\n"
+    "on the node's PATH, STALLSCOPE_SSH for another ssh command); ssh://host alone lists the node's\n"
+    "sessions. tcp://host:port/path?token=T reads through 'stallscope serve --port' and a tunnel of\n"
+    "your own. Only what the view shows crosses the link; a lost link is retried, keeping the view.",
     "In the window: the mouse wheel zooms the time axis around the pointer, dragging pans,\n"
     "double-click fits the whole run; hover a span to see its batch's life, click to pin it;\n"
     "click a recommendation to jump to its evidence. See docs/dashboard.md.\n"
@@ -184,7 +221,9 @@ const Command kUiDashboardCommand = {
     "  stallscope ui torch.db reference.db\n"
     "  stallscope ui tune-out/                # after stallscope tune -o tune-out: the set\n"
     "  stallscope ui tune-out/ 03             # the set, with run 03 as B\n"
-    "  stallscope ui --screenshot shot.png run.db",
+    "  stallscope ui --screenshot shot.png run.db\n"
+    "  stallscope ui ssh://gpu-node-3/home/me/runs/run.db\n"
+    "  stallscope ui ssh://gpu-node-3            # its live sessions and recent recordings",
     define,
 };
 

@@ -14,7 +14,15 @@ class [[nodiscard]] Status {
   Status() = default;
   static Status Ok() { return Status(); }
   static Status Error(std::string message) { return Status(std::move(message)); }
+  // An error that may pass: a network link to another machine that dropped. The caller keeps what it
+  // has, says so, and tries again (the dashboard's remote recordings).
+  static Status Transient(std::string message) {
+    Status s(std::move(message));
+    s.transient_ = true;
+    return s;
+  }
   bool ok() const { return !message_.has_value(); }
+  bool transient() const { return transient_; }
   const std::string& message() const {
     static const std::string kEmpty;
     return message_ ? *message_ : kEmpty;
@@ -23,6 +31,7 @@ class [[nodiscard]] Status {
  private:
   explicit Status(std::string m) : message_(std::move(m)) {}
   std::optional<std::string> message_;
+  bool transient_ = false;
 };
 
 template <typename T>
@@ -50,8 +59,8 @@ inline Status in_file(const std::string& path, const Status& s) {
   for (char& c : m) {
     if (c == '\n') c = ' ';
   }
-  if (m.rfind(path, 0) == 0) return Status::Error(m);
-  return Status::Error(path + ": " + m);
+  if (m.rfind(path, 0) != 0) m = path + ": " + m;
+  return s.transient() ? Status::Transient(std::move(m)) : Status::Error(std::move(m));
 }
 
 }  // namespace stallscope

@@ -28,13 +28,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "common": ("common",),
     "collector": ("common", "collector"),
     "storage": ("common", "collector", "storage"),
+    "remote": ("common", "collector", "storage", "remote"),
     "inject": ("common", "collector", "storage", "inject"),
     "analysis": ("common", "collector", "storage", "analysis"),
     "loader": ("common", "loader"),
-    "ui": ("common", "collector", "storage", "analysis", "ui"),
+    "ui": ("common", "collector", "storage", "remote", "analysis", "ui"),
     "export": ("common", "collector", "storage", "analysis", "export"),
     "pyhooks": ("common", "pyhooks"),
-    "cli": ("common", "collector", "storage", "inject", "analysis", "loader", "ui", "export", "cli"),
+    "cli": ("common", "collector", "storage", "remote", "inject", "analysis", "loader", "ui", "export", "cli"),
 }
 # Include prefixes that name a part of the project; any other prefix is a library's.
 PROJECT = set(ALLOWED) | {"tests", "bench", "stallscope"}

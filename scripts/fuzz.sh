@@ -7,7 +7,7 @@
 # and the input saved as build-fuzz/crashes/<target>-crash-*: reproduce it with
 # `build-fuzz/bin/<target> FILE`, then keep it in the corpus as a regression test.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: fuzz_npy fuzz_jpeg fuzz_tar fuzz_recording
-#                                             fuzz_cli, fuzz_dashboard (where the dashboard is built)
+#                                             fuzz_cli fuzz_wire, fuzz_dashboard (where the dashboard is built)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -29,7 +29,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Releas
   -DCMAKE_C_FLAGS_RELEASE="-O1 -gline-tables-only" -DSTALLSCOPE_FUZZ=ON \
   -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(fuzz_npy fuzz_jpeg fuzz_tar fuzz_recording fuzz_cli)
+  TARGETS=(fuzz_npy fuzz_jpeg fuzz_tar fuzz_recording fuzz_cli fuzz_wire)
   # The dashboard's reader, where ImGui, GLFW and OpenGL are there to build the dashboard.
   if cmake --build build-fuzz --target help | grep -q '^fuzz_dashboard:'; then TARGETS+=(fuzz_dashboard); fi
 fi

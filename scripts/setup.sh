@@ -18,6 +18,9 @@ APT_PACKAGES=(cmake ninja-build pkg-config g++ libsqlite3-dev sqlite3 libgtest-d
               libjpeg62-turbo-dev libturbojpeg0-dev libarchive-dev
               # the metrics endpoint (--metrics-port): its HTTP server; Prometheus for its test
               libcpp-httplib-dev prometheus
+              # remote recordings (stallscope serve, ui ssh://): zlib deflates the frames; a real sshd
+              # and ssh client for tests/python/test_remote.py; tmux for `stallscope top`'s test
+              zlib1g-dev openssh-server openssh-client tmux
               # formatting, checked by scripts/test.sh (scripts/check_format.sh)
               clang-format
               # tcmalloc: tests/python/test_page_faults.py follows the allocator advice with it

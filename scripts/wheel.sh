@@ -39,7 +39,8 @@ SKBUILD_VERSION=1.1.2
 GLIBC=2.28
 TARGET=x86_64-linux-gnu.$GLIBC
 # name/suite: the Debian source package and the release it comes from.
-SOURCES=(sqlite3/bookworm libjpeg-turbo/bookworm libarchive/bookworm glfw3/trixie imgui/bookworm cpp-httplib/bookworm)
+SOURCES=(sqlite3/bookworm libjpeg-turbo/bookworm libarchive/bookworm glfw3/trixie imgui/bookworm cpp-httplib/bookworm
+         zlib/bookworm)
 # CPython versions besides this machine's, by the suite whose libpythonX.Y-dev has their headers.
 EXTRA_PYTHONS=(3.13/trixie 3.14/sid)
 
@@ -141,6 +142,7 @@ ARCHIVE_SRC=$(src_dir libarchive)
 GLFW_SRC=$(src_dir glfw)
 IMGUI_SRC=$(src_dir imgui)
 HTTPLIB_SRC=$(src_dir yhirose-cpp-httplib)
+ZLIB_SRC=$(src_dir zlib)
 
 # Python headers of the other CPythons: libpythonX.Y-dev unpacked, not installed.
 PYHEADERS="$CACHE/python"
@@ -205,6 +207,17 @@ if [ ! -f "$DEPS/.glfw" ]; then
             -DGLFW_BUILD_WAYLAND=OFF -DGLFW_BUILD_X11=ON -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu
   touch "$DEPS/.glfw"
 fi
+if [ ! -f "$DEPS/.zlib" ]; then
+  step "zlib (the remote protocol's deflate)"
+  mkdir -p "$B/zlib"
+  for f in adler32 compress crc32 deflate infback inffast inflate inftrees trees uncompr zutil; do
+    "$ZCC" -O2 -fPIC -DHAVE_UNISTD_H -c "$ZLIB_SRC/$f.c" -o "$B/zlib/$f.o" \
+      || { echo "wheel.sh: building zlib's $f.c failed" >&2; exit 1; }
+  done
+  ar rcs "$DEPS/lib/libz.a" "$B"/zlib/*.o
+  cp "$ZLIB_SRC/zlib.h" "$ZLIB_SRC/zconf.h" "$DEPS/include/"
+  touch "$DEPS/.zlib"
+fi
 cp "$HTTPLIB_SRC/httplib.h" "$DEPS/include/"
 rm -rf "$B"
 find "$CACHE" -mindepth 1 -maxdepth 1 -name 'deps-*' ! -name "deps-$DEPS_KEY" -exec rm -rf {} +
@@ -225,6 +238,7 @@ settings=(
   -C cmake.define.SQLite3_INCLUDE_DIR="$DEPS/include" -C cmake.define.SQLite3_LIBRARY="$DEPS/lib/libsqlite3.a"
   -C cmake.define.JPEG_INCLUDE_DIR="$DEPS/include" -C cmake.define.JPEG_LIBRARY="$DEPS/lib/libjpeg.a"
   -C cmake.define.LibArchive_INCLUDE_DIR="$DEPS/include" -C cmake.define.LibArchive_LIBRARY="$DEPS/lib/libarchive.a"
+  -C cmake.define.ZLIB_INCLUDE_DIR="$DEPS/include" -C cmake.define.ZLIB_LIBRARY="$DEPS/lib/libz.a"
   -C cmake.define.glfw3_DIR="$DEPS/lib/cmake/glfw3"
   -C cmake.define.STALLSCOPE_IMGUI_SOURCE_DIR="$IMGUI_SRC"
   -C cmake.define.STALLSCOPE_HTTPLIB_INCLUDE_DIR="$DEPS/include"

@@ -4,12 +4,16 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <initializer_list>
+#include <mutex>
 #include <tuple>
 
 #include "storage/row_decode.h"
 #include "storage/schema.h"
 #include "storage/sqlite.h"
+#include "storage/sqlite_reader.h"
 #include "storage/upgrade.h"
 
 namespace stallscope {
@@ -50,21 +54,72 @@ std::string id_list(const std::vector<T>& ids) {
 
 }  // namespace
 
-Reader::Reader(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+namespace {
+std::mutex& openers_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, Reader::UriOpener>& openers() {
+  static std::map<std::string, Reader::UriOpener> m;
+  return m;
+}
+}  // namespace
+
 Reader::~Reader() = default;
 
-const std::string& Reader::path() const { return db_->path(); }
-
-void Reader::prefer_large_scans() {
-  (void)db_->exec("PRAGMA mmap_size = 4294967296; PRAGMA cache_size = -65536;");  // a hint: reads work without it
+Db& Reader::db() {
+  Db* d = sqlite_db();
+  if (!d) std::abort();  // tests only, on local recordings
+  return *d;
 }
 
-Reader::Snapshot::Snapshot(Reader& r) : db_(*r.db_), open_(db_.exec("BEGIN").ok()) {}
+Reader::Snapshot::Snapshot(Reader& r) : r_(r), open_(r.begin_read()) {}
 Reader::Snapshot::~Snapshot() {
-  if (open_) (void)db_.exec("COMMIT");  // a read transaction has nothing to keep
+  if (open_) r_.end_read();
+}
+
+bool Reader::is_uri(const std::string& path) {
+  const size_t colon = path.find("://");
+  if (colon == std::string::npos || colon == 0) return false;
+  for (size_t i = 0; i < colon; ++i)
+    if (!std::isalpha(static_cast<unsigned char>(path[i]))) return false;
+  return true;
+}
+
+void Reader::set_uri_opener(const std::string& scheme, UriOpener opener) {
+  std::lock_guard<std::mutex> lock(openers_mu());
+  openers()[scheme] = std::move(opener);
 }
 
 Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
+  if (!is_uri(path)) return SqliteReader::open_file(path);
+  const std::string scheme = path.substr(0, path.find("://"));
+  UriOpener opener;
+  {
+    std::lock_guard<std::mutex> lock(openers_mu());
+    auto it = openers().find(scheme);
+    if (it != openers().end()) opener = it->second;
+  }
+  if (!opener)
+    return Status::Error(
+        "cannot open " + path + ": this program does not read " + scheme +
+        ":// recordings; pass a file, or an ssh://host/path or tcp://host:port/path URI to stallscope ui");
+  return opener(path);
+}
+
+SqliteReader::SqliteReader(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+SqliteReader::~SqliteReader() = default;
+
+const std::string& SqliteReader::path() const { return db_->path(); }
+
+void SqliteReader::prefer_large_scans() {
+  (void)db_->exec("PRAGMA mmap_size = 4294967296; PRAGMA cache_size = -65536;");  // a hint: reads work without it
+}
+
+bool SqliteReader::begin_read() { return db_->exec("BEGIN").ok(); }
+void SqliteReader::end_read() { (void)db_->exec("COMMIT"); }  // a read transaction has nothing to keep
+
+Result<std::unique_ptr<Reader>> SqliteReader::open_file(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return Status::Error("cannot open " + path + ": no such file");
   if (!S_ISREG(st.st_mode)) return Status::Error(path + " is not a regular file; pass a .db recording");
@@ -83,10 +138,10 @@ Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
     }
   }
   if (Status s = check_schema(**db); !s.ok()) return s;
-  return std::unique_ptr<Reader>(new Reader(std::move(*db)));
+  return std::unique_ptr<Reader>(new SqliteReader(std::move(*db)));
 }
 
-Result<std::map<std::string, std::string>> Reader::meta() {
+Result<std::map<std::string, std::string>> SqliteReader::meta() {
   auto st = db_->prepare("SELECT key, value FROM meta");
   if (!st.ok()) return st.status();
   std::map<std::string, std::string> out;
@@ -95,7 +150,7 @@ Result<std::map<std::string, std::string>> Reader::meta() {
   return out;
 }
 
-Result<std::map<uint32_t, std::string>> Reader::strings() {
+Result<std::map<uint32_t, std::string>> SqliteReader::strings() {
   auto st = db_->prepare("SELECT id, value FROM strings");
   if (!st.ok()) return st.status();
   std::map<uint32_t, std::string> out;
@@ -104,9 +159,9 @@ Result<std::map<uint32_t, std::string>> Reader::strings() {
   return out;
 }
 
-Result<int64_t> Reader::string_count() { return db_->query_int("SELECT count(*) FROM strings"); }
+Result<int64_t> SqliteReader::string_count() { return db_->query_int("SELECT count(*) FROM strings"); }
 
-Result<std::vector<ProcessRow>> Reader::processes() {
+Result<std::vector<ProcessRow>> SqliteReader::processes() {
   return collect<ProcessRow>(
       *db_, "SELECT id, pid, ppid, cmdline, start_ns, end_ns, exit_code, exit_signal FROM processes ORDER BY id",
       [](const Stmt& s) {
@@ -123,13 +178,13 @@ Result<std::vector<ProcessRow>> Reader::processes() {
       });
 }
 
-Result<std::vector<ThreadRow>> Reader::threads() {
+Result<std::vector<ThreadRow>> SqliteReader::threads() {
   return collect<ThreadRow>(*db_, "SELECT id, process_id, tid, name FROM threads ORDER BY id", [](const Stmt& s) {
     return ThreadRow{s.int64(0), s.int64(1), s.int64(2), s.text(3)};
   });
 }
 
-Result<std::vector<SpanRow>> Reader::span_query(const std::string& where, int64_t a, int64_t b) {
+Result<std::vector<SpanRow>> SqliteReader::span_query(const std::string& where, int64_t a, int64_t b) {
   auto st = db_->prepare(std::string("SELECT ") + kSpanColumns + " FROM spans " + where + " ORDER BY start_ns, depth");
   if (!st.ok()) return Status::Error(db_->path() + ": " + st.status().message());
   Stmt& s = **st;
@@ -140,7 +195,7 @@ Result<std::vector<SpanRow>> Reader::span_query(const std::string& where, int64_
   return out;
 }
 
-Result<std::vector<SpanRow>> Reader::spans(int64_t t0, int64_t t1) {
+Result<std::vector<SpanRow>> SqliteReader::spans(int64_t t0, int64_t t1) {
   // The flushes table is the time index: each flush covers a contiguous range of span ids and
   // knows the earliest start and latest end among them (NULL: one never ended), so a window maps
   // to an id range.
@@ -154,21 +209,21 @@ Result<std::vector<SpanRow>> Reader::spans(int64_t t0, int64_t t1) {
       t0, t1);
 }
 
-Result<std::vector<SpanRow>> Reader::all_spans() { return span_query("", 0, 0); }
+Result<std::vector<SpanRow>> SqliteReader::all_spans() { return span_query("", 0, 0); }
 
-Result<std::vector<InstantRow>> Reader::instants() {
+Result<std::vector<InstantRow>> SqliteReader::instants() {
   return collect<InstantRow>(*db_, std::string("SELECT ") + kInstantColumns + " FROM instants ORDER BY ts_ns",
                              decode_instant);
 }
 
-Result<std::vector<CounterTrackRow>> Reader::counter_tracks() {
+Result<std::vector<CounterTrackRow>> SqliteReader::counter_tracks() {
   return collect<CounterTrackRow>(*db_, "SELECT id, name, unit, pid FROM counter_tracks ORDER BY id",
                                   [](const Stmt& s) {
                                     return CounterTrackRow{s.int64(0), s.text(1), s.text(2), s.int64(3)};
                                   });
 }
 
-Result<std::vector<CounterRow>> Reader::counters(int64_t track_id) {
+Result<std::vector<CounterRow>> SqliteReader::counters(int64_t track_id) {
   return collect<CounterRow>(
       *db_,
       "SELECT track_id, ts_ns, value FROM counters WHERE track_id = " + std::to_string(track_id) + " ORDER BY ts_ns",
@@ -177,7 +232,7 @@ Result<std::vector<CounterRow>> Reader::counters(int64_t track_id) {
       });
 }
 
-Result<std::vector<FlushRow>> Reader::flushes() {
+Result<std::vector<FlushRow>> SqliteReader::flushes() {
   return collect<FlushRow>(*db_,
                            "SELECT ts_ns, events, dropped_total, first_span_id, last_span_id, min_start_ns, max_end_ns "
                            "FROM flushes ORDER BY id",
@@ -194,7 +249,7 @@ Result<std::vector<FlushRow>> Reader::flushes() {
                            });
 }
 
-Result<std::optional<FlushRow>> Reader::last_flush() {
+Result<std::optional<FlushRow>> SqliteReader::last_flush() {
   auto rows = collect<FlushRow>(*db_, "SELECT ts_ns, events, dropped_total FROM flushes ORDER BY id DESC LIMIT 1",
                                 [](const Stmt& s) {
                                   FlushRow r;
@@ -208,13 +263,13 @@ Result<std::optional<FlushRow>> Reader::last_flush() {
   return std::optional<FlushRow>(rows->front());
 }
 
-Result<std::vector<GpuActivityRow>> Reader::gpu_activities() {
+Result<std::vector<GpuActivityRow>> SqliteReader::gpu_activities() {
   return collect<GpuActivityRow>(
       *db_, std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities ORDER BY start_ns",
       decode_gpu_activity);
 }
 
-Result<int64_t> Reader::count(const std::string& table) {
+Result<int64_t> SqliteReader::count(const std::string& table) {
   static const char* const kTables[] = {"spans",     "instants", "counters", "threads",
                                         "processes", "strings",  "flushes",  "gpu_activities"};
   for (const char* t : kTables) {
@@ -223,7 +278,7 @@ Result<int64_t> Reader::count(const std::string& table) {
   return Status::Error("unknown table " + table);
 }
 
-Result<std::vector<SpanRow>> Reader::spans_named(const std::vector<uint32_t>& name_ids) {
+Result<std::vector<SpanRow>> SqliteReader::spans_named(const std::vector<uint32_t>& name_ids) {
   std::vector<SpanRow> out;
   if (name_ids.empty()) return out;
   Status s =
@@ -246,7 +301,7 @@ Result<bool> has_table(Db& db, const char* table) {
 }
 }  // namespace
 
-Result<bool> Reader::has_summaries() {
+Result<bool> SqliteReader::has_summaries() {
   for (const char* table : {"span_summaries", "instant_summaries"}) {
     auto has = has_table(*db_, table);
     if (!has.ok() || !*has) return has;
@@ -272,21 +327,22 @@ Result<std::optional<std::vector<Row>>> optional_summaries(Db& db, const char* t
 }
 }  // namespace
 
-Result<std::optional<std::vector<HandoffSummaryRow>>> Reader::handoff_summaries(int64_t level_ns) {
+Result<std::optional<std::vector<HandoffSummaryRow>>> SqliteReader::handoff_summaries(int64_t level_ns) {
   return optional_summaries<HandoffSummaryRow>(*db_, "handoff_summaries", kHandoffSummaryColumns, level_ns,
                                                decode_handoff_summary);
 }
 
-Result<std::optional<std::vector<QueueSummaryRow>>> Reader::queue_summaries(int64_t level_ns) {
+Result<std::optional<std::vector<QueueSummaryRow>>> SqliteReader::queue_summaries(int64_t level_ns) {
   return optional_summaries<QueueSummaryRow>(*db_, "queue_summaries", kQueueSummaryColumns, level_ns,
                                              decode_queue_summary);
 }
 
-Status Reader::build_temporary_summaries(const std::function<void(int64_t done, int64_t total)>& progress) {
+Status SqliteReader::build_temporary_summaries(const std::function<void(int64_t done, int64_t total)>& progress) {
   return stallscope::build_temporary_summaries(*db_, progress);
 }
 
-Result<std::vector<SpanSummaryRow>> Reader::span_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids) {
+Result<std::vector<SpanSummaryRow>> SqliteReader::span_summaries(int64_t level_ns,
+                                                                 const std::vector<uint32_t>& name_ids) {
   if (name_ids.empty()) return std::vector<SpanSummaryRow>{};
   return collect<SpanSummaryRow>(*db_,
                                  std::string("SELECT ") + kSpanSummaryColumns +
@@ -295,7 +351,7 @@ Result<std::vector<SpanSummaryRow>> Reader::span_summaries(int64_t level_ns, con
                                  decode_span_summary);
 }
 
-Status Reader::for_each_summary_row(const SummaryVisitor& to) {
+Status SqliteReader::for_each_summary_row(const SummaryVisitor& to) {
   // Each table in the key's order, to its callback when one is set.
   auto each = [&](const char* columns, const char* table, const auto& decode, const auto& row) -> Status {
     if (!row) return Status::Ok();
@@ -320,17 +376,17 @@ Status Reader::for_each_summary_row(const SummaryVisitor& to) {
   return if_there(kQueueSummaryColumns, "queue_summaries", decode_queue_summary, to.queue);
 }
 
-Result<std::optional<int64_t>> Reader::first_span_bucket(int64_t level_ns, uint32_t name_id, std::optional<int64_t> grp,
-                                                         bool last) {
+Result<std::optional<int64_t>> SqliteReader::first_span_bucket(int64_t level_ns, uint32_t name_id,
+                                                               std::optional<int64_t> grp, bool last) {
   return edge_bucket("span_summaries", level_ns, name_id, grp, last);
 }
 
-Result<std::optional<int64_t>> Reader::edge_instant_bucket(int64_t level_ns, uint32_t name_id, bool last) {
+Result<std::optional<int64_t>> SqliteReader::edge_instant_bucket(int64_t level_ns, uint32_t name_id, bool last) {
   return edge_bucket("instant_summaries", level_ns, name_id, std::nullopt, last);
 }
 
-Result<std::optional<int64_t>> Reader::edge_bucket(const char* table, int64_t level_ns, uint32_t name_id,
-                                                   std::optional<int64_t> grp, bool last) {
+Result<std::optional<int64_t>> SqliteReader::edge_bucket(const char* table, int64_t level_ns, uint32_t name_id,
+                                                         std::optional<int64_t> grp, bool last) {
   // Walked in the key's order from the end asked for, to the first row of the name: min() and max()
   // with a condition on a column past the key's prefix would read every bucket of the level.
   std::optional<int64_t> out;
@@ -344,14 +400,14 @@ Result<std::optional<int64_t>> Reader::edge_bucket(const char* table, int64_t le
   return out;
 }
 
-Result<std::vector<InstantSummaryRow>> Reader::instant_summaries(int64_t level_ns,
-                                                                 const std::vector<uint32_t>& name_ids) {
+Result<std::vector<InstantSummaryRow>> SqliteReader::instant_summaries(int64_t level_ns,
+                                                                       const std::vector<uint32_t>& name_ids) {
   return instant_summaries(level_ns, name_ids, INT64_MIN, INT64_MAX);
 }
 
-Result<std::vector<InstantSummaryRow>> Reader::instant_summaries(int64_t level_ns,
-                                                                 const std::vector<uint32_t>& name_ids,
-                                                                 int64_t first_bucket, int64_t last_bucket) {
+Result<std::vector<InstantSummaryRow>> SqliteReader::instant_summaries(int64_t level_ns,
+                                                                       const std::vector<uint32_t>& name_ids,
+                                                                       int64_t first_bucket, int64_t last_bucket) {
   if (name_ids.empty()) return std::vector<InstantSummaryRow>{};
   return collect<InstantSummaryRow>(
       *db_,
@@ -361,7 +417,7 @@ Result<std::vector<InstantSummaryRow>> Reader::instant_summaries(int64_t level_n
       decode_instant_summary);
 }
 
-Result<std::vector<SpanRow>> Reader::first_spans_per_thread(const std::vector<uint32_t>& name_ids) {
+Result<std::vector<SpanRow>> SqliteReader::first_spans_per_thread(const std::vector<uint32_t>& name_ids) {
   std::vector<SpanRow> out;
   if (name_ids.empty()) return out;
   const std::string names = id_list(name_ids);
@@ -374,7 +430,8 @@ Result<std::vector<SpanRow>> Reader::first_spans_per_thread(const std::vector<ui
   return out;
 }
 
-Result<std::vector<SpanRow>> Reader::spans_named_in(const std::vector<uint32_t>& name_ids, int64_t t0, int64_t t1) {
+Result<std::vector<SpanRow>> SqliteReader::spans_named_in(const std::vector<uint32_t>& name_ids, int64_t t0,
+                                                          int64_t t1) {
   std::vector<SpanRow> out;
   if (name_ids.empty()) return out;
   Status s = stream(*db_,
@@ -394,7 +451,7 @@ Result<std::vector<SpanRow>> Reader::spans_named_in(const std::vector<uint32_t>&
 // The first id of `table` at or after which every row's time `ts_col` is >= ts, give or take
 // kInstantSkewNs: a bisection on id (rows are written in drain order, so time follows id to within
 // the skew). `id_col` is the table's id (rowid for counters).
-Result<int64_t> Reader::id_from(const char* table, const char* id_col, const char* ts_col, int64_t ts) {
+Result<int64_t> SqliteReader::id_from(const char* table, const char* id_col, const char* ts_col, int64_t ts) {
   auto last = db_->query_int(std::string("SELECT coalesce(max(") + id_col + "), 0) FROM " + table);
   if (!last.ok()) return in_file(db_->path(), last.status());
   int64_t lo = 1, hi = *last < INT64_MAX ? *last + 1 : INT64_MAX;  // a damaged file's ids can be anything
@@ -413,10 +470,10 @@ Result<int64_t> Reader::id_from(const char* table, const char* id_col, const cha
   return lo;
 }
 
-Result<int64_t> Reader::instant_id_from(int64_t ts) { return id_from("instants", "id", "ts_ns", ts); }
+Result<int64_t> SqliteReader::instant_id_from(int64_t ts) { return id_from("instants", "id", "ts_ns", ts); }
 
-Result<std::vector<InstantRow>> Reader::instants_named_in(const std::vector<uint32_t>& name_ids, int64_t t0,
-                                                          int64_t t1) {
+Result<std::vector<InstantRow>> SqliteReader::instants_named_in(const std::vector<uint32_t>& name_ids, int64_t t0,
+                                                                int64_t t1) {
   std::vector<InstantRow> out;
   if (name_ids.empty()) return out;
   // Held at the int64 limits: t0 and t1 may be the ends of time.
@@ -433,7 +490,7 @@ Result<std::vector<InstantRow>> Reader::instants_named_in(const std::vector<uint
   return out;
 }
 
-Result<std::vector<InstantRow>> Reader::instants_named(const std::vector<uint32_t>& name_ids) {
+Result<std::vector<InstantRow>> SqliteReader::instants_named(const std::vector<uint32_t>& name_ids) {
   std::vector<InstantRow> out;
   if (name_ids.empty()) return out;
   Status s = stream(
@@ -443,7 +500,7 @@ Result<std::vector<InstantRow>> Reader::instants_named(const std::vector<uint32_
   return out;
 }
 
-Result<std::vector<CounterRow>> Reader::counters_of(const std::vector<int64_t>& track_ids) {
+Result<std::vector<CounterRow>> SqliteReader::counters_of(const std::vector<int64_t>& track_ids) {
   std::vector<CounterRow> out;
   if (track_ids.empty()) return out;
   Status s = stream(*db_, "SELECT track_id, ts_ns, value FROM counters WHERE track_id IN (" + id_list(track_ids) + ")",
@@ -454,8 +511,8 @@ Result<std::vector<CounterRow>> Reader::counters_of(const std::vector<int64_t>& 
   return out;
 }
 
-Result<std::vector<CounterRow>> Reader::counters_of_from(const std::vector<int64_t>& track_ids, int64_t t0,
-                                                         int64_t t1) {
+Result<std::vector<CounterRow>> SqliteReader::counters_of_from(const std::vector<int64_t>& track_ids, int64_t t0,
+                                                               int64_t t1) {
   std::vector<CounterRow> out;
   if (track_ids.empty()) return out;
   auto from = id_from("counters", "rowid", "ts_ns", t0 < INT64_MIN + kInstantSkewNs ? INT64_MIN : t0 - kInstantSkewNs);
@@ -476,7 +533,7 @@ Result<std::vector<CounterRow>> Reader::counters_of_from(const std::vector<int64
   return out;
 }
 
-Result<std::vector<GpuActivityRow>> Reader::gpu_activities_from(int64_t t0, int64_t t1) {
+Result<std::vector<GpuActivityRow>> SqliteReader::gpu_activities_from(int64_t t0, int64_t t1) {
   auto from =
       id_from("gpu_activities", "id", "start_ns", t0 < INT64_MIN + kInstantSkewNs ? INT64_MIN : t0 - kInstantSkewNs);
   if (!from.ok()) return from.status();
@@ -494,7 +551,7 @@ Result<std::vector<GpuActivityRow>> Reader::gpu_activities_from(int64_t t0, int6
   return out;
 }
 
-Result<std::optional<int64_t>> Reader::time_of_last_rows(int64_t rows) {
+Result<std::optional<int64_t>> SqliteReader::time_of_last_rows(int64_t rows) {
   // Newest first, a page of drains at a time: the drain whose events no longer fit marks the time
   // from which the later drains' events happened (each drain writes what happened since the one
   // before).
@@ -516,7 +573,7 @@ Result<std::optional<int64_t>> Reader::time_of_last_rows(int64_t rows) {
   return at;
 }
 
-Result<int64_t> Reader::end_ns() {
+Result<int64_t> SqliteReader::end_ns() {
   auto end = end_ns_of_flushes_and_processes();
   if (!end.ok()) return end;
   for (const char* sql :
@@ -530,7 +587,7 @@ Result<int64_t> Reader::end_ns() {
   return end;
 }
 
-Result<int64_t> Reader::end_ns_of_flushes_and_processes() {
+Result<int64_t> SqliteReader::end_ns_of_flushes_and_processes() {
   int64_t end = 0;
   for (const char* sql : {"SELECT coalesce(max(ts_ns), 0) FROM flushes",
                           "SELECT coalesce(max(max(coalesce(start_ns, 0), coalesce(end_ns, 0))), 0) FROM processes"}) {
@@ -541,7 +598,7 @@ Result<int64_t> Reader::end_ns_of_flushes_and_processes() {
   return end;
 }
 
-Result<TableHeads> Reader::heads() {
+Result<TableHeads> SqliteReader::heads() {
   TableHeads h;
   const std::pair<const char*, int64_t*> kQueries[] = {
       {"SELECT coalesce(max(id), 0) FROM spans", &h.spans},
@@ -556,7 +613,7 @@ Result<TableHeads> Reader::heads() {
   return h;
 }
 
-Result<TableHeads> Reader::next_ids(const TableHeads& after) {
+Result<TableHeads> SqliteReader::next_ids(const TableHeads& after) {
   TableHeads h = after;
   const std::pair<const char*, int64_t*> kQueries[] = {
       {"SELECT min(id) FROM spans WHERE id > ?1", &h.spans},
@@ -573,7 +630,7 @@ Result<TableHeads> Reader::next_ids(const TableHeads& after) {
   return h;
 }
 
-Result<TableHeads> Reader::ids_before(int64_t t0) {
+Result<TableHeads> SqliteReader::ids_before(int64_t t0) {
   TableHeads h;
   // A flush with no span ending at or after t0 wrote nothing the window needs; the first one that
   // did bounds the spans (none: every span ended before t0, so the window starts past the last).
@@ -596,7 +653,7 @@ Result<TableHeads> Reader::ids_before(int64_t t0) {
   return h;
 }
 
-Result<TableHeads> Reader::ids_through(int64_t t1) {
+Result<TableHeads> SqliteReader::ids_through(int64_t t1) {
   auto h = heads();
   if (!h.ok()) return h;
   const int64_t to = t1 > INT64_MAX - kInstantSkewNs - 1 ? INT64_MAX : t1 + kInstantSkewNs + 1;
@@ -612,7 +669,7 @@ Result<TableHeads> Reader::ids_through(int64_t t1) {
   return h;
 }
 
-Result<std::vector<std::pair<int64_t, int64_t>>> Reader::span_id_ranges(int64_t t0, int64_t t1) {
+Result<std::vector<std::pair<int64_t, int64_t>>> SqliteReader::span_id_ranges(int64_t t0, int64_t t1) {
   std::vector<std::pair<int64_t, int64_t>> out;
   Status s = stream(*db_,
                     "SELECT first_span_id, last_span_id FROM flushes WHERE first_span_id IS NOT NULL AND "
@@ -630,7 +687,7 @@ Result<std::vector<std::pair<int64_t, int64_t>>> Reader::span_id_ranges(int64_t 
   return out;
 }
 
-Result<std::vector<Reader::SpanTotal>> Reader::span_totals(int64_t level_ns) {
+Result<std::vector<Reader::SpanTotal>> SqliteReader::span_totals(int64_t level_ns) {
   return collect<SpanTotal>(
       *db_,
       "SELECT bucket, thread_id, name_id, count, total_ns FROM span_summaries WHERE level_ns = " +
@@ -640,7 +697,7 @@ Result<std::vector<Reader::SpanTotal>> Reader::span_totals(int64_t level_ns) {
       });
 }
 
-Result<std::vector<Reader::CounterTotal>> Reader::counter_totals(int64_t level_ns) {
+Result<std::vector<Reader::CounterTotal>> SqliteReader::counter_totals(int64_t level_ns) {
   return collect<CounterTotal>(*db_,
                                "SELECT bucket, track_id, count, sum FROM counter_summaries WHERE level_ns = " +
                                    std::to_string(level_ns) + " ORDER BY bucket",
@@ -649,7 +706,7 @@ Result<std::vector<Reader::CounterTotal>> Reader::counter_totals(int64_t level_n
                                });
 }
 
-Result<std::vector<Reader::GpuTotal>> Reader::gpu_totals(int64_t level_ns) {
+Result<std::vector<Reader::GpuTotal>> SqliteReader::gpu_totals(int64_t level_ns) {
   return collect<GpuTotal>(*db_,
                            "SELECT bucket, device, sum(count), sum(total_ns) FROM gpu_summaries WHERE level_ns = " +
                                std::to_string(level_ns) + " GROUP BY bucket, device ORDER BY bucket",
@@ -658,7 +715,7 @@ Result<std::vector<Reader::GpuTotal>> Reader::gpu_totals(int64_t level_ns) {
                            });
 }
 
-Result<std::vector<std::pair<int64_t, int64_t>>> Reader::rows_per_bucket(int64_t level_ns) {
+Result<std::vector<std::pair<int64_t, int64_t>>> SqliteReader::rows_per_bucket(int64_t level_ns) {
   const std::string level = std::to_string(level_ns);
   return collect<std::pair<int64_t, int64_t>>(
       *db_,
@@ -670,7 +727,7 @@ Result<std::vector<std::pair<int64_t, int64_t>>> Reader::rows_per_bucket(int64_t
       [](const Stmt& st) { return std::make_pair(st.int64(0), st.int64(1)); });
 }
 
-Result<std::map<std::string, uint32_t>> Reader::string_ids(const std::vector<std::string>& values) {
+Result<std::map<std::string, uint32_t>> SqliteReader::string_ids(const std::vector<std::string>& values) {
   std::map<std::string, uint32_t> out;
   auto st = db_->prepare("SELECT id FROM strings WHERE value = ?1");
   if (!st.ok()) return in_file(db_->path(), st.status());
@@ -684,39 +741,39 @@ Result<std::map<std::string, uint32_t>> Reader::string_ids(const std::vector<std
   return out;
 }
 
-Status Reader::for_each_string(int64_t after_id, const std::function<void(uint32_t, std::string)>& row) {
+Status SqliteReader::for_each_string(int64_t after_id, const std::function<void(uint32_t, std::string)>& row) {
   return stream(*db_, "SELECT id, value FROM strings WHERE id > ?1 ORDER BY id", {after_id},
                 [&](const Stmt& s) { row(static_cast<uint32_t>(s.int64(0)), s.text(1)); });
 }
 
-Status Reader::for_each_span(int64_t after, int64_t upto, const std::function<void(const SpanRow&)>& row) {
+Status SqliteReader::for_each_span(int64_t after, int64_t upto, const std::function<void(const SpanRow&)>& row) {
   return stream(*db_, std::string("SELECT ") + kSpanColumns + " FROM spans WHERE id > ?1 AND id <= ?2", {after, upto},
                 [&](const Stmt& s) { row(decode_span(s)); });
 }
 
-Status Reader::for_each_instant(int64_t after, int64_t upto, const std::function<void(const InstantRow&)>& row) {
+Status SqliteReader::for_each_instant(int64_t after, int64_t upto, const std::function<void(const InstantRow&)>& row) {
   return stream(*db_,
                 std::string("SELECT ") + kInstantColumns + " FROM instants WHERE id > ?1 AND id <= ?2 ORDER BY id",
                 {after, upto}, [&](const Stmt& s) { row(decode_instant(s)); });
 }
 
-Status Reader::for_each_counter(int64_t after_rowid, int64_t upto_rowid,
-                                const std::function<void(const CounterRow&)>& row) {
+Status SqliteReader::for_each_counter(int64_t after_rowid, int64_t upto_rowid,
+                                      const std::function<void(const CounterRow&)>& row) {
   return stream(*db_, "SELECT track_id, ts_ns, value FROM counters WHERE rowid > ?1 AND rowid <= ?2",
                 {after_rowid, upto_rowid}, [&](const Stmt& s) {
                   row(CounterRow{s.int64(0), s.int64(1), s.real(2)});
                 });
 }
 
-Status Reader::for_each_gpu_activity(int64_t after, int64_t upto,
-                                     const std::function<void(const GpuActivityRow&)>& row) {
+Status SqliteReader::for_each_gpu_activity(int64_t after, int64_t upto,
+                                           const std::function<void(const GpuActivityRow&)>& row) {
   return stream(
       *db_,
       std::string("SELECT ") + kGpuActivityColumns + " FROM gpu_activities WHERE id > ?1 AND id <= ?2 ORDER BY id",
       {after, upto}, [&](const Stmt& s) { row(decode_gpu_activity(s)); });
 }
 
-Status Reader::for_each_flush(int64_t after_id, const std::function<void(int64_t, int64_t)>& row) {
+Status SqliteReader::for_each_flush(int64_t after_id, const std::function<void(int64_t, int64_t)>& row) {
   return stream(*db_, "SELECT id, ts_ns FROM flushes WHERE id > ?1 ORDER BY id", {after_id},
                 [&](const Stmt& s) { row(s.int64(0), s.int64(1)); });
 }

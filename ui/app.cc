@@ -14,14 +14,18 @@
 #include <algorithm>
 #include <cfloat>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "remote/remote_reader.h"
 #include "storage/session_registry.h"
 #include "ui/compare_dashboard.h"
 #include "ui/dashboard.h"
@@ -271,13 +275,56 @@ struct Picker {
   std::vector<SessionEntry> live, recent;
   std::chrono::steady_clock::time_point last_list = std::chrono::steady_clock::now() - std::chrono::hours(1);
   std::string notice;
+  // Another node's sessions come over the link: listed by a thread of their own, never by the
+  // render thread.
+  std::string node;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  bool listed = false;  // the first answer (or error) came
+  remote::NodeSessions remote_list;
+  std::string remote_error;
+  std::thread lister;
+
+  explicit Picker(std::string n) : node(std::move(n)) {
+    if (node.empty()) return;
+    lister = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu);
+      while (!stop) {
+        lock.unlock();
+        auto l = remote::list_sessions(node);
+        lock.lock();
+        if (l.ok()) {
+          remote_list = std::move(*l);
+          remote_error.clear();
+        } else {
+          remote_error = l.status().message();
+        }
+        listed = true;
+        cv.wait_for(lock, std::chrono::seconds(1), [&] { return stop; });
+      }
+    });
+  }
+  ~Picker() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+      cv.notify_all();
+    }
+    if (lister.joinable()) lister.join();
+  }
 };
 
 // Draws the picker over the whole window; a clicked entry is left in the state's open_request.
 void draw_picker(Picker& p, Dashboard& dash, LayoutDump* d) {
   const ImGuiIO& io = ImGui::GetIO();
   const auto now = std::chrono::steady_clock::now();
-  if (now - p.last_list > std::chrono::seconds(1)) {
+  if (!p.node.empty()) {
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.live = p.remote_list.live;
+    p.recent = p.remote_list.recent;
+    p.notice = !p.listed ? "connecting to " + p.node + " ..." : p.remote_error;
+  } else if (now - p.last_list > std::chrono::seconds(1)) {
     p.live = list_live_sessions();
     p.recent = list_recent_sessions();
     p.last_list = now;
@@ -415,7 +462,7 @@ int run_single(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts) 
     // Render once the data is read and analysed, so that the picture shows them.
     source->wait_until(SnapshotSource::settled, opt.settle_timeout_s * 1000);
   }
-  Picker picker;
+  Picker picker(opt.node);
   int status = 0;
   bool reported_error = false;
   Screen screen;
@@ -434,6 +481,8 @@ int run_single(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts) 
     }
     draw_picker(picker, dash, d);
     if (!st.open_request.empty()) {
+      // A node's entry names the node's path: opened through the same link.
+      if (!opt.node.empty()) st.open_request = remote::recording_uri(opt.node, st.open_request);
       source = std::make_unique<SnapshotSource>(st.open_request, source_options(opt));
       glfwSetWindowTitle(window, ("stallscope - " + st.open_request).c_str());
       st.open_request.clear();

@@ -15,6 +15,9 @@ namespace stallscope::ui {
 struct AppOptions {
   std::string path;    // recording to open; empty: the session picker
   std::string path_b;  // a second recording: the compare view, `path` as A and this as B
+  // With no path: the node whose sessions the picker lists (ssh://host, tcp://host:port); empty:
+  // this machine's.
+  std::string node;
   // A `stallscope tune` folder: its table over the compare view; `path` and `path_b` are then its
   // baseline's and run tune_b's recordings, and a click on a row opens that run as B.
   std::optional<TuneSet> tune;

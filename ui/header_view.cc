@@ -129,6 +129,13 @@ void draw_header(Frame& f, const ImVec2& pos, const ImVec2& size) {
   } else if (s == SourceState::kCutOff) {
     ImGui::TextColored(ImColor(kWarn), "the recording was cut off (recorder gone): showing what was flushed");
   }
+  if (!f.snap->link_error.empty()) {
+    // A remote recording whose link dropped: what was read stays; the reader reconnects.
+    ImGui::SameLine();
+    ImGui::TextColored(ImColor(kBad), "link lost, retrying: showing what was read");
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", f.snap->link_error.c_str());
+    if (f.dump) f.dump->link_error = f.snap->link_error;
+  }
   ImGui::SameLine();
   if (ImGui::SmallButton("fit")) {
     set_range(f, f.fit_t0, f.fit_t1);

@@ -17,6 +17,7 @@ Json dump_json(const LayoutDump& d) {
   root["state"] = d.state;
   root["message"] = d.message;
   root["header_stats"] = d.header_stats;
+  if (!d.link_error.empty()) root["link_error"] = d.link_error;
   root["view_ns"] = Json::array({d.view_t0, d.view_t1});
   Json ps = Json::array();
   for (const DumpPanel& p : d.panels) {

@@ -65,6 +65,7 @@ struct LayoutDump {
   bool record_items = true;  // also record every rectangle (tests); lanes and panels always
   std::string state;         // snapshot state name; "compare" for the compare view's window
   std::string message;       // error or notice shown in the window
+  std::string link_error;    // a remote recording's link is down (empty: up, or a local recording)
   std::string header_stats;  // the header's right-hand text: file size and growth, rows read, timings
   double view_t0 = 0, view_t1 = 0;
   // The compare view: each recording's own dump (A, B; their panels, lanes and range), and in

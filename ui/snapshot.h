@@ -272,6 +272,7 @@ struct Snapshot {
   std::string path;
   SourceState state = SourceState::kLoading;
   std::string error;                             // one line, when kError
+  std::string link_error;                        // a remote recording's link is down: why (retrying)
   std::shared_ptr<const Timeline> timeline;      // null until the first read
   std::shared_ptr<const AnalysisView> analysis;  // null until the analysis ran once
   bool analysis_pending = false;                 // running, or the data changed since it last ran

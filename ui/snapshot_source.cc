@@ -19,31 +19,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Whether the process that drains the recording still runs (on this machine).
-bool recorder_alive(const std::map<std::string, std::string>& meta) {
-  auto pid_it = meta.find("owner_pid");
-  if (pid_it == meta.end()) return false;
-  auto host_it = meta.find("host");
-  if (host_it != meta.end()) {
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) == 0 && host_it->second != host) return false;
-  }
-  char* end = nullptr;
-  const long pid = std::strtol(pid_it->second.c_str(), &end, 10);
-  if (end == pid_it->second.c_str() || pid <= 0) return false;
-  return procfs::alive(static_cast<int>(pid));
-}
-
-// The database's size with its write-ahead log (most of a live recording's newest rows); -1 when
-// the file cannot be read.
-int64_t database_bytes(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return -1;
-  int64_t bytes = st.st_size;
-  if (::stat((path + "-wal").c_str(), &st) == 0) bytes += st.st_size;
-  return bytes;
-}
-
 }  // namespace
 
 SnapshotSource::SnapshotSource(std::string path, SourceOptions opt) : path_(std::move(path)), opt_(opt) {
@@ -81,6 +56,7 @@ void SnapshotSource::publish_locked() {
   s->path = path_;
   s->state = state_;
   s->error = error_;
+  s->link_error = link_error_;
   s->timeline = timeline_;
   s->analysis = analysis_;
   s->analysis_pending = opt_.analysis && state_ != SourceState::kError &&
@@ -161,6 +137,27 @@ void SnapshotSource::reader_loop() {
     std::lock_guard<std::mutex> lock(parts_mu_);
     state_ = SourceState::kError;
     error_ = s.message();
+    publish_locked();
+  };
+  // A remote recording's link went down (a transient error): what was read stays shown, the
+  // header says so, and the reader tries again every second; true when the loop should go on.
+  // Any other error ends the reading as `fail`.
+  auto lost = [&](const Status& s) {
+    if (!s.transient()) {
+      fail(s);
+      return false;
+    }
+    std::unique_lock<std::mutex> lock(parts_mu_);
+    if (link_error_ != s.message()) {
+      link_error_ = s.message();
+      publish_locked();
+    }
+    return !cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_; });
+  };
+  auto link_up = [&] {
+    std::lock_guard<std::mutex> lock(parts_mu_);
+    if (link_error_.empty()) return;
+    link_error_.clear();
     publish_locked();
   };
   auto opened = RecordingTail::open(path_);
@@ -248,22 +245,34 @@ void SnapshotSource::reader_loop() {
       }
     }
     if (want && overview) {
-      if (Status s = switch_to(want->first, want->second); !s.ok()) return fail(in_file(path_, s));
+      if (Status s = switch_to(want->first, want->second); !s.ok()) {
+        if (!lost(in_file(path_, s))) return;
+        std::lock_guard<std::mutex> lock(parts_mu_);
+        if (!requested_) requested_ = want;  // asked again once the link is back
+        continue;
+      }
       fresh = true;
     }
     PollStats polled;
     if (d.following) {
       auto p = d.tail->poll(*d.builder, opt_.load_part_rows);
       // A poll failed after a good open (file removed, damaged while written): keep what was read,
-      // say why, and stop following.
-      if (!p.ok()) return fail(p.status());
+      // say why, and stop following. A remote one whose link dropped: the same poll again later.
+      if (!p.ok()) {
+        if (!lost(p.status())) return;
+        continue;
+      }
       polled = *p;
+      link_up();
     }
     const bool more = polled.pending > 0;
     // The followed part has grown to twice the budget: cut to the latest detail_rows (again).
     if (opt_.detail_rows > 0 && d.following && !more && d.builder->rows() > recheck_rows) {
       bool cut = false;
-      if (Status s = cut_to_latest(&cut); !s.ok()) return fail(in_file(path_, s));
+      if (Status s = cut_to_latest(&cut); !s.ok()) {
+        if (!lost(in_file(path_, s))) return;
+        continue;
+      }
       // Not cut (no summary tables, or drains too coarse to cut later): asked again only once
       // another half of the budget has come.
       recheck_rows = cut ? 2 * opt_.detail_rows : d.builder->rows() + opt_.detail_rows / 2;
@@ -286,7 +295,11 @@ void SnapshotSource::reader_loop() {
         if (!e.ok()) return e.status();
         return read_overview(*side, *e, Overview::kMaxFineBuckets);
       }();
-      if (!end.ok()) return fail(in_file(path_, end.status()));
+      if (!end.ok()) {
+        if (!lost(in_file(path_, end.status()))) return;
+        fine = false;
+        continue;
+      }
       overview = std::move(*end);
       overview_s = seconds_since(overview_at);
       overview_final = complete;
@@ -303,7 +316,7 @@ void SnapshotSource::reader_loop() {
     rows_read += polled.rows;
     {
       std::lock_guard<std::mutex> lock(parts_mu_);
-      if (tl || first) file_bytes_ = database_bytes(path_);
+      if (tl || first) file_bytes_ = d.tail->file_bytes();
       if (tl) {
         timeline_ = tl;
         if (!same_data) ++data_version_;
@@ -319,7 +332,7 @@ void SnapshotSource::reader_loop() {
       } else if (timeline_ && timeline_->complete) {
         state_ = SourceState::kFinished;
       } else if (timeline_ && !timeline_->complete) {
-        state_ = recorder_alive(timeline_->meta) ? SourceState::kLive : SourceState::kCutOff;
+        state_ = d.tail->recorder_alive(timeline_->meta) ? SourceState::kLive : SourceState::kCutOff;
       }
       if (tl || first) publish_locked();
       first = false;
@@ -385,6 +398,9 @@ void SnapshotSource::analysis_loop() {
     if (view.ok()) {
       analysis_ = *view;
       analysis_error_.clear();
+    } else if (view.status().transient()) {
+      // The link to the node is down: the last analysis stays, and runs again once it is back.
+      analyzed_version_ = data_version_ - 1;
     } else {
       analysis_error_ = view.status().message();
     }

@@ -93,6 +93,7 @@ class SnapshotSource {
   std::shared_ptr<const AnalysisView> analysis_;
   SourceState state_ = SourceState::kLoading;
   std::string error_;
+  std::string link_error_;  // a remote recording whose link is down, while the reader retries
   std::string analysis_error_;
   int64_t file_bytes_ = -1;
   double open_seconds_ = 0, analysis_seconds_ = 0;  // analysis_seconds_ < 0: a pass is running

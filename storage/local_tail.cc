@@ -1,21 +1,85 @@
-// Incremental reads of a session database; see recording_tail.h. Every query is storage's Reader's.
-#include "ui/recording_tail.h"
+// Incremental reads of a session database on this machine; see local_tail.h. Every query is storage's Reader's.
+#include "storage/local_tail.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <thread>
 
-namespace stallscope::ui {
+#include "common/procfs.h"
+
+namespace stallscope {
+
+namespace {
+std::mutex& openers_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, RecordingTail::UriOpener>& openers() {
+  static std::map<std::string, RecordingTail::UriOpener> m;
+  return m;
+}
+}  // namespace
 
 Result<std::unique_ptr<RecordingTail>> RecordingTail::open(const std::string& path) {
+  if (!Reader::is_uri(path)) return LocalTail::open_file(path);
+  const std::string scheme = path.substr(0, path.find("://"));
+  UriOpener opener;
+  {
+    std::lock_guard<std::mutex> lock(openers_mu());
+    auto it = openers().find(scheme);
+    if (it != openers().end()) opener = it->second;
+  }
+  if (!opener) return Reader::open(path).status();  // the same one line
+  return opener(path);
+}
+
+void RecordingTail::set_uri_opener(const std::string& scheme, UriOpener opener) {
+  std::lock_guard<std::mutex> lock(openers_mu());
+  openers()[scheme] = std::move(opener);
+}
+
+int64_t LocalTail::file_bytes() {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) return -1;
+  int64_t bytes = st.st_size;
+  if (::stat((path_ + "-wal").c_str(), &st) == 0) bytes += st.st_size;
+  return bytes;
+}
+
+bool LocalTail::recorder_alive(const std::map<std::string, std::string>& meta) {
+  auto pid_it = meta.find("owner_pid");
+  if (pid_it == meta.end()) return false;
+  auto host_it = meta.find("host");
+  if (host_it != meta.end()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) == 0 && host_it->second != host) return false;
+  }
+  char* end = nullptr;
+  const long pid = std::strtol(pid_it->second.c_str(), &end, 10);
+  if (end == pid_it->second.c_str() || pid <= 0) return false;
+  return procfs::alive(static_cast<int>(pid));
+}
+
+Result<std::unique_ptr<RecordingTail>> LocalTail::open_file(const std::string& path) {
+  auto t = open_local(path);
+  if (!t.ok()) return t.status();
+  return std::unique_ptr<RecordingTail>(std::move(*t));
+}
+
+Result<std::unique_ptr<LocalTail>> LocalTail::open_local(const std::string& path) {
   auto r = Reader::open(path);
   if (!r.ok()) return r.status();
   (*r)->prefer_large_scans();
-  return std::unique_ptr<RecordingTail>(new RecordingTail(std::move(*r), path));
+  return std::unique_ptr<LocalTail>(new LocalTail(std::move(*r), path));
 }
 
-Result<PollStats> RecordingTail::poll(RowSink& sink, int64_t max_rows) {
+Result<PollStats> LocalTail::poll(RowSink& sink, int64_t max_rows) {
   PollStats st;
   Status s;
   {
@@ -76,7 +140,7 @@ TableHeads minus(const TableHeads& a, const TableHeads& b) {
 
 }  // namespace
 
-Status RecordingTail::read_counters(Reader& reader, RowSink& sink, int64_t from, int64_t to, int64_t* count) {
+Status LocalTail::read_counters(Reader& reader, RowSink& sink, int64_t from, int64_t to, int64_t* count) {
   *count = 0;
   if (!any_track_wanted_) return Status::Ok();
   int64_t n = 0;
@@ -89,7 +153,7 @@ Status RecordingTail::read_counters(Reader& reader, RowSink& sink, int64_t from,
   return s;
 }
 
-Status RecordingTail::read_small_tables(RowSink& sink) {
+Status LocalTail::read_small_tables(RowSink& sink) {
   auto meta = reader_->meta();
   if (!meta.ok()) return meta.status();
   sink.on_meta(*meta);
@@ -134,7 +198,7 @@ Status RecordingTail::read_small_tables(RowSink& sink) {
   return Status::Ok();
 }
 
-Result<TableHeads> RecordingTail::plan(const TableHeads& heads, int64_t max_rows) {
+Result<TableHeads> LocalTail::plan(const TableHeads& heads, int64_t max_rows) {
   // A large backlog (opening a big recording) is read in parts of about max_rows: the same share
   // of every table's new ids each time, which is about the same stretch of time, since every
   // table grows flush by flush.
@@ -158,7 +222,7 @@ Result<TableHeads> RecordingTail::plan(const TableHeads& heads, int64_t max_rows
                     reach(upto.gpu_activities, next->gpu_activities, heads.gpu_activities)};
 }
 
-Status RecordingTail::read_rows(RowSink& sink, const TableHeads& upto, bool parallel, PollStats* st) {
+Status LocalTail::read_rows(RowSink& sink, const TableHeads& upto, bool parallel, PollStats* st) {
   // In parallel, a second connection reads the counters (straight into the sink) and the
   // instants (into a buffer, replayed below) while this one reads the spans. The order rows reach
   // the sink in does not matter: lanes are grouped at publish.
@@ -222,7 +286,7 @@ Status RecordingTail::read_rows(RowSink& sink, const TableHeads& upto, bool para
   return Status::Ok();
 }
 
-Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows) {
+Status LocalTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows) {
   if (Status s = read_small_tables(sink); !s.ok()) return s;
 
   // What this transaction sees: every read stops there, whichever connection does it.
@@ -255,7 +319,7 @@ Status RecordingTail::poll_locked(RowSink& sink, PollStats* st, int64_t max_rows
   return Status::Ok();
 }
 
-Status RecordingTail::start_from(int64_t t0) {
+Status LocalTail::start_from(int64_t t0) {
   Reader::Snapshot snapshot(*reader_);
   auto ids = reader_->ids_before(t0);
   if (!ids.ok()) return in_file(path_, ids.status());
@@ -265,7 +329,7 @@ Status RecordingTail::start_from(int64_t t0) {
   return Status::Ok();
 }
 
-Result<PollStats> RecordingTail::read_window(RowSink& sink, int64_t t0, int64_t t1) {
+Result<PollStats> LocalTail::read_window(RowSink& sink, int64_t t0, int64_t t1) {
   PollStats st;
   const int64_t keep_from = from_ns_, keep_to = to_ns_;
   from_ns_ = t0;
@@ -312,4 +376,4 @@ Result<PollStats> RecordingTail::read_window(RowSink& sink, int64_t t0, int64_t 
   return st;
 }
 
-}  // namespace stallscope::ui
+}  // namespace stallscope

@@ -1,0 +1,292 @@
+"""The dashboard on another machine (docs/dashboard.md, "Remote nodes"): a real sshd started on a
+loopback port with keys made here, the user's real ssh client, `stallscope serve` on the node's
+side, and the dashboard's own source (tests/ui/source_probe.cc) or the dashboard under Xvfb on
+this side. A relay of our own (programs/delay_relay.py) adds 25 ms each way and a 10 MB/s cap,
+and is killed mid-session to cut the link."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD, LAUNCHER, base_env, wait_for, xvfb_display
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+SSH = shutil.which("ssh")
+PROBE = BUILD / "bin" / "source_probe"
+UI = BUILD / "bin" / "stallscope-ui"
+PROGRAMS = Path(__file__).parent / "programs"
+RELAY = PROGRAMS / "delay_relay.py"
+TRAIN = PROGRAMS / "metrics_train.py"
+SSH_USER = "stallscope-ssh"
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not Path(SSHD).exists() or SSH is None or not PROBE.exists(),
+    reason="needs root, Debian's openssh-server (sshd), ssh and the build's source_probe")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Node:
+    """A node on loopback: sshd, a client config naming it `node1`/`node2` (direct) and `slow`
+    (through the delaying relay), and the environment that makes stallscope use that config."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        # sshd reads a user's authorized keys as that user: the folder is open to all.
+        keys = self.keys = Path(tempfile.mkdtemp(prefix="stallscope-sshkeys-", dir="/tmp"))
+        os.chmod(keys, 0o755)
+        for name in ("host_key", "user_key"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / name)], check=True)
+        pub = (root / "user_key.pub").read_text()
+        for user in ("root", SSH_USER):
+            (keys / user).write_text(pub)
+            os.chmod(keys / user, 0o644)
+        self.port = free_port()
+        (root / "sshd_config").write_text(
+            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {root}/host_key\nPidFile {root}/sshd.pid\n"
+            f"AuthorizedKeysFile {keys}/%u\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n")
+        Path("/run/sshd").mkdir(exist_ok=True)
+        self.sshd = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.relay_pids = root / "relay.pids"
+        common = (f"  HostName 127.0.0.1\n  Port {self.port}\n  IdentityFile {root}/user_key\n"
+                  "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  BatchMode yes\n")
+        (root / "ssh_config").write_text(
+            f"Host node1 node2\n  User root\n{common}"
+            f"Host other\n  User {SSH_USER}\n{common}"
+            f"Host slow\n  User root\n{common}"
+            f"  ProxyCommand {sys.executable} {RELAY} --connect 127.0.0.1:{self.port} --pidfile {self.relay_pids}\n")
+        assert wait_for(self._listening, 20), "sshd did not start: " + self.sshd.stderr.read1().decode(errors="replace")
+
+    def _listening(self) -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def env(self, **extra) -> dict:
+        return base_env(STALLSCOPE_SSH=f"ssh -F {self.root}/ssh_config", STALLSCOPE_REMOTE_COMMAND=str(LAUNCHER),
+                        **extra)
+
+    def cut_link(self) -> int:
+        """Kills every relay process (the `slow` host's link); returns how many there were."""
+        n = 0
+        for line in self.relay_pids.read_text().split() if self.relay_pids.exists() else []:
+            try:
+                os.kill(int(line), signal.SIGKILL)
+                n += 1
+            except ProcessLookupError:
+                pass
+        return n
+
+    def stop(self):
+        self.sshd.terminate()
+        self.sshd.wait(timeout=30)
+        shutil.rmtree(self.keys, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    n = Node(tmp_path_factory.mktemp("node"))
+    yield n
+    n.stop()
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished recording of a real training loop (a slow input pipeline)."""
+    db = tmp_path_factory.mktemp("rec") / "run.db"
+    r = subprocess.run([str(LAUNCHER), "run", "-q", "-o", str(db), "--", sys.executable, str(TRAIN), "3"],
+                       capture_output=True, text=True, env=base_env(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    return db
+
+
+def probe(path: str, env: dict, *args, timeout=120) -> tuple[int, list[dict], str]:
+    p = subprocess.run([str(PROBE), path, *args], capture_output=True, text=True, env=env, timeout=timeout)
+    return p.returncode, [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")], p.stderr
+
+
+def test_a_finished_recording_reads_the_same_over_ssh(node, finished):
+    rc, local, _ = probe(str(finished), node.env(), "--until-settled", "--seconds", "60")
+    assert rc == 0
+    rc, remote, err = probe(f"ssh://node1{finished}", node.env(), "--until-settled", "--seconds", "60")
+    assert rc == 0, err
+    last_l, last_r = local[-1], remote[-1]
+    assert last_r["state"] == "finished" and last_r["analysis"]
+    assert (last_r["rows"], last_r["end_ns"]) == (last_l["rows"], last_l["end_ns"]) and last_l["rows"] > 100
+    assert last_r["bytes"] > 0 and last_l["bytes"] == 0
+
+
+def test_the_dashboard_over_ssh_draws_what_it_draws_locally(node, finished, tmp_path):
+    if not UI.exists():
+        pytest.skip("the dashboard is not built")
+    with xvfb_display() as display:
+        if display is None:
+            pytest.skip("Xvfb is not installed")
+        dumps = {}
+        for name, path in (("local", str(finished)), ("ssh", f"ssh://node1{finished}")):
+            out = tmp_path / f"{name}.json"
+            r = subprocess.run([str(UI), "--screenshot", str(tmp_path / f"{name}.png"), "--layout-dump", str(out),
+                                "--size", "1400x900", path], env=node.env(DISPLAY=f":{display}"),
+                               capture_output=True, text=True, timeout=180)
+            assert r.returncode == 0, r.stderr
+            dumps[name] = json.loads(out.read_text())
+
+    def comparable(d: dict) -> dict:
+        d = dict(d)
+        # The header's timings ("read in 12 ms, analysed in 40 ms") are the link's; the rest must match.
+        d["header_stats"] = d.get("header_stats", "").split(", read in")[0]
+        d.pop("path", None)
+        d.pop("title", None)
+        return d
+
+    assert comparable(dumps["ssh"]) == comparable(dumps["local"])
+
+
+def test_live_sessions_are_listed_and_followed_over_ssh(node, tmp_path):
+    db = tmp_path / "live.db"
+    stop = tmp_path / "stop"
+    train = subprocess.Popen([str(LAUNCHER), "run", "-q", "-o", str(db), "--", sys.executable, str(TRAIN), "60", "0",
+                              str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
+    try:
+        assert wait_for(db.exists, 30)
+        listed = subprocess.run([str(PROBE), "--list", "ssh://node1"], capture_output=True, text=True,
+                                env=node.env(), timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        assert f"live {db}" in listed.stdout, listed.stdout
+        rc, seen, err = probe(f"ssh://node1{db}", node.env(), "--seconds", "5")
+        assert rc == 0, err
+        live = [s for s in seen if s["state"] == "live"]
+        assert live, seen[-3:]
+        assert live[-1]["rows"] > live[0]["rows"], "the remote view did not follow the live recording"
+    finally:
+        stop.write_text("")
+        out, err = train.communicate(timeout=60)
+    assert train.returncode == 0, err
+    assert "steps" in out
+
+
+def test_a_cut_link_is_said_retried_and_resumed_without_losing_or_doubling_rows(node, tmp_path):
+    db = tmp_path / "cut.db"
+    stop = tmp_path / "stop"
+    train = subprocess.Popen([str(LAUNCHER), "run", "-q", "-o", str(db), "--", sys.executable, str(TRAIN), "60", "0",
+                              str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
+    try:
+        assert wait_for(db.exists, 30)
+        follower = subprocess.Popen([str(PROBE), f"ssh://slow{db}", "--seconds", "14", "--no-analysis"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=node.env())
+        time.sleep(4)
+        assert node.cut_link() >= 1
+        time.sleep(4)
+        stop.write_text("")
+        out, err = follower.communicate(timeout=60)
+        assert follower.returncode == 0, err
+    finally:
+        stop.write_text("")
+        t_out, t_err = train.communicate(timeout=60)
+    assert train.returncode == 0, t_err
+    assert "steps" in t_out
+    seen = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    down = [i for i, s in enumerate(seen) if s["link_error"]]
+    assert down, "the cut link was not reported"
+    assert "retrying" in seen[down[0]]["link_error"]
+    assert seen[down[0]]["rows"] > 0, "what was read before the cut was dropped"
+    assert any(not s["link_error"] for s in seen[down[-1] + 1:]), "the link did not come back"
+    # Once the recording is complete, the remote view holds exactly its rows: none lost, none twice.
+    rc, local, _ = probe(str(db), node.env(), "--until-settled", "--no-analysis", "--seconds", "60")
+    assert rc == 0
+    assert seen[-1]["state"] == "finished"
+    assert seen[-1]["rows"] == local[-1]["rows"]
+    report = subprocess.run([str(LAUNCHER), "report", str(db)], capture_output=True, text=True, env=base_env(),
+                            timeout=120)
+    assert report.returncode == 0, report.stderr
+
+
+def test_another_user_cannot_read_a_recording_through_serve(node, finished, tmp_path):
+    if subprocess.run(["id", "-u", SSH_USER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--system", "--create-home", "--shell", "/bin/sh", SSH_USER], check=True)
+    # A login by key only: an account with a locked password is refused by sshd without PAM.
+    subprocess.run(["usermod", "-p", "*", SSH_USER], check=True)
+    # The folder is open to all; only the file's mode keeps the other user out.
+    shared = Path(tempfile.mkdtemp(prefix="stallscope-remote-", dir="/tmp"))
+    try:
+        os.chmod(shared, 0o755)
+        db = shared / "mine.db"
+        shutil.copy(finished, db)
+        os.chmod(db, 0o644)
+        rc, seen, err = probe(f"ssh://other{db}", node.env(), "--until-settled", "--seconds", "60")
+        assert rc == 0 and seen[-1]["rows"] > 100, err  # readable to all: the other user reads it
+        os.chmod(db, 0o600)
+        rc, _, err = probe(f"ssh://other{db}", node.env(), "--until-settled", "--seconds", "60")
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    assert rc == 1
+    line = err.strip().splitlines()[-1]
+    assert "permission denied" in line and SSH_USER in line, err
+
+
+def test_serve_port_wants_its_token_and_works_through_a_relay(node, finished, tmp_path):
+    token_file = tmp_path / "token"
+    serve = subprocess.Popen([str(LAUNCHER), "serve", "--port", "0", "--token-file", str(token_file)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
+    relay = None
+    try:
+        first = serve.stdout.readline()
+        port = int(first.split("127.0.0.1:")[1].split()[0])
+        assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+        token = token_file.read_text().strip()
+        rc, _, err = probe(f"tcp://127.0.0.1:{port}{finished}", base_env(), "--until-settled", "--seconds", "30")
+        assert rc == 1 and "token" in err, err
+        relay = subprocess.Popen([sys.executable, str(RELAY), "--listen", "0", "--connect", f"127.0.0.1:{port}"],
+                                 stdout=subprocess.PIPE, text=True)
+        relay_port = int(relay.stdout.readline())
+        rc, seen, err = probe(f"tcp://127.0.0.1:{relay_port}{finished}?token={token}", base_env(), "--until-settled",
+                              "--seconds", "60")
+        assert rc == 0, err
+        assert seen[-1]["state"] == "finished" and seen[-1]["rows"] > 100
+    finally:
+        if relay:
+            relay.kill()
+        serve.send_signal(signal.SIGINT)
+        serve.wait(timeout=30)
+    assert not token_file.exists()
+
+
+def frame(version: int, ftype: int, payload: bytes) -> bytes:
+    return b"SSRP" + bytes([version, ftype, 0, 0]) + struct.pack("<III", 0, len(payload), len(payload)) + payload
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"GET / HTTP/1.1\r\n\r\n" + b"x" * 8, "not a stallscope frame"),
+    (frame(9, 1, b"\x05hello\x00"), "protocol version 9"),
+    (b"SSRP\x01\x01\x00\x00" + struct.pack("<III", 0, 1 << 30, 1 << 30), "above the limit"),
+])
+def test_serve_refuses_what_it_does_not_speak_in_one_line(data, words):
+    r = subprocess.run([str(LAUNCHER), "serve", "--stdio"], input=data, capture_output=True, timeout=30,
+                       env=base_env())
+    assert r.returncode == 2
+    lines = r.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], lines
+
+
+def test_a_node_without_stallscope_is_said_in_one_line(node):
+    rc, _, err = probe("ssh://node1/tmp/x.db", node.env(STALLSCOPE_REMOTE_COMMAND="/nonexistent/stallscope"),
+                       "--seconds", "20", "--until-settled")
+    assert rc == 1
+    assert "STALLSCOPE_REMOTE_COMMAND" in err and "node1" in err, err
