@@ -99,8 +99,8 @@ if [ "$SANITIZERS" = 1 ]; then
   stage "C++ tests under ASan+UBSan"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=address,undefined \
         -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
-  # Only what CTest runs (target ctest_programs): not the Python modules and helpers that only the
-  # Python tests use.
+  # Only what CTest runs (target ctest_programs): not the loader's Python module and the programs
+  # that only the Python tests use.
   cmake --build build-asan --target ctest_programs
   # The preloaded, instrumented libstallscope.so comes before the ASan runtime in the load order.
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 ctest --output-on-failure -j2 -LE gpu)
