@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Fuzzes every reader of outside bytes with libFuzzer (docs/robustness.md): builds the targets of
 # tests/fuzz/ with clang, ASan and UBSan into build-fuzz/, then runs each for SECONDS (default 30)
-# from its corpus in tests/fuzz/corpus/<target>/. Inputs that reach new code go to
-# build-fuzz/corpus/<target>/ (copy the useful ones into tests/fuzz/corpus/ to keep them: every
-# build replays that folder under CTest, label `fuzz`). A crash stops the run with a non-zero exit
-# and the input saved as build-fuzz/crashes/<target>-crash-*: reproduce it with
-# `build-fuzz/bin/<target> FILE`, then keep it in the corpus as a regression test.
+# from its corpus in tests/fuzz/corpus/<target>/, as many targets at a time as there are cores
+# (FUZZ_JOBS overrides). Inputs that reach new code go to build-fuzz/corpus/<target>/ (copy the
+# useful ones into tests/fuzz/corpus/ to keep them: every build replays that folder under CTest,
+# label `fuzz`). A crash makes the run exit non-zero, with the input saved as
+# build-fuzz/crashes/<target>-crash-*: reproduce it with `build-fuzz/bin/<target> FILE`, then keep
+# it in the corpus as a regression test.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: fuzz_npy fuzz_jpeg fuzz_tar fuzz_recording
 #                                             fuzz_cli fuzz_wire, fuzz_dashboard (where the dashboard is built)
 set -euo pipefail
@@ -35,18 +36,34 @@ if [ ${#TARGETS[@]} -eq 0 ]; then
 fi
 cmake --build build-fuzz --target "${TARGETS[@]}"
 mkdir -p build-fuzz/crashes
-for t in "${TARGETS[@]}"; do
+# The targets run side by side, as many at a time as there are cores: each is one
+# single-threaded process, so each still gets a core for its SECONDS.
+FUZZ_JOBS=${FUZZ_JOBS:-$(nproc)}
+fuzz_one() {  # fuzz_one TARGET: runs it; its status is the fuzzer's
+  local t=$1
   mkdir -p "build-fuzz/corpus/$t"
-  log="build-fuzz/$t.log"
   # Leaks are not what this looks for (the targets keep a decoder and a template for the process).
-  if ! "build-fuzz/bin/$t" -max_total_time="$EACH" -timeout=20 -rss_limit_mb=2048 -detect_leaks=0 \
-       -print_final_stats=1 -artifact_prefix="build-fuzz/crashes/$t-" \
-       "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1; then
+  "build-fuzz/bin/$t" -max_total_time="$EACH" -timeout=20 -rss_limit_mb=2048 -detect_leaks=0 \
+    -print_final_stats=1 -artifact_prefix="build-fuzz/crashes/$t-" \
+    "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" >"build-fuzz/$t.log" 2>&1
+}
+declare -A PID
+for t in "${TARGETS[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$FUZZ_JOBS" ]; do wait -n || true; done
+  fuzz_one "$t" &
+  PID[$t]=$!
+done
+failed=0
+for t in "${TARGETS[@]}"; do
+  log="build-fuzz/$t.log"
+  if ! wait "${PID[$t]}"; then
     tail -n 40 "$log" >&2
     echo "fuzz: $t crashed; the input is in build-fuzz/crashes/ (log: $log)" >&2
-    exit 1
+    failed=1
+    continue
   fi
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1)
   echo "fuzz: $t: ${runs:-?} inputs in ${EACH} s, ${cov:-cov: ?}, no crash"
 done
+exit "$failed"

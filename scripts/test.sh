@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: C++ unit and end-to-end tests (CTest), the Python tests
-# (pytest, real PyTorch training under stallscope; the reference loader against torchvision in the
-# environment scripts/venv_torchvision.sh makes), then every C++ test again under
-# AddressSanitizer+UndefinedBehaviorSanitizer, and the collector's rings, the drainer, the recorder,
-# the dashboard's reader/analysis threads and the reference loader (all its tests: its threads,
-# pool and copy watcher) under ThreadSanitizer, and the readers of outside bytes under libFuzzer for
-# 20 s each (scripts/fuzz.sh; their corpora replay under CTest in every build). Between the two, the
-# self-contained wheel is built and installed on bare Debian roots (tests/node/run.sh). GPU tests
-# are skipped here (CTest label `gpu`; see tests/gpu/).
-#   scripts/test.sh [--no-sanitizers]
+# Sets up, builds and runs every test: C++ unit and end-to-end tests (CTest); the self-contained
+# wheel, built and installed on bare Debian roots (tests/node/run.sh); the Python tests (pytest,
+# real PyTorch training under stallscope; the reference loader against torchvision in the
+# environment scripts/venv_torchvision.sh makes, which is made in the background during the build);
+# then every C++ test again under AddressSanitizer+UndefinedBehaviorSanitizer, and the collector's
+# rings, the drainer, the recorder, the dashboard's reader/analysis threads and the reference loader
+# (all its tests: its threads, pool and copy watcher) under ThreadSanitizer, and the readers of
+# outside bytes under libFuzzer for 20 s each (scripts/fuzz.sh; their corpora replay under CTest in
+# every build). GPU tests are skipped here (CTest label `gpu`; see tests/gpu/).
+#   scripts/test.sh [--quick | --no-sanitizers]
+# --quick: the loop while changing code: lint, format, build, the C++ tests and the Python tests
+# that need no other environment and take seconds each (QUICK_PY below); no wheel, torchvision,
+# sanitizers or fuzzing. 4:03 with a warm ccache on the shared 2-core VM (load 7), 87 s of it pytest.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-SANITIZERS=1
-[ "${1:-}" = "--no-sanitizers" ] && SANITIZERS=0
+SANITIZERS=1 QUICK=0
+case "${1:-}" in
+  --no-sanitizers) SANITIZERS=0 ;;
+  --quick) QUICK=1 ;;
+  "") ;;
+  -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "test.sh: unknown argument '$1' (scripts/test.sh [--quick | --no-sanitizers])" >&2; exit 2 ;;
+esac
+# The Python tests of --quick: no torchvision environment, no wheel, no Lightning or transformers,
+# nothing that trains for long or measures speed (the start-up hooks, the package, the recording's
+# permissions, export, the headless dashboard, the collector's stale arenas, the reference loader).
+QUICK_PY=(tests/python/test_boot.py tests/python/test_package.py tests/python/test_permissions.py
+          tests/python/test_export.py tests/python/test_headless.py tests/python/test_stale_arenas.py
+          tests/python/test_reference_loader.py)
 
 START=$SECONDS
 # Each stage's start, with the minutes since the script began (CI's time is bounded).
@@ -21,6 +36,14 @@ stage() { printf '== %s  [%d:%02d]\n' "$1" $(((SECONDS - START) / 60)) $(((SECON
 
 scripts/setup.sh --no-build
 PY=${PYTHON:-python3}
+
+TORCHVISION_PID=
+if [ "$QUICK" = 0 ]; then
+  # Mostly downloading and unpacking (once per machine): beside the build, not after it.
+  mkdir -p build
+  scripts/venv_torchvision.sh >build/venv_torchvision.log 2>&1 &
+  TORCHVISION_PID=$!
+fi
 
 stage "lint (ruff)"
 "$PY" -m ruff --version >/dev/null 2>&1 || "$PY" -m pip install -q ruff
@@ -30,7 +53,8 @@ stage "format (clang-format)"
 scripts/check_format.sh
 
 stage "build"
-# Through ccache, with paths relative to the repository: tests/python/test_pip_install.py builds the
+# Through ccache, with paths relative to the repository: the sanitizer builds reuse nothing, but
+# tests/python/test_pip_install.py run alone (without the wheel this script hands it) builds the
 # same sources again with the same settings (pip install ., into build-pip/) and reuses the objects.
 LAUNCHER=()
 if command -v ccache >/dev/null; then
@@ -43,39 +67,53 @@ cmake --build build
 stage "C++ tests"
 (cd build && ctest --output-on-failure -j2 -LE gpu)
 
-if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
-  # torchvision's tests run in an environment of their own (torch 2.14.1 + torchvision 0.29.1, made
-  # once per machine; test_torchvision_parity.py starts them): the main one keeps torch 2.13.0 CPU.
-  stage "torchvision environment"
-  scripts/venv_torchvision.sh >/dev/null
-  stage "Python tests"
-  # The 25 slowest tests are listed at the end: where CI's time goes.
-  STALLSCOPE_BUILD="$ROOT/build" "$PY" -m pytest -q --durations=25 tests/python
+if [ "$QUICK" = 1 ]; then
+  stage "Python tests (quick)"
+  STALLSCOPE_BUILD="$ROOT/build" "$PY" -m pytest -q --durations=10 "${QUICK_PY[@]}"
+  stage "quick tests passed (scripts/test.sh runs every test)"
+  exit 0
 fi
 
 # The self-contained wheel (scripts/wheel.sh: zig for glibc 2.28, its libraries built from Debian's
 # sources, cached in ~/.cache/stallscope/wheel) and a user's node: fresh minimal Debian 12 and 13
 # roots in which an ordinary user installs it and records real training (tests/node/run.sh).
+# Before the Python tests: test_pip_install.py installs this wheel (built from this tree through
+# pyproject.toml) rather than building the tree once more.
 stage "the self-contained wheel (scripts/wheel.sh)"
 scripts/wheel.sh --out build-dist
+WHEEL=$(ls -t build-dist/stallscope-*.whl | head -1)
 stage "the wheel on bare Debian 12 and 13 roots (tests/node/run.sh)"
-tests/node/run.sh "$(ls -t build-dist/stallscope-*.whl | head -1)"
+tests/node/run.sh "$WHEEL"
+
+if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
+  # torchvision's tests run in an environment of their own (torch 2.14.1 + torchvision 0.29.1, made
+  # once per machine; test_torchvision_parity.py starts them): the main one keeps torch 2.13.0 CPU.
+  stage "torchvision environment"
+  wait "$TORCHVISION_PID" || { cat build/venv_torchvision.log >&2; exit 1; }
+  stage "Python tests"
+  # The 25 slowest tests are listed at the end: where CI's time goes.
+  STALLSCOPE_BUILD="$ROOT/build" STALLSCOPE_TEST_WHEEL="$ROOT/$WHEEL" "$PY" -m pytest -q --durations=25 tests/python
+fi
 
 if [ "$SANITIZERS" = 1 ]; then
   stage "C++ tests under ASan+UBSan"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=address,undefined \
         -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
-  cmake --build build-asan
+  # Only what CTest runs (target ctest_programs): not the loader's Python module and the programs
+  # that only the Python tests use.
+  cmake --build build-asan --target ctest_programs
   # The preloaded, instrumented libstallscope.so comes before the ASan runtime in the load order.
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 ctest --output-on-failure -j2 -LE gpu)
 
   stage "collector tests under TSan"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=thread \
         -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
-  cmake --build build-tsan --target unit_tests ui_tests loader_tests
-  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/unit_tests --gtest_filter='RingTest.*:IngestTest.*:RecorderTest.*:GpuLightTest.*')
+  # unit_thread_tests and ui_thread_tests: the test files below, in programs of their own (not the
+  # whole unit_tests and ui_tests, whose other tests need the command-line tool and the dashboard).
+  cmake --build build-tsan --target unit_thread_tests ui_thread_tests loader_tests
+  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/unit_thread_tests --gtest_filter='RingTest.*:IngestTest.*:RecorderTest.*:GpuLightTest.*')
   stage "dashboard reader and analysis threads under TSan"
-  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/ui_tests --gtest_filter='LiveTest.*:SimTest.ALargeFirstRead*:LongRecordingTest.*')
+  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/ui_thread_tests --gtest_filter='LiveTest.*:SimTest.ALargeFirstRead*:LongRecordingTest.*')
   stage "reference loader threads under TSan"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/loader_tests)
 

@@ -686,19 +686,28 @@ class _Iterator:
         old = loader._iterator() if loader._iterator is not None else None
         if old is not None:
             old._finish(stop=False)  # begin_epoch stops its threads; its next() ends the iteration
+        # A KeyboardInterrupt can land between any two lines here (Python runs the SIGINT handler
+        # when a call returns): what _finish() reads is set before the epoch starts, and from the
+        # moment the threads may run, something stops them.
         self._done = True  # until the epoch started: nothing to finish
-        self._rec = loader._recorder()
-        try:
-            self._epoch, first, self._token = n.begin_epoch()
-        except sys.modules[_MODULE].LoaderError as e:
-            raise LoaderError(str(e)) from None
-        loader._iterator = weakref.ref(self)
-        self._next_b = first
         self._yielded = 0
-        self._done = False
         self._from_dlpack = loader._torch.from_dlpack
         self._fields = 1 if loader._unwrap else None
         self._device = loader._device
+        self._dev = None
+        self._rec = loader._recorder()
+        try:
+            self._epoch, first, self._token = n.begin_epoch()
+            self._done = False  # from here on _finish() (and so __del__) stops them
+        except sys.modules[_MODULE].LoaderError as e:
+            raise LoaderError(str(e)) from None
+        except BaseException:
+            # Ctrl-C while begin_epoch ran or the moment it returned: the threads it started have
+            # no iterator yet to stop them, and would go on assembling batches for nobody.
+            n.stop(-1)
+            raise
+        loader._iterator = weakref.ref(self)
+        self._next_b = first
         if self._rec is not None:
             N, V, L = self._rec
             self._L = L
@@ -777,7 +786,7 @@ class _Iterator:
         if self._done:
             return
         self._done = True
-        if self._device is not None:
+        if self._dev is not None:
             self._dev.close()
         if stop and self._loader._native is not None:
             self._loader._native.stop(self._token)

@@ -1,6 +1,6 @@
 """The Python package's own rules, read from its source: the traceback filter knows every file of
-the package, the hooks' run-time state lives in one module, and the hooks name events only
-through stallscope/_vocab.py."""
+the package, the hooks' run-time state lives in one module, the hooks' modules import each other
+one way, and the hooks name events only through stallscope/_vocab.py."""
 
 from __future__ import annotations
 
@@ -42,6 +42,33 @@ def test_hooks_rebind_state_only_in_the_state_module():
             if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module == "_state":
                 names = {a.name for a in node.names}
                 assert names <= classes, f"{path.name}:{node.lineno}: import {names - classes} as S.<name>"
+
+
+def test_hooks_modules_import_each_other_one_way():
+    # Imports inside functions count too: they are how a circle hides. _install owns the
+    # installation and imports _main and _worker; they reach its later steps through _state.
+    mods = {p.stem for p in HOOKS.glob("*.py")}
+    graph = {}
+    for path in HOOKS.glob("*.py"):
+        deps = set()
+        for node in ast.walk(parse(path)):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps |= {a.name for a in node.names} if node.module is None else {node.module}
+        graph[path.stem] = (deps & mods) - {path.stem}
+    assert "_install" in graph["__init__"] and {"_main", "_worker"} <= graph["_install"]
+
+    def circle_from(start, node, path):
+        for dep in sorted(graph[node]):
+            if dep == start:
+                return [*path, start]
+            if dep not in path:
+                found = circle_from(start, dep, [*path, dep])
+                if found:
+                    return found
+        return None
+
+    circles = [c for c in (circle_from(m, m, [m]) for m in sorted(graph)) if c]
+    assert circles == [], " -> ".join(circles[0]) if circles else ""
 
 
 def test_hooks_name_events_only_through_the_vocabulary():

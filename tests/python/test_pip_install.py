@@ -11,6 +11,9 @@ environment.
 The build goes to <repo>/build-pip. When ccache is installed, the build uses it with the same
 settings as scripts/test.sh's main build (RelWithDebInfo, -Werror, base directory the repository),
 so the compiler's work is shared with that build: this test then costs about a minute, not five.
+With STALLSCOPE_TEST_WHEEL naming a wheel (scripts/test.sh sets it to the one scripts/wheel.sh
+built from this tree through the same pyproject.toml), that wheel is installed instead of building
+the tree a second time.
 """
 
 from __future__ import annotations
@@ -94,7 +97,8 @@ def run(cmd, *, env, cwd, timeout=600, check=True):
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """The environment after `pip install <repo>` into a new venv that held only torch."""
+    """The environment after `pip install <repo>` (or of the wheel built from it) into a new venv that
+    held only torch."""
     version = torch_version()
     if version is None:
         pytest.skip("torch is not installed here (scripts/setup.sh installs it): the installed command needs "
@@ -106,6 +110,18 @@ def installed(tmp_path_factory):
     py = str(venv / "bin" / "python")
     run([py, "-m", "pip", "install", "-q", f"torch=={version}"], env=env, cwd=base, timeout=900)
 
+    wheel = os.environ.get("STALLSCOPE_TEST_WHEEL")
+    if wheel:
+        run([py, "-m", "pip", "install", "-q", wheel], env=env, cwd=base, timeout=600)
+    else:
+        build(py, env, base)
+    site = Path(run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"], env=env,
+                    cwd=base).stdout.strip())
+    return Installed(venv=venv, env=env, site=site, base=base)
+
+
+def build(py: str, env: dict[str, str], base: Path) -> None:
+    """`pip install <repo>`: scikit-build-core builds the tree into <repo>/build-pip."""
     build_env = dict(env)
     args = [py, "-m", "pip", "install", "-q", str(REPO),
             f"--config-settings=build-dir={REPO / 'build-pip'}",
@@ -120,9 +136,6 @@ def installed(tmp_path_factory):
             if main_cache.get(f"CMAKE_{lang}_COMPILER"):
                 args.append(f"--config-settings=cmake.define.CMAKE_{lang}_COMPILER={main_cache[f'CMAKE_{lang}_COMPILER']}")
     run(args, env=build_env, cwd=base, timeout=1800)
-    site = Path(run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"], env=env,
-                    cwd=base).stdout.strip())
-    return Installed(venv=venv, env=env, site=site, base=base)
 
 
 def test_the_install_tree_is_inside_the_environment(installed):

@@ -344,10 +344,18 @@ def test_device_path_logic_with_a_stand_in_for_cuda():
 PRELUDE = LOADER_CHILD_PRELUDE
 
 
+# Starting a child (Python, NumPy, torch) is not what these tests time: on a machine at load 20 it
+# took 70 s, beyond the body's bound, with the loader doing nothing wrong (docs/decisions.md).
+STARTUP_S = 300
+
+
 def child(body: str, timeout=60, env=None):
-    """Runs PRELUDE + body in a fresh interpreter; returns the RESULT dict it printed."""
-    code = PRELUDE + textwrap.dedent(body)
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+    """Runs PRELUDE + body in a fresh interpreter; returns the RESULT dict it printed. `timeout`
+    bounds the body, from the end of the imports: past it the child prints every thread's stack and
+    exits (faulthandler), so a hang says where it is."""
+    code = (PRELUDE + f"import faulthandler; faulthandler.dump_traceback_later({timeout}, exit=True)\n"
+            + textwrap.dedent(body))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout + STARTUP_S,
                        env=env or base_env())
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -447,6 +455,10 @@ def test_break_and_del_stop_the_threads():
 def test_ctrl_c_while_waiting_for_a_batch_interrupts_and_stops_the_threads():
     r = child("""
         import signal
+        # Ctrl-C in a terminal: Python's handler, whatever this test's runner left. A job started in
+        # the background by a non-interactive shell inherits SIGINT ignored, and Python then installs
+        # no handler: the SIGINT below was ignored and the epoch ran on past the timeout.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         before = threads()
         src = M.synthetic_source(100, delay_us=2_000_000)  # 0.5 to 2 s per sample
         loader = RL(src, batch_size=50, threads=2)
@@ -464,6 +476,37 @@ def test_ctrl_c_while_waiting_for_a_batch_interrupts_and_stops_the_threads():
     assert r["what"] == "interrupted"
     assert r["waited"] < 5, "the wait for a batch lets Ctrl-C through"
     assert r["after"] <= r["before"] + 1  # the Timer's thread may linger a moment
+
+
+def test_ctrl_c_the_moment_the_epoch_starts_stops_its_threads():
+    # The SIGINT handler runs when a call returns: here right after begin_epoch, before the iterator
+    # holds the epoch (os.kill runs it at once in the main thread).
+    r = child("""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as above
+        class InterruptedStart:
+            def __init__(self, n):
+                self._n = n
+            def begin_epoch(self):
+                started = self._n.begin_epoch()
+                os.kill(os.getpid(), signal.SIGINT)
+                return started
+            def __getattr__(self, name):
+                return getattr(self._n, name)
+        before = threads()
+        src = M.synthetic_source(100, delay_us=200_000)
+        loader = RL(src, batch_size=10, threads=2)
+        loader._native = InterruptedStart(loader._native)
+        try:
+            for b in loader:
+                pass
+            what = "finished"
+        except KeyboardInterrupt:
+            what = "interrupted"
+        print("RESULT " + json.dumps(dict(what=what, before=before, after=settle(before))))
+    """)
+    assert r["what"] == "interrupted"
+    assert r["after"] <= r["before"], "the threads of an epoch interrupted as it started still run"
 
 
 def test_importing_stallscope_loads_neither_torch_nor_the_loader():

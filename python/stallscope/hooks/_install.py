@@ -236,3 +236,7 @@ def _install_worker_side() -> None:
         S._orig_create_fetcher = kind.__dict__["create_fetcher"].__func__
         kind.create_fetcher = staticmethod(functools.wraps(S._orig_create_fetcher)(_create_fetcher))
     S.refresh_ids()
+
+
+S._deep_install = _deep_install
+S._install_worker_side = _install_worker_side

@@ -239,9 +239,7 @@ def _dl_init(self, *args, **kwargs):
         # Also here, not only at the first __iter__: a DataLoader subclass may override __iter__
         # without calling DataLoader.__iter__, and its iterators still go through next().
         if not S._deep_done:
-            from ._install import _deep_install  # here: _install imports this module
-
-            _deep_install()
+            S._deep_install()
         where, role, made_by = _caller_site(self)
     except Exception:
         where = role = made_by = None
@@ -273,9 +271,7 @@ def _dl_iter(self):
     prev = None
     try:
         if not S._deep_done:
-            from ._install import _deep_install  # here: _install imports this module
-
-            _deep_install()
+            S._deep_install()
         pending = _begin_epoch(self)
         prev = getattr(S._tls, "pending", None)
         S._tls.pending = pending

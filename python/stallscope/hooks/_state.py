@@ -68,6 +68,10 @@ def refresh_ids() -> None:
 _lock = threading.RLock()
 _shallow_done = False
 _deep_done = False
+# _install's two later steps, set when it is imported (the package imports it first): _main and
+# _worker run them from their wrappers without importing _install, which imports them.
+_deep_install = None  # at the first DataLoader use of the training process
+_install_worker_side = None  # at a worker process's start
 _problem: str | None = None  # the warning printed when some part could not be instrumented
 _tls = threading.local()  # .pending: (_LoaderInfo, E) while DataLoader.__iter__ runs
 # Loader ids go on across exec(): a program that execs itself keeps its pid, and the new image's

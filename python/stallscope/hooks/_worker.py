@@ -80,9 +80,7 @@ def _worker_loop(*args, **kwargs):
     orig = S._orig_worker_loop
     if orig is None or S._ResumeMarker is None:  # spawned child: this module was just imported
         try:
-            from ._install import _install_worker_side  # here: _install imports this module
-
-            _install_worker_side()
+            S._install_worker_side()
         except Exception:
             pass
         orig = S._orig_worker_loop
@@ -94,9 +92,7 @@ def _worker_loop(*args, **kwargs):
                 raise RuntimeError("stallscope: torch's DataLoader worker loop is not available")
     else:
         try:
-            from ._install import _install_worker_side  # here: _install imports this module
-
-            _install_worker_side()  # forked child: add what only workers need
+            S._install_worker_side()  # forked child: add what only workers need
         except Exception:
             pass
     try:
