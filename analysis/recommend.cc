@@ -41,7 +41,7 @@ EvidenceAt stall_evidence(const Report& r) {
 constexpr double kGainHigh = 1.3;     // predicted gain that makes a recommendation "high"
 constexpr double kGainMedium = 1.1;   // ... "medium"
 constexpr double kNoticeable = 1.01;  // a gain worth printing beside an argument
-constexpr double kTieMargin = 0.02;   // predictions this close count as the same speed (whatif.cc)
+constexpr double kTieMargin = 0.02;   // predictions this close count as the same speed (whatif_candidate.cc)
 constexpr double kRunqHigh = 0.20;    // workers runnable but not running this share of the time
 
 std::string gain_severity(double g) {
@@ -306,7 +306,7 @@ void limit_torch_threads(const Report& r, const WhatIf& w, std::vector<Recommend
   x.severity = gain_severity(w.threads_gain);
   x.expected_speedup = w.threads_gain;
   // Below min_gain it was advised because the one-thread floor reaches the DataLoader setting's
-  // uncertain figure (whatif.cc): at least as fast, not a predicted gain; or because its own
+  // uncertain figure (whatif_candidate.cc): at least as fast, not a predicted gain; or because its own
   // figure ties with that one: about as fast.
   const bool by_floor = w.threads_basis == "floor";
   const bool by_tie = w.threads_basis == "tie";

@@ -685,6 +685,7 @@ Report analyze(const Session& s, const DataLoaderModel& m) {
   train_process_cpu(s, m, window, &r);
   r.whatif = what_if(s, m, r);
   r.recommendations = recommend(r);
+  r.actions = plan_actions(r);
   note_unexplained_wait(&r);
   note_spawn_start(r, r.workers, &r.notes);
   r.ranks = analyze_ranks(s);

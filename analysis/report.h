@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/action.h"
 #include "analysis/dataloader.h"
 #include "analysis/gpu.h"
 #include "analysis/over_time.h"
@@ -167,6 +168,9 @@ struct Report {
   QueueStats queue;
   std::vector<WorkerStats> workers;
   std::vector<Recommendation> recommendations;
+  // The recommendations as one plan: numbered actions, each a typed line with its predicted
+  // speed-up (action.h); what the text report and the dashboard show first.
+  std::vector<Action> actions;
   std::vector<std::string> notes;
   std::optional<int64_t> cpu_count;         // meta cpu_count, when the recorder wrote it
   std::optional<int64_t> usable_cores;      // meta usable_cores: affinity and cgroup quota (common/cpus.h)
@@ -210,8 +214,12 @@ Report analyze(const Session& s);
 // for batch look-ups): the model is the larger part of the work.
 Report analyze(const Session& s, const DataLoaderModel& m);
 
-// Renderings.
-std::string render_text(const Report& r);
+// Renderings. The text opens with what was lost and what to do (the actions); `explain` adds each
+// recommendation's full evidence at the end (`stallscope report --explain`).
+struct TextOptions {
+  bool explain = false;
+};
+std::string render_text(const Report& r, const TextOptions& options = {});
 Json to_json(const Report& r);
 // 3-6 lines for the end of `stallscope run`.
 std::string short_summary(const Report& r);

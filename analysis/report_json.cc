@@ -358,16 +358,40 @@ Json to_json(const Report& r) {
   d["workers"] = std::move(workers);
 
   Json recs = Json::array();
-  for (const Recommendation& rec : r.recommendations) {
+  for (size_t i = 0; i < r.recommendations.size(); ++i) {
+    const Recommendation& rec = r.recommendations[i];
     Json x = Json::object();
     x["id"] = rec.id;
     x["severity"] = rec.severity;
     x["message"] = rec.message;
     x["action"] = rec.action;
     x["evidence"] = rec.evidence;
+    // The numbered action of "What to do" that stands for it (1-based, as the text numbers them).
+    Json number;
+    for (size_t k = 0; k < r.actions.size(); ++k) {
+      const std::vector<size_t>& of = r.actions[k].recommendations;
+      if (std::find(of.begin(), of.end(), i) != of.end()) number = static_cast<int64_t>(k + 1);
+    }
+    x["plan_action"] = number;
     recs.push_back(std::move(x));
   }
   d["recommendations"] = std::move(recs);
+  Json actions = Json::array();
+  for (const Action& a : r.actions) {
+    Json x = Json::object();
+    x["line"] = a.line;
+    x["basis"] = a.basis;
+    x["speedup"] = a.speedup;
+    x["uncertain"] = a.uncertain;
+    x["speedup_low"] = a.speedup_low;
+    x["speedup_high"] = a.speedup_high;
+    x["confidence"] = a.confidence.empty() ? Json() : Json(a.confidence);
+    x["gain_text"] = a.gain_text;
+    x["why"] = a.why;
+    x["recommendations"] = a.ids;
+    actions.push_back(std::move(x));
+  }
+  d["actions"] = std::move(actions);
   d["cpu_count"] = r.cpu_count;
   d["usable_cores"] = r.usable_cores;
   d["whatif"] = whatif_json(r.whatif);

@@ -253,9 +253,62 @@ std::string over_time_lines(const Report& r) {
   return o;
 }
 
+// [SECTION] the first screen: what was lost, to what, and what to do
+const char* cause_words(const std::string& cause) {
+  if (cause == kCauseDataWait) return "waiting in next() for batches";
+  if (cause == kCauseLoaderStart) return "starting the loader (DataLoader.__iter__)";
+  if (cause == kCauseH2d) return "host-to-device copies";
+  if (cause == kCauseSync) return "the host synchronising with the GPU";
+  if (cause == kCauseHostOther) return "other host work";
+  return "other";
+}
+
+// One line: how much of the window was lost, and to what, largest cause first.
+std::string lost_line(const Report& r) {
+  std::vector<std::pair<double, std::string>> causes;
+  for (const auto& [cause, sec] : r.stall.by_cause_s) {
+    if (sec > 0) causes.emplace_back(sec, cause);
+  }
+  std::stable_sort(causes.begin(), causes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string to;
+  for (const auto& [sec, cause] : causes) to += (to.empty() ? "" : ", ") + fixed(sec, 3) + " s " + cause_words(cause);
+  const std::string who = r.mode == vocab::kModeCpu ? "the training loop waited" : "the GPU sat idle";
+  return "Lost: " + percent(r.stall.fraction) + " of the " + fixed(r.wall_s, 3) + " s training window, " + who + " " +
+         fixed(r.stall.seconds, 3) + " s" + (to.empty() ? std::string() : ": " + to) +
+         (r.data_bound ? std::string()
+                       : " (not data-bound: the loop waits for input " + percent(r.input_wait_fraction) +
+                             " of the window, under " + percent(kDataBoundFraction, 0) + ")");
+}
+
+// "What to do": the numbered actions, a line each, then each one's why.
+std::string plan_lines(const Report& r) {
+  std::string o = "\nWhat to do (predicted speed-up: the what-if model, docs/report.md)\n";
+  if (r.actions.empty()) {
+    o += r.data_bound ? "  nothing the recording points to: no change is predicted to gain enough\n"
+                      : "  nothing for the input pipeline: it is not the bottleneck\n";
+    return o;
+  }
+  size_t width = 0;
+  for (const Action& a : r.actions) width = std::max(width, a.line.size());
+  width = std::min<size_t>(width, 64);
+  for (size_t i = 0; i < r.actions.size(); ++i) {
+    const Action& a = r.actions[i];
+    o += "  " + std::to_string(i + 1) + ". " + pad(a.line, width) + "   " + a.gain_text + "\n";
+  }
+  o += "Why\n";
+  for (size_t i = 0; i < r.actions.size(); ++i) {
+    const std::string num = std::to_string(i + 1) + ". ";
+    for (size_t k = 0; k < r.actions[i].why.size(); ++k) {
+      o += "  " + (k == 0 ? num : std::string(num.size(), ' ')) + r.actions[i].why[k] + "\n";
+    }
+  }
+  o += "  (the evidence for each: stallscope report --explain " + r.source + "; every figure: --json)\n";
+  return o;
+}
+
 }  // namespace
 
-std::string render_text(const Report& r) {
+std::string render_text(const Report& r, const TextOptions& options) {
   std::string o;
   o += "stallscope report: " + r.source + (r.complete ? "" : "  (not finished: live or cut short)") + "\n";
   if (!r.dataloader_seen || r.steps == 0) {
@@ -270,6 +323,11 @@ std::string render_text(const Report& r) {
     }
     return o;
   }
+  o += lost_line(r) + "\n";
+  o += "Now:  " + or_dash(r.samples_per_s, [](double v) { return fixed(v, 1); }) + " samples/s, " + grouped(r.steps) +
+       " steps, step p50 " + or_dash(r.step_time.p50_ms, duration_ms) + " (compute " +
+       duration_ms(r.compute_per_step_ms) + " a step)\n";
+  o += plan_lines(r);
   o += "\n";
   if (const LoaderStats* tl = r.loader()) {
     const char* by = r.main_loader_by == "optimizer_steps" ? "its batches fed the optimizer steps"
@@ -456,7 +514,11 @@ std::string render_text(const Report& r) {
                             percent(kDataBoundFraction, 0) + "), so the input pipeline is not the bottleneck\n";
   }
   for (const Recommendation& rec : r.recommendations) {
-    o += wrap("  [" + rec.severity + "] " + rec.id + ": " + rec.message, 100, "      ") + "\n";
+    const std::string text = options.explain || rec.action.empty() ? rec.message : rec.action;
+    o += wrap("  [" + rec.severity + "] " + rec.id + ": " + text, 100, "      ") + "\n";
+  }
+  if (!r.recommendations.empty() && !options.explain) {
+    o += "  (each one's measurements and reasoning: stallscope report --explain)\n";
   }
   if (!r.notes.empty()) {
     o += "\nNotes\n";

@@ -171,7 +171,7 @@ struct WhatIf {
   // recorded step's CPU on every thread (an upper bound, as the threads' spinning is in it).
   // Empty when the step ran on one thread.
   std::vector<WhatIfCandidate> thread_candidates;
-  std::optional<size_t> threads_best;  // index into thread_candidates, when advised (whatif.cc)
+  std::optional<size_t> threads_best;  // index into thread_candidates, when advised (whatif_candidate.cc)
   double threads_gain = 1;             // threads_best's prediction / best's
   // The same setting's prediction with the step's whole recorded CPU on one thread (the floor),
   // over best's; threads_gain itself where the regions were not measured.

@@ -1,5 +1,6 @@
-// `stallscope report [--json] FILE.db`: analyses a recording (finished or still being written) and
-// prints the report as text or, with --json, as a "stallscope.report/1" document (docs/report.md).
+// `stallscope report [--json | --explain] FILE.db`: analyses a recording (finished or still being
+// written) and prints the report as text (what was lost and what to do first; --explain adds each
+// recommendation's evidence) or, with --json, as a "stallscope.report/1" document (docs/report.md).
 // Errors: a file that is not a readable recording gets one line on stderr and exit 1; usage
 // errors one line and exit 2.
 #include <cstdio>
@@ -19,14 +20,16 @@ namespace {
 
 struct ReportArgs {
   bool as_json = false;
+  bool explain = false;
   analysis::DetailBudget budget;
   std::vector<std::string> files;  // more than one is a usage error, said in the command's words
 };
 
-int report(const std::string& path, bool as_json, const analysis::DetailBudget& budget) {
+int report(const std::string& path, bool as_json, bool explain, const analysis::DetailBudget& budget) {
   const std::optional<analysis::Report> report = analyze_recording(path, budget);
   if (!report) return 1;
-  const std::string out = as_json ? json::write(analysis::to_json(*report)) : analysis::render_text(*report);
+  const std::string out =
+      as_json ? json::write(analysis::to_json(*report)) : analysis::render_text(*report, {.explain = explain});
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
@@ -34,6 +37,9 @@ int report(const std::string& path, bool as_json, const analysis::DetailBudget& 
 Body define(CLI::App& app) {
   auto a = std::make_shared<ReportArgs>();
   app.add_flag("--json", a->as_json, "print a JSON document (schema \"stallscope.report/1\") instead of text");
+  app.add_flag("--explain", a->explain,
+               "give each recommendation's evidence in full: the measurements and the model's reasoning\n"
+               "behind every action of \"What to do\"");
   parse_with(app.add_option("--detail",
                             "how much of a long recording's every-event detail to analyse: auto (default: its\n"
                             "latest 2 M events, a few hundred MB), all, its latest DURATION (30m, 6h), or the\n"
@@ -64,11 +70,15 @@ Body define(CLI::App& app) {
   app.add_option("FILE.db", a->files, "the recording")->type_name("");
   return [&app, a] {
     if (a->files.empty())
-      return usage_error(app, "report: no recording given; usage: stallscope report [--json] FILE.db");
+      return usage_error(app, "report: no recording given; usage: stallscope report [--json | --explain] FILE.db");
     if (a->files.size() > 1) {
       return usage_error(app, "report: one recording at a time; got '" + a->files[0] + "' and '" + a->files[1] + "'");
     }
-    return report(a->files[0], a->as_json, a->budget);
+    if (a->as_json && a->explain) {
+      return usage_error(
+          app, "report: --json already holds every recommendation's evidence; give one of --json and --explain");
+    }
+    return report(a->files[0], a->as_json, a->explain, a->budget);
   };
 }
 
@@ -77,8 +87,10 @@ Body define(CLI::App& app) {
 const Command kReportCommand = {
     "report",
     "summarise a recording: stalls, throughput, DataLoader workers, recommendations",
-    "stallscope report [--json] [--detail auto|all|DURATION|T0:T1] FILE.db",
-    "Analyses a recording made by 'stallscope run' (finished, or still being written) and prints\n"
+    "stallscope report [--json | --explain] [--detail auto|all|DURATION|T0:T1] FILE.db",
+    "Analyses a recording made by 'stallscope run' (finished, or still being written). It opens with\n"
+    "how much time was lost and to what, then \"What to do\": numbered actions, each a line to type\n"
+    "with its predicted speed-up (a range where the model is unsure) and a short why. Below them:\n"
     "why the training loop waited for its input pipeline: the training window, steps, samples/s,\n"
     "the share of time stalled waiting for data, the DataLoader's settings and queue depth, each\n"
     "worker's CPU, run-queue delay, memory growth and fetch times, and recommendations with the\n"
@@ -91,6 +103,7 @@ const Command kReportCommand = {
     "\n"
     "Examples:\n"
     "  stallscope report run.db\n"
+    "  stallscope report --explain run.db\n"
     "  stallscope report --json run.db | jq .recommendations\n"
     "  stallscope report --detail 1h day-long-run.db",
     define,

@@ -57,6 +57,10 @@ Json dump_json(const LayoutDump& d) {
   }
   root["cards"] = cards;
   root["recommendations"] = d.recommendations;
+  root["recommendation_details"] = d.recommendation_details;
+  Json folds = Json::array();
+  for (const DumpRect& r : d.recommendation_folds) folds.push_back(rect(r));
+  root["recommendation_folds"] = folds;
   root["sessions"] = d.sessions;
   if (d.hover) {
     Json h = Json::object();

@@ -86,8 +86,11 @@ struct LayoutDump {
   std::vector<DumpItem> items;
   std::vector<std::string> headline;         // "label: value", the big figure
   std::vector<DumpCard> cards;               // the same cards in full
-  std::vector<std::string> recommendations;  // as listed
-  std::vector<std::string> sessions;         // the session picker's entries
+  std::vector<std::string> recommendations;  // the actions as listed: "1. LINE  GAIN"
+  // What an opened action shows under it: its why lines, then "id: message" per recommendation.
+  std::vector<std::string> recommendation_details;
+  std::vector<DumpRect> recommendation_folds;  // each action's "why and evidence" fold, to click
+  std::vector<std::string> sessions;           // the session picker's entries
   std::optional<DumpHover> hover;
   int queue_columns = 0;      // pixel columns drawn in the queue plot
   int queue_empty_drawn = 0;  // empty-queue rectangles

@@ -1,5 +1,6 @@
-// Recommendations from the analysis Report, most useful first. Clicking one jumps the shared time
-// axis to its evidence (the longest stall, the worker with the most run-queue delay, the slowest
+// "What to do" from the analysis Report (Report::actions), most useful first: each action's line
+// and predicted speed-up, its why and its recommendations' evidence folded under it. Clicking one
+// jumps the shared time axis to its evidence (the longest stall, the worker with the most run-queue delay, the slowest
 // epoch start, the worker whose memory grew) and points at the lane. The report's notes follow.
 #include <algorithm>
 
@@ -16,7 +17,7 @@ void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size) {
   // Always a scrollbar: long messages wrap to the same width whether or not they overflow, so the
   // content height does not flip between frames.
   begin_panel(f, "recommendations", pos, size, kPanelBg, true, ImGuiWindowFlags_AlwaysVerticalScrollbar);
-  ImGui::TextColored(ImColor(kAccent), "Recommendations");
+  ImGui::TextColored(ImColor(kAccent), "What to do");
   ImGui::Separator();
   const AnalysisView* an = f.an;
   if (!an) {
@@ -35,24 +36,44 @@ void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size) {
     }
     if (f.dump) f.dump->recommendations.push_back("(none)");
   }
-  for (size_t i = 0; i < r.recommendations.size(); ++i) {
-    const analysis::Recommendation& rec = r.recommendations[i];
-    ImGui::PushID(static_cast<int>(i));
-    const int rank = vocab::severity_rank(rec.severity);
+  // "What to do", as the report opens: each action's line and its predicted speed-up first; its
+  // why and each recommendation's evidence folded under it.
+  for (size_t k = 0; k < r.actions.size(); ++k) {
+    const analysis::Action& act = r.actions[k];
+    if (act.recommendations.empty()) continue;
+    const size_t first = act.recommendations.front();  // the recommendation it jumps to
+    const analysis::Recommendation& lead = r.recommendations[first];
+    ImGui::PushID(static_cast<int>(k));
+    const int rank = vocab::severity_rank(lead.severity);
     const ImU32 sev = rank == 0 ? kBad : rank == 1 ? kWarn : kTextDim;
-    const bool selected = f.st->selected_recommendation == static_cast<int>(i);
+    const bool selected = f.st->selected_recommendation == static_cast<int>(first);
     const ImVec2 p0 = ImGui::GetCursorScreenPos();
     ImGui::BeginGroup();
-    ImGui::TextColored(ImColor(sev), "%s", rec.severity.c_str());
-    if (rec.expected_speedup > 1.01) {
-      ImGui::SameLine();
-      ImGui::TextColored(ImColor(kGood), "up to %.2fx faster", rec.expected_speedup);
+    ImGui::TextColored(ImColor(sev), "%zu.", k + 1);
+    ImGui::SameLine();
+    ImGui::TextWrapped("%s", act.line.c_str());
+    ImGui::TextColored(ImColor(act.basis == "model" || act.basis == "bound" ? kGood : kTextDim), "%s",
+                       act.gain_text.c_str());
+    const bool open = ImGui::TreeNodeEx("why and evidence", ImGuiTreeNodeFlags_SpanAvailWidth);
+    if (f.dump) {
+      const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+      f.dump->recommendation_folds.push_back({a.x, a.y, b.x, b.y});
     }
-    ImGui::TextWrapped("%s", rec.action.empty() ? rec.id.c_str() : rec.action.c_str());
-    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
-    ImGui::TextWrapped("%s", rec.message.c_str());
-    ImGui::PopStyleColor();
-    const EvidenceTarget* target = i < an->targets.size() ? &an->targets[i] : nullptr;
+    if (open) {
+      for (const std::string& why : act.why) {
+        ImGui::TextWrapped("%s", why.c_str());
+        if (f.dump) f.dump->recommendation_details.push_back(why);
+      }
+      for (size_t i : act.recommendations) {
+        const analysis::Recommendation& rec = r.recommendations[i];
+        ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+        ImGui::TextWrapped("[%s] %s: %s", rec.severity.c_str(), rec.id.c_str(), rec.message.c_str());
+        ImGui::PopStyleColor();
+        if (f.dump) f.dump->recommendation_details.push_back(rec.id + ": " + rec.message);
+      }
+      ImGui::TreePop();
+    }
+    const EvidenceTarget* target = first < an->targets.size() ? &an->targets[first] : nullptr;
     if (target && !target->what.empty()) {
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(kAccent));
       ImGui::TextWrapped("%s %s", f.fonts->unicode ? "\xe2\x86\x92" : "->", target->what.c_str());
@@ -64,9 +85,9 @@ void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size) {
     if (hovered || selected) {
       ImGui::GetWindowDrawList()->AddRect(ImVec2(p0.x - 4, p0.y - 2), p1, selected ? kAccent : kGrid, 3.0f);
     }
-    if (hovered) ImGui::SetTooltip("click: show the evidence on the timeline");
+    if (hovered && !ImGui::IsItemHovered()) ImGui::SetTooltip("click: show the evidence on the timeline");
     if (hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left) && target) {
-      f.st->selected_recommendation = static_cast<int>(i);
+      f.st->selected_recommendation = static_cast<int>(first);
       set_range(f, static_cast<double>(target->t0), static_cast<double>(target->t1));
       f.st->follow = false;
       if (f.replay) f.st->playing = false;
@@ -76,7 +97,7 @@ void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size) {
       if (target->heat_metric >= 0) f.st->heat_metric = target->heat_metric;
       f.st->evidence_note = target->what;
     }
-    if (f.dump) f.dump->recommendations.push_back(rec.id + ": " + rec.action);
+    if (f.dump) f.dump->recommendations.push_back(std::to_string(k + 1) + ". " + act.line + "  " + act.gain_text);
     ImGui::Spacing();
     ImGui::PopID();
   }

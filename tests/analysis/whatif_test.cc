@@ -760,6 +760,47 @@ TEST_F(WhatIfTest, TheDataLoaderAdviceBesideBusyWorkersGoesWithOneThread) {
   EXPECT_EQ(v.bound_text.find("on one thread"), std::string::npos) << v.bound_text;
 }
 
+// The report's "What to do" gives the rules above as one action: the one-thread candidate's
+// DataLoader setting with torch.set_num_threads(1), once, with its gain over the recorded setting
+// as a range (the one-thread step is the model's estimate), on the text's first screen.
+TEST_F(WhatIfTest, TheAdviceTogetherWithOneThreadIsOneAction) {
+  const Report busy = run(two_thread_step_cpu_fetch(8000), 2);
+  const WhatIf& w = busy.whatif;
+  ASSERT_TRUE(loader_with_one_thread(w));
+  const WhatIfCandidate& t = w.thread_candidates[*w.threads_best];
+  LoaderSetting dl = t.setting;
+  dl.torch_threads = 0;
+  ASSERT_FALSE(busy.actions.empty());
+  const Action& a = busy.actions.front();
+  EXPECT_EQ(a.line, "DataLoader(..., " + dl.arguments() + ") + torch.set_num_threads(1)");
+  size_t speed = 0;
+  for (const Recommendation& rec : busy.recommendations) speed += rec.speed ? 1 : 0;
+  EXPECT_GE(speed, 2u);
+  EXPECT_EQ(a.recommendations.size(), speed);
+  int threads = 0;
+  for (const Action& x : busy.actions) threads += x.line.find("set_num_threads") != std::string::npos ? 1 : 0;
+  EXPECT_EQ(threads, 1);
+  EXPECT_EQ(a.basis, "model");
+  EXPECT_NEAR(a.speedup, t.samples_per_s / w.candidates.front().samples_per_s, 1e-9);
+  EXPECT_TRUE(a.uncertain);
+  ASSERT_TRUE(a.speedup_low.has_value());
+  EXPECT_LT(*a.speedup_low, a.speedup);
+  if (w.inputs.parallel_ms >= 0) {
+    ASSERT_TRUE(a.speedup_high.has_value());
+    EXPECT_GT(*a.speedup_high, a.speedup);
+  } else {
+    EXPECT_FALSE(a.speedup_high.has_value());  // the step's whole CPU on one thread: a floor
+    EXPECT_EQ(a.gain_text.rfind("at least ", 0), 0u) << a.gain_text;
+  }
+  EXPECT_NE(a.gain_text.find("(uncertain: "), std::string::npos) << a.gain_text;
+  EXPECT_GE(a.why.size(), 2u);
+  EXPECT_LE(a.why.size(), kMaxWhyLines);
+  const std::string text = render_text(busy);
+  size_t at = 0;
+  for (int line = 0; line < 25 && at != std::string::npos; ++line) at = text.find('\n', at + 1);
+  EXPECT_NE(text.substr(0, at).find("  1. " + a.line), std::string::npos) << text;
+}
+
 // Recorded without workers, a 30-ms fetch that is all CPU and a step on 2 intra-op threads (2 ms
 // of CPU in 1.2 ms): at the advised 2 workers, the one-thread figure (the step's whole CPU on one
 // thread) comes out 4.7 % above the two-thread one, short of min_gain. Beside workers that keep

@@ -415,10 +415,31 @@ TEST_F(ViewsTest, RecommendationsAreListedAndJumpToTheirEvidence) {
   Dashboard dash;
   LayoutDump d = h.dashboard(dash, *snap_);
   const auto& recs = snap_->analysis->report.recommendations;
+  const auto& actions = snap_->analysis->report.actions;
   ASSERT_FALSE(recs.empty()) << "the fixture should get at least one recommendation";
-  ASSERT_EQ(d.recommendations.size(), recs.size());
-  for (size_t i = 0; i < recs.size(); ++i)
-    EXPECT_EQ(d.recommendations[i].rfind(recs[i].id, 0), 0u) << d.recommendations[i];
+  // The report's "What to do": each action's line and speed-up first, in the report's order.
+  ASSERT_FALSE(actions.empty());
+  ASSERT_EQ(d.recommendations.size(), actions.size());
+  for (size_t i = 0; i < actions.size(); ++i) {
+    EXPECT_EQ(d.recommendations[i], std::to_string(i + 1) + ". " + actions[i].line + "  " + actions[i].gain_text);
+  }
+  // The evidence is folded under each action: nothing of it shows until its fold is opened.
+  ASSERT_EQ(d.recommendation_folds.size(), actions.size());
+  EXPECT_TRUE(d.recommendation_details.empty());
+  const DumpRect fold = d.recommendation_folds[0];
+  const ImVec2 on_fold(fold.x0 + 8, (fold.y0 + fold.y1) / 2);
+  h.dashboard(dash, *snap_, on_fold, 1, true);
+  h.dashboard(dash, *snap_, on_fold, 1, false);
+  d = h.dashboard(dash, *snap_, ImVec2(-1000, -1000));
+  ASSERT_FALSE(d.recommendation_details.empty());
+  EXPECT_EQ(d.recommendation_details.front(), actions[0].why.front());
+  const analysis::Recommendation& lead = recs.at(actions[0].recommendations.front());
+  EXPECT_NE(std::find(d.recommendation_details.begin(), d.recommendation_details.end(), lead.id + ": " + lead.message),
+            d.recommendation_details.end());
+  // Opening it moved the next action down.
+  if (actions.size() > 1) {
+    EXPECT_GT(d.recommendation_folds[1].y0, fold.y1 + 20);
+  }
   // Click the first one: the view jumps to its evidence.
   const DumpPanel* p = d.panel("recommendations");
   ASSERT_NE(p, nullptr);
