@@ -2,7 +2,7 @@
 
 bench/loader_bench.py --quick: every case makes its table, every row that can run here gives a
 figure (one that cannot says why, never fails), and the Markdown file is written. bench/run: the
-benchmarks' rows gather into one table, and the README's copy of it is spliced between markers.
+benchmarks' rows gather into one table, and docs/performance.md is that table and the notes.
 The figures of --quick are not checked: a few batches on a shared machine measure nothing.
 """
 
@@ -122,10 +122,10 @@ def test_report_bench_runs(tmp_path):
 def test_bench_run_quick(tmp_path):
     """bench/run runs benchmarks and gathers their rows into one table, goal beside figure."""
     out = tmp_path / "results.md"
-    readme = tmp_path / "README.md"
-    readme.write_text("before\n")
+    page = tmp_path / "performance.md"
+    page.write_text("before\n")
     r = subprocess.run([str(REPO / "bench" / "run"), "--quick", "--only", "collector,dashboard", "--build", str(BUILD),
-                        "--out", str(out), "--readme", str(readme)],
+                        "--out", str(out), "--page", str(page)],
                        capture_output=True, text=True, timeout=600, cwd=REPO, env=base_env())
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     text = out.read_text()
@@ -144,21 +144,32 @@ def test_bench_run_quick(tmp_path):
         assert len(frames) == 4 and all(re.match(r"^\d+\.\d\d / \d+\.\d\d ms$", c[1]) for c in frames), frames
     else:
         assert "dashboard: not built" in text
-    assert readme.read_text() == "before\n"  # a partial run leaves the README alone
+    assert page.read_text() == "before\n"  # a partial run leaves the page alone
+    # The page again from that run's results: its table, then the notes on each benchmark.
+    r = subprocess.run([str(REPO / "bench" / "run"), "--render-only", "--out", str(out), "--page", str(page)],
+                       capture_output=True, text=True, timeout=60, env=base_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    rendered = page.read_text()
+    assert rendered.startswith("# Performance\n")
+    assert text[text.index("Measured by `bench/run --quick`"):].rstrip() in rendered
+    assert rendered.rstrip().endswith((REPO / "bench" / "performance_notes.md").read_text().rstrip())
 
 
-def test_bench_run_splices_between_its_markers(tmp_path):
+def test_bench_run_renders_the_page_on_record(tmp_path):
+    """docs/performance.md is what `bench/run --render-only` makes of bench/results.md and the notes:
+    nobody edited it by hand, and neither of its sources changed without it."""
     run = load_bench_run()
-    text = f"intro\n{run.BEGIN}\nold table\n{run.END}\nafter\n"
-    assert run.splice(text, "new\n") == f"intro\n{run.BEGIN}\nnew\n{run.END}\nafter\n"
+    results = (REPO / "bench" / "results.md").read_text()
+    block = run.block_of(results)
+    assert block.startswith("Measured by `bench/run` on ") and "| figure | measured | goal |" in block
+    notes = (REPO / "bench" / "performance_notes.md").read_text()
+    assert (REPO / "docs" / "performance.md").read_text() == run.render_page(block, notes), \
+        "docs/performance.md is stale: run bench/run --render-only"
     with pytest.raises(ValueError):
-        run.splice("no markers\n", "new\n")
-    # A full run refuses to start on a README without the markers, before running anything.
-    readme = tmp_path / "README.md"
-    readme.write_text("no markers\n")
-    r = subprocess.run([str(REPO / "bench" / "run"), "--build", str(BUILD), "--readme", str(readme), "--out",
-                        str(tmp_path / "r.md")], capture_output=True, text=True, timeout=60, env=base_env())
-    assert r.returncode == 2 and "no '<!-- bench/run: begin" in r.stderr and not (tmp_path / "r.md").exists()
-    # The project's README holds a generated table between them.
-    block = (REPO / "README.md").read_text().split(run.BEGIN)[1].split(run.END)[0]
-    assert "Measured by `bench/run`" in block and "| figure | measured | goal |" in block
+        run.block_of("# Benchmark results\n\nno table\n")
+    # Without a results file to read, --render-only says so in one line and writes nothing.
+    page = tmp_path / "performance.md"
+    r = subprocess.run([str(REPO / "bench" / "run"), "--render-only", "--out", str(tmp_path / "none.md"), "--page",
+                        str(page)], capture_output=True, text=True, timeout=60, env=base_env())
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "run bench/run first" in r.stderr, r.stderr
+    assert not page.exists()
