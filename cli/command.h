@@ -44,6 +44,7 @@ struct Command {
   X(Tune)                      \
   X(Merge)                     \
   X(Export)                    \
+  X(Top)                       \
   X(Ui)
 #define STALLSCOPE_DECLARE_COMMAND(Name) extern const Command k##Name##Command;
 #define STALLSCOPE_COMMAND_ADDRESS(Name) &k##Name##Command,
