@@ -167,8 +167,8 @@ std::vector<std::string> render_top(const TopFrame& f, int cols, int rows, bool 
                                        (m.recent_step_ms ? duration_ms(*m.recent_step_ms) : std::string("-")) + dot +
                                        grouped(m.steps) + " steps"));
   if (m.queue_seen) {
-    head.push_back(labelled("queue", std::to_string(m.batches_ready) + " batches ready" + dot +
-                                         std::to_string(m.batches_in_flight) + " in flight"));
+    head.push_back(labelled("queue", std::to_string(m.batches_ready) + (m.batches_ready == 1 ? " batch" : " batches") +
+                                         " ready" + dot + std::to_string(m.batches_in_flight) + " in flight"));
     double max = 0;
     bool any = false;
     for (const auto& v : f.ready_history) {

@@ -97,7 +97,7 @@ def frame_figures(lines: list[str]) -> dict | None:
         "samples_per_s": float(speed.group(1)) if speed else None,
         "steps": int(speed.group(2).replace(",", "")) if speed else None,
         "stall": float(stall.group(1)) if stall else None,
-        "queue": re.search(r"^queue\s+(\d+) batches ready", text, re.M) is not None,
+        "queue": re.search(r"^queue\s+(\d+) batch(es)? ready", text, re.M) is not None,
         "workers": workers,
         "footer": any(line.startswith("q quit") for line in lines),
         "text": text,
