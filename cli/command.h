@@ -45,6 +45,7 @@ struct Command {
   X(Merge)                     \
   X(Export)                    \
   X(Serve)                     \
+  X(Top)                       \
   X(Ui)
 #define STALLSCOPE_DECLARE_COMMAND(Name) extern const Command k##Name##Command;
 #define STALLSCOPE_COMMAND_ADDRESS(Name) &k##Name##Command,

@@ -185,7 +185,7 @@ MetricsState::Bucket& MetricsState::bucket(Loader& l, int64_t ts_ns) {
     discard = Bucket{};
     return discard;
   }
-  b = Bucket{second, 0, 0};
+  b = Bucket{second, 0, 0, 0};
   return b;
 }
 
@@ -198,7 +198,11 @@ void MetricsState::add_wait(Loader& l, int64_t start_ns, int64_t end_ns) {
   }
 }
 
-void MetricsState::add_samples(Loader& l, int64_t ts_ns, int64_t samples) { bucket(l, ts_ns).samples += samples; }
+void MetricsState::add_samples(Loader& l, int64_t ts_ns, int64_t samples) {
+  Bucket& b = bucket(l, ts_ns);
+  b.samples += samples;
+  ++b.handed;
+}
 
 void MetricsState::on_instant(const InstantRow& i) {
   const vocab::Event e = names_.event(i.name_id);
@@ -349,13 +353,17 @@ void MetricsState::on_gpu(const GpuActivityRow& g) {
   }
 }
 
-const MetricsState::Loader* MetricsState::training_loader() const {
+const std::pair<const int64_t, MetricsState::Loader>* MetricsState::training_loader() const {
   // As the report finds it: the loader whose batches the optimizer steps trained on, else the one
   // that handed the most batches.
-  const Loader* best = nullptr;
-  for (const auto& [id, l] : loaders_) {
+  const std::pair<const int64_t, Loader>* best = nullptr;
+  for (const auto& entry : loaders_) {
+    const Loader& l = entry.second;
     if (l.first_ns < 0 || l.last_ns < 0) continue;
-    if (best == nullptr || l.steps > best->steps || (l.steps == best->steps && l.handed > best->handed)) best = &l;
+    if (best == nullptr || l.steps > best->second.steps ||
+        (l.steps == best->second.steps && l.handed > best->second.handed)) {
+      best = &entry;
+    }
   }
   return best;
 }
@@ -364,8 +372,11 @@ Figures MetricsState::figures() const {
   Figures f;
   f.optimizer_steps = optimizer_steps_;
   f.dropped_events = dropped_;
-  if (const Loader* l = training_loader()) {
+  if (const auto* entry = training_loader()) {
+    const Loader* l = &entry->second;
     f.training_seen = true;
+    f.training_loader = entry->first;
+    f.training_end_ns = l->last_ns;
     f.training_s = static_cast<double>(l->last_ns - l->first_ns) / 1e9;
     f.stall_by_cause_s[vocab::kCauseDataWait] = static_cast<double>(l->wait_ns) / 1e9;
     f.stall_by_cause_s[vocab::kCauseLoaderStart] = static_cast<double>(l->start_ns) / 1e9;
@@ -377,16 +388,18 @@ Figures MetricsState::figures() const {
     const int64_t from_second = now_second - (kRecentSeconds - 1);
     const int64_t from_ns = std::max(from_second * kSecond, l->first_ns);
     if (l->last_ns > from_ns) {
-      int64_t wait = 0, samples = 0;
+      int64_t wait = 0, samples = 0, handed = 0;
       for (const Bucket& b : l->buckets) {
         if (b.second >= from_second && b.second <= now_second) {
           wait += b.wait_ns;
           samples += b.samples;
+          handed += b.handed;
         }
       }
       const double span_s = static_cast<double>(l->last_ns - from_ns) / 1e9;
       f.recent_stall_fraction = std::min(1.0, static_cast<double>(wait) / 1e9 / span_s);
       f.samples_per_s = static_cast<double>(samples) / span_s;
+      if (handed > 0) f.recent_step_ms = span_s * 1e3 / static_cast<double>(handed);
     }
     if (l->has_workers) {
       f.queue_seen = true;

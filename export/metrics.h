@@ -43,6 +43,9 @@ struct Figures {
   int64_t optimizer_steps = 0;                     // dl.step instants
   int64_t samples = 0;                             // samples of those batches
   std::optional<double> samples_per_s;             // over the recent window
+  std::optional<double> recent_step_ms;            // the recent window / the batches handed in it
+  std::optional<int64_t> training_loader;          // its loader id (as in dl.* arg0)
+  int64_t training_end_ns = 0;                     // the training loader's latest event (session time)
   bool queue_seen = false;                         // the training loader has workers (dl.sent seen)
   int64_t batches_ready = 0, batches_in_flight = 0;
   struct Process {
@@ -70,7 +73,7 @@ class MetricsState {
   // The per-loader figures, for whichever loader turns out to be the training loader.
   struct Bucket {
     int64_t second = -1;  // recording time / 1 s
-    int64_t wait_ns = 0, samples = 0;
+    int64_t wait_ns = 0, samples = 0, handed = 0;
   };
   struct Loader {
     int64_t first_ns = -1, last_ns = -1;  // the window
@@ -91,9 +94,9 @@ class MetricsState {
 
   Loader& loader(int64_t id);
   void add_wait(Loader& l, int64_t start_ns, int64_t end_ns);
-  void add_samples(Loader& l, int64_t ts_ns, int64_t samples);
+  void add_samples(Loader& l, int64_t ts_ns, int64_t samples);  // and one batch handed
   Bucket& bucket(Loader& l, int64_t ts_ns);
-  const Loader* training_loader() const;
+  const std::pair<const int64_t, Loader>* training_loader() const;  // (id, loader)
   void on_span(const SpanRow& s);
   void on_instant(const InstantRow& i);
   void on_counter(const CounterRow& c);

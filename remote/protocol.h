@@ -73,6 +73,7 @@ enum class Method : uint8_t {
   kForEachCounter,
   kForEachGpuActivity,
   kForEachFlush,
+  kQueueSummariesRange,
   // A RecordingTail's calls (storage/recording_tail.h).
   kTailPoll = 80,     // max_rows, counter tracks decided so far -> the sink's calls as parts; stats
   kTailStartFrom,     // t0

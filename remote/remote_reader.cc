@@ -160,6 +160,13 @@ class RemoteReader final : public Reader {
   Result<std::optional<std::vector<QueueSummaryRow>>> queue_summaries(int64_t level) override {
     return value<std::optional<std::vector<QueueSummaryRow>>>(Method::kQueueSummaries, [&](Out& a) { a.i(level); });
   }
+  Result<std::optional<std::vector<QueueSummaryRow>>> queue_summaries(int64_t level, int64_t b0, int64_t b1) override {
+    return value<std::optional<std::vector<QueueSummaryRow>>>(Method::kQueueSummariesRange, [&](Out& a) {
+      a.i(level);
+      a.i(b0);
+      a.i(b1);
+    });
+  }
   Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level, const std::vector<uint32_t>& ids, int64_t b0,
                                                            int64_t b1) override {
     return rows<InstantSummaryRow>(Method::kInstantSummariesRange, [&](Out& a) {

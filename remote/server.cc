@@ -478,6 +478,10 @@ class Connection {
       }
       case Method::kHandoffSummaries: return result(id, r.handoff_summaries(in.i()));
       case Method::kQueueSummaries: return result(id, r.queue_summaries(in.i()));
+      case Method::kQueueSummariesRange: {
+        const int64_t level = in.i(), b0 = in.i(), b1 = in.i();
+        return result(id, r.queue_summaries(level, b0, b1));
+      }
       case Method::kForEachSummaryRow: {
         // Each table in parts of its own, tagged by the table's number.
         Out o;

@@ -310,17 +310,20 @@ Result<bool> SqliteReader::has_summaries() {
 }
 
 namespace {
-// The rows of one level of a summary table added after version 2 first shipped, by bucket; nullopt
-// where the recording does not have the table.
+// The rows of one level of a summary table added after version 2 first shipped, by bucket (of the
+// buckets `range` only, when given); nullopt where the recording does not have the table.
 template <typename Row, typename Decode>
 Result<std::optional<std::vector<Row>>> optional_summaries(Db& db, const char* table, const char* columns,
-                                                           int64_t level_ns, Decode decode) {
+                                                           int64_t level_ns, Decode decode,
+                                                           std::optional<std::pair<int64_t, int64_t>> range = {}) {
   auto has = has_table(db, table);
   if (!has.ok()) return has.status();
   if (!*has) return std::optional<std::vector<Row>>();
+  const std::string buckets =
+      range ? " AND bucket BETWEEN " + std::to_string(range->first) + " AND " + std::to_string(range->second) : "";
   auto rows = collect<Row>(db,
                            std::string("SELECT ") + columns + " FROM " + table +
-                               " WHERE level_ns = " + std::to_string(level_ns) + " ORDER BY bucket",
+                               " WHERE level_ns = " + std::to_string(level_ns) + buckets + " ORDER BY bucket",
                            decode);
   if (!rows.ok()) return rows.status();
   return std::optional<std::vector<Row>>(std::move(*rows));
@@ -335,6 +338,12 @@ Result<std::optional<std::vector<HandoffSummaryRow>>> SqliteReader::handoff_summ
 Result<std::optional<std::vector<QueueSummaryRow>>> SqliteReader::queue_summaries(int64_t level_ns) {
   return optional_summaries<QueueSummaryRow>(*db_, "queue_summaries", kQueueSummaryColumns, level_ns,
                                              decode_queue_summary);
+}
+
+Result<std::optional<std::vector<QueueSummaryRow>>> SqliteReader::queue_summaries(int64_t level_ns, int64_t first_bucket,
+                                                                                  int64_t last_bucket) {
+  return optional_summaries<QueueSummaryRow>(*db_, "queue_summaries", kQueueSummaryColumns, level_ns,
+                                             decode_queue_summary, std::make_pair(first_bucket, last_bucket));
 }
 
 Status SqliteReader::build_temporary_summaries(const std::function<void(int64_t done, int64_t total)>& progress) {

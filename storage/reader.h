@@ -130,6 +130,9 @@ class Reader {
   // The loaders' queues of one level (ordered by bucket); nullopt for a recording made before
   // queue_summaries was kept.
   virtual Result<std::optional<std::vector<QueueSummaryRow>>> queue_summaries(int64_t level_ns) = 0;
+  // The same, of the buckets first_bucket..last_bucket only (`stallscope top`'s last minute).
+  virtual Result<std::optional<std::vector<QueueSummaryRow>>> queue_summaries(int64_t level_ns, int64_t first_bucket,
+                                                                              int64_t last_bucket) = 0;
   // The same, of the buckets first_bucket..last_bucket only (the key's order: no scan of the level).
   virtual Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level_ns,
                                                                    const std::vector<uint32_t>& name_ids,

@@ -50,6 +50,8 @@ class SqliteReader final : public Reader {
   Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids) override;
   Result<std::optional<std::vector<HandoffSummaryRow>>> handoff_summaries(int64_t level_ns) override;
   Result<std::optional<std::vector<QueueSummaryRow>>> queue_summaries(int64_t level_ns) override;
+  Result<std::optional<std::vector<QueueSummaryRow>>> queue_summaries(int64_t level_ns, int64_t first_bucket,
+                                                                      int64_t last_bucket) override;
   Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids,
                                                            int64_t first_bucket, int64_t last_bucket) override;
   Status for_each_summary_row(const SummaryVisitor& to) override;

@@ -58,6 +58,10 @@ TEST_F(MetricsTest, SimulatedLoopWithoutWorkers) {
   ASSERT_TRUE(f.samples_per_s && f.recent_stall_fraction);
   EXPECT_NEAR(*f.samples_per_s, 320, 320 * 0.05);
   EXPECT_NEAR(*f.recent_stall_fraction, 0.30, 0.02);
+  ASSERT_TRUE(f.recent_step_ms);  // `stallscope top`'s step time: a batch every 100 ms
+  EXPECT_NEAR(*f.recent_step_ms, 100, 100 * 0.05);
+  ASSERT_TRUE(f.training_loader);
+  EXPECT_EQ(f.training_end_ns, truth.window_end_ns);
   EXPECT_FALSE(f.queue_seen);  // no workers: no queue
   EXPECT_FALSE(f.gpu_busy_fraction);
 }
