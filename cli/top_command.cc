@@ -3,6 +3,7 @@
 // quit. It only reads the recording (Reader::open: read-only, WAL); it never signals or traces the
 // training process. The figures come from cli/top_source.h, the layout from cli/top_frame.h, the
 // terminal from cli/terminal.h.
+#include <errno.h>
 #include <langinfo.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "cli/top_frame.h"
 #include "cli/top_source.h"
 #include "common/procfs.h"
+#include "remote/link.h"
 #include "storage/reader.h"
 #include "storage/session_registry.h"
 
@@ -148,6 +151,33 @@ int show(TopSource& source, const TopArgs& a) {
   }
 }
 
+// Runs `ssh -t HOST stallscope top` (with the user's ssh, as `ui ssh://` does): returns only when
+// ssh cannot be started.
+int exec_node_top(const remote::Endpoint& e, const TopArgs& a) {
+  const char* ssh_env = std::getenv("STALLSCOPE_SSH");
+  std::vector<std::string> argv;
+  std::istringstream words(ssh_env && *ssh_env ? ssh_env : "ssh");
+  for (std::string w; words >> w;) argv.push_back(w);
+  argv.push_back("-t");
+  if (e.port) {
+    argv.push_back("-p");
+    argv.push_back(std::to_string(e.port));
+  }
+  argv.push_back(e.user.empty() ? e.host : e.user + "@" + e.host);
+  const char* remote_cmd = std::getenv("STALLSCOPE_REMOTE_COMMAND");
+  std::string cmd = std::string(remote_cmd && *remote_cmd ? remote_cmd : "stallscope") + " top";
+  if (a.once) cmd += " --once";
+  if (a.ascii) cmd += " --ascii";
+  if (a.interval_s != 1.0) cmd += " -n " + std::to_string(a.interval_s);
+  argv.push_back(cmd);
+  std::vector<char*> args;
+  for (auto& s : argv) args.push_back(s.data());
+  args.push_back(nullptr);
+  ::execvp(args[0], args.data());
+  return failure(std::string("cannot run ") + args[0] + ": " + std::strerror(errno) +
+                 "; set STALLSCOPE_SSH to your ssh");
+}
+
 Body define(CLI::App& app) {
   auto a = std::make_shared<TopArgs>();
   app.add_flag("--once", a->once, "print one frame as plain text and exit (also when stdout is not a terminal)");
@@ -172,6 +202,16 @@ Body define(CLI::App& app) {
     std::string path;
     std::optional<int64_t> pid;
     bool live = false;
+    if (!a->targets.empty() && Reader::is_uri(a->targets[0])) {
+      auto e = remote::parse_uri(a->targets[0]);
+      if (!e.ok()) return usage_error(app, "top: " + e.status().message());
+      // ssh://host alone: the node's own `stallscope top` in a terminal over ssh (its live session);
+      // ssh://host/path/run.db: that recording, read over the link like the dashboard's.
+      if (e->path.empty()) {
+        if (e->scheme != "ssh") return usage_error(app, "top: " + a->targets[0] + " names no recording; add its path");
+        return exec_node_top(*e, *a);
+      }
+    }
     if (a->targets.empty()) {
       const std::vector<SessionEntry> sessions = list_live_sessions();
       if (sessions.empty()) {
@@ -225,7 +265,7 @@ Body define(CLI::App& app) {
 const Command kTopCommand = {
     "top",
     "a live view of a recorded job in the terminal (stall, samples/s, queue, workers, advice)",
-    "stallscope top [--once] [--ascii] [-n SECONDS] [PID | FILE.db]",
+    "stallscope top [--once] [--ascii] [-n SECONDS] [PID | FILE.db | ssh://[user@]host[:port][/path/run.db]]",
     "Shows a recorded training job in the terminal, refreshed every second, in an ssh session\n"
     "without a display: the share of time the loop stalls waiting for data and its cause,\n"
     "samples/s and step time, the DataLoader's queue (batches ready, and a line of its last\n"
@@ -249,7 +289,9 @@ const Command kTopCommand = {
     "  stallscope top                 # the one live session\n"
     "  stallscope top 12345           # the session recording process 12345\n"
     "  stallscope top run.db          # a recording, live or finished\n"
-    "  stallscope top --once run.db   # one frame as text, for a script",
+    "  stallscope top --once run.db   # one frame as text, for a script\n"
+    "  stallscope top ssh://gpu-node-3                  # the node's live session, over ssh\n"
+    "  stallscope top ssh://gpu-node-3/~/runs/run.db    # a recording on the node, read over the link",
     define,
 };
 

@@ -24,8 +24,8 @@ namespace {
 
 // What to do instead, after the reason a window cannot open here.
 constexpr char kElsewhere[] =
-    "copy the recording to a machine with a screen and run `stallscope ui FILE.db` there, or read it here "
-    "with `stallscope report FILE.db`";
+    "on a machine with a screen run `stallscope ui ssh://THIS-HOST/path/FILE.db` (it reads the recording here "
+    "over ssh), or read it here with `stallscope report FILE.db` or `stallscope top`";
 
 // The folder of this executable (/proc/self/exe: where it is, whatever PATH or argv[0] said).
 std::string exe_dir() {

@@ -257,8 +257,8 @@ void put(Out& o, const QueueSummaryRow& r, Prev& p) {
   put_ts(o, r.bucket, p);
   o.i(r.process_id);
   o.i(r.loader);
-  for (int64_t v : {r.covered_ns, r.ready_ns, r.ready_min, r.ready_max, r.empty_ns, r.flight_ns, r.flight_min,
-                    r.flight_max})
+  for (int64_t v :
+       {r.covered_ns, r.ready_ns, r.ready_min, r.ready_max, r.empty_ns, r.flight_ns, r.flight_min, r.flight_max})
     o.i(v);
 }
 void get(In& in, QueueSummaryRow& r, Prev& p) {

@@ -155,7 +155,6 @@ inline std::map<std::string, uint32_t> get_string_id_map(In& in) {
   return m;
 }
 
-
 // Whole results (a call's kDone): one overload per result type of storage/reader.h.
 inline void enc(Out& o, int64_t v) { o.i(v); }
 inline void enc(Out& o, bool v) { o.b(v); }

@@ -40,7 +40,8 @@ std::string last_line(const std::string& text) {
   size_t end = text.find_last_not_of("\r\n ");
   if (end == std::string::npos) return "";
   size_t begin = text.find_last_of('\n', end);
-  return text.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1) + 1);
+  return text.substr(begin == std::string::npos ? 0 : begin + 1,
+                     end - (begin == std::string::npos ? 0 : begin + 1) + 1);
 }
 
 // Waits until `fd` is readable or `ms` passed.
@@ -68,7 +69,8 @@ Result<Endpoint> parse_uri(const std::string& uri) {
   if (colon == std::string::npos) return Status::Error(uri + " is not a URI (ssh://host/path or tcp://host:port/path)");
   e.scheme = uri.substr(0, colon);
   if (e.scheme != "ssh" && e.scheme != "tcp")
-    return Status::Error(uri + ": unknown scheme " + e.scheme + "://; use ssh://[user@]host[:port]/path or tcp://host:port");
+    return Status::Error(uri + ": unknown scheme " + e.scheme +
+                         "://; use ssh://[user@]host[:port]/path or tcp://host:port");
   std::string rest = uri.substr(colon + 3);
   if (size_t q = rest.find('?'); q != std::string::npos) {
     const std::string query = rest.substr(q + 1);
@@ -97,7 +99,8 @@ Result<Endpoint> parse_uri(const std::string& uri) {
     const std::string port = authority.substr(pc + 1);
     char* end = nullptr;
     const long p = std::strtol(port.c_str(), &end, 10);
-    if (port.empty() || *end || p <= 0 || p > 65535) return Status::Error(uri + ": the port must be a number from 1 to 65535");
+    if (port.empty() || *end || p <= 0 || p > 65535)
+      return Status::Error(uri + ": the port must be a number from 1 to 65535");
     e.port = static_cast<int>(p);
     authority = authority.substr(0, pc);
   }
@@ -286,14 +289,16 @@ Status Link::connect_locked() {
       detail = last_line(stderr_tail_);
     }
     std::string line = "cannot reach stallscope on " + node_ + ": " + (detail.empty() ? why : detail);
-    if (detail.find("not found") != std::string::npos)
-      line += " (install the stallscope wheel there, or set STALLSCOPE_REMOTE_COMMAND to its path, e.g. "
-              "~/venv/bin/stallscope)";
+    if (detail.find("not found") != std::string::npos || detail.find("No such file") != std::string::npos)
+      line +=
+          " (install the stallscope wheel there, or set STALLSCOPE_REMOTE_COMMAND to its path, e.g. "
+          "~/venv/bin/stallscope)";
     if (to_fd_ >= 0) ::shutdown(to_fd_, SHUT_RDWR);
     if (child_ > 0) ::kill(child_, SIGTERM);
     return Status::Error(line);
   };
-  if (!write_all(to_fd_, encode_frame(Frame{FrameType::kHello, 0, hello.take(), 0})).ok()) return fail("it closed the connection");
+  if (!write_all(to_fd_, encode_frame(Frame{FrameType::kHello, 0, hello.take(), 0})).ok())
+    return fail("it closed the connection");
   if (!readable_within(from_fd_, 60000)) return fail("no answer within 60 s");
   bool eof = false;
   auto reply = read_frame(from_fd_, &eof);

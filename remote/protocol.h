@@ -14,10 +14,10 @@ namespace stallscope::remote {
 
 enum class Method : uint8_t {
   // Not bound to a handle.
-  kOpenReader = 1,   // path -> handle, the path as the node resolved it
-  kOpenTail = 2,     // path, cursor -> handle (a RecordingTail, resumed from the cursor)
-  kClose = 3,        // (the handle's)
-  kListSessions = 4, // -> live sessions, recent sessions
+  kOpenReader = 1,    // path -> handle, the path as the node resolved it
+  kOpenTail = 2,      // path, cursor -> handle (a RecordingTail, resumed from the cursor)
+  kClose = 3,         // (the handle's)
+  kListSessions = 4,  // -> live sessions, recent sessions
   // A Reader's calls (storage/reader.h), in its order.
   kBeginRead = 10,
   kEndRead,
@@ -75,9 +75,9 @@ enum class Method : uint8_t {
   kForEachFlush,
   kQueueSummariesRange,
   // A RecordingTail's calls (storage/recording_tail.h).
-  kTailPoll = 80,     // max_rows, counter tracks decided so far -> the sink's calls as parts; stats
-  kTailStartFrom,     // t0
-  kTailReadWindow,    // t0, t1, tracks decided -> parts; stats
+  kTailPoll = 80,   // max_rows, counter tracks decided so far -> the sink's calls as parts; stats
+  kTailStartFrom,   // t0
+  kTailReadWindow,  // t0, t1, tracks decided -> parts; stats
   kLast,
 };
 

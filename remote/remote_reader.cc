@@ -62,8 +62,9 @@ Result<std::pair<std::shared_ptr<Link>, Endpoint>> link_of(const std::string& ur
   auto e = parse_uri(uri);
   if (!e.ok()) return e.status();
   if (e->path.empty())
-    return Status::Error(uri + " names no recording: add its path on the node (ssh://host/path/run.db), or pass "
-                               "ssh://host to stallscope ui to choose among its sessions");
+    return Status::Error(uri +
+                         " names no recording: add its path on the node (ssh://host/path/run.db), or pass "
+                         "ssh://host to stallscope ui to choose among its sessions");
   return std::make_pair(Link::to(*e), *e);
 }
 
@@ -81,18 +82,26 @@ class RemoteReader final : public Reader {
   }
   void end_read() override { r_->tell(Method::kEndRead); }
 
-  Result<std::map<std::string, std::string>> meta() override { return value<std::map<std::string, std::string>>(Method::kMeta); }
-  Result<std::map<uint32_t, std::string>> strings() override { return value<std::map<uint32_t, std::string>>(Method::kStrings); }
+  Result<std::map<std::string, std::string>> meta() override {
+    return value<std::map<std::string, std::string>>(Method::kMeta);
+  }
+  Result<std::map<uint32_t, std::string>> strings() override {
+    return value<std::map<uint32_t, std::string>>(Method::kStrings);
+  }
   Result<int64_t> string_count() override { return value<int64_t>(Method::kStringCount); }
   Result<std::vector<ProcessRow>> processes() override { return rows<ProcessRow>(Method::kProcesses); }
   Result<std::vector<ThreadRow>> threads() override { return rows<ThreadRow>(Method::kThreads); }
-  Result<std::vector<CounterTrackRow>> counter_tracks() override { return rows<CounterTrackRow>(Method::kCounterTracks); }
+  Result<std::vector<CounterTrackRow>> counter_tracks() override {
+    return rows<CounterTrackRow>(Method::kCounterTracks);
+  }
   Result<std::vector<FlushRow>> flushes() override { return rows<FlushRow>(Method::kFlushes); }
   Result<std::optional<FlushRow>> last_flush() override { return value<std::optional<FlushRow>>(Method::kLastFlush); }
   Result<int64_t> count(const std::string& table) override {
     return value<int64_t>(Method::kCount, [&](Out& a) { a.str(table); });
   }
-  Result<std::vector<SpanRow>> spans(int64_t t0, int64_t t1) override { return rows<SpanRow>(Method::kSpans, two(t0, t1)); }
+  Result<std::vector<SpanRow>> spans(int64_t t0, int64_t t1) override {
+    return rows<SpanRow>(Method::kSpans, two(t0, t1));
+  }
   Result<std::vector<SpanRow>> all_spans() override { return rows<SpanRow>(Method::kAllSpans); }
   Result<std::vector<InstantRow>> instants() override { return rows<InstantRow>(Method::kInstants); }
   Result<std::vector<CounterRow>> counters(int64_t track_id) override {
@@ -125,7 +134,8 @@ class RemoteReader final : public Reader {
   Result<std::vector<CounterRow>> counters_of(const std::vector<int64_t>& tracks) override {
     return rows<CounterRow>(Method::kCountersOf, [&](Out& a) { put_list(a, tracks); });
   }
-  Result<std::vector<CounterRow>> counters_of_from(const std::vector<int64_t>& tracks, int64_t t0, int64_t t1) override {
+  Result<std::vector<CounterRow>> counters_of_from(const std::vector<int64_t>& tracks, int64_t t0,
+                                                   int64_t t1) override {
     return rows<CounterRow>(Method::kCountersOfFrom, [&](Out& a) {
       put_list(a, tracks);
       a.i(t0);
@@ -233,7 +243,9 @@ class RemoteReader final : public Reader {
     });
   }
   Result<int64_t> end_ns() override { return value<int64_t>(Method::kEndNs); }
-  Result<int64_t> end_ns_of_flushes_and_processes() override { return value<int64_t>(Method::kEndNsOfFlushesAndProcesses); }
+  Result<int64_t> end_ns_of_flushes_and_processes() override {
+    return value<int64_t>(Method::kEndNsOfFlushesAndProcesses);
+  }
   Result<TableHeads> ids_before(int64_t t0) override {
     return value<TableHeads>(Method::kIdsBefore, [&](Out& a) { a.i(t0); });
   }
@@ -266,14 +278,16 @@ class RemoteReader final : public Reader {
     return value<TableHeads>(Method::kNextIds, [&](Out& a) { put(a, after); });
   }
   Status for_each_string(int64_t after, const std::function<void(uint32_t, std::string)>& row) override {
-    return parts(Method::kForEachString, [&](Out& a) { a.i(after); }, [&](In& in) {
-      while (in.ok() && !in.at_end()) {
-        const auto id = static_cast<uint32_t>(in.u());
-        std::string v = in.str();
-        if (in.ok()) row(id, std::move(v));
-      }
-      return in.ok();
-    });
+    return parts(
+        Method::kForEachString, [&](Out& a) { a.i(after); },
+        [&](In& in) {
+          while (in.ok() && !in.at_end()) {
+            const auto id = static_cast<uint32_t>(in.u());
+            std::string v = in.str();
+            if (in.ok()) row(id, std::move(v));
+          }
+          return in.ok();
+        });
   }
   Status for_each_span(int64_t after, int64_t upto, const std::function<void(const SpanRow&)>& row) override {
     return each(Method::kForEachSpan, after, upto, row);
@@ -284,15 +298,18 @@ class RemoteReader final : public Reader {
   Status for_each_counter(int64_t after, int64_t upto, const std::function<void(const CounterRow&)>& row) override {
     return each(Method::kForEachCounter, after, upto, row);
   }
-  Status for_each_gpu_activity(int64_t after, int64_t upto, const std::function<void(const GpuActivityRow&)>& row) override {
+  Status for_each_gpu_activity(int64_t after, int64_t upto,
+                               const std::function<void(const GpuActivityRow&)>& row) override {
     return each(Method::kForEachGpuActivity, after, upto, row);
   }
   Status for_each_flush(int64_t after, const std::function<void(int64_t, int64_t)>& row) override {
-    return parts(Method::kForEachFlush, [&](Out& a) { a.i(after); }, [&](In& in) {
-      for (auto& p : get_list<std::pair<int64_t, int64_t>>(in))
-        if (in.ok()) row(p.first, p.second);
-      return in.ok();
-    });
+    return parts(
+        Method::kForEachFlush, [&](Out& a) { a.i(after); },
+        [&](In& in) {
+          for (auto& p : get_list<std::pair<int64_t, int64_t>>(in))
+            if (in.ok()) row(p.first, p.second);
+          return in.ok();
+        });
   }
 
  private:

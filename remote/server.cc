@@ -203,7 +203,8 @@ class Connection {
     Out o;
     if (!opt_.token.empty() && token != opt_.token) {
       o.b(false);
-      o.str("the token is missing or wrong: pass the one `stallscope serve --port` printed (tcp://HOST:PORT/?token=...)");
+      o.str(
+          "the token is missing or wrong: pass the one `stallscope serve --port` printed (tcp://HOST:PORT/?token=...)");
       send(FrameType::kHello, 0, o.take(), true);
       return refuse("refused a connection without the right token", error);
     }
@@ -410,12 +411,8 @@ class Connection {
       case Method::kBeginRead:
         if (!r.begin_read()) fail(id, "could not begin a read");
         return;
-      case Method::kEndRead:
-        r.end_read();
-        return;
-      case Method::kPreferLargeScans:
-        r.prefer_large_scans();
-        return;
+      case Method::kEndRead: r.end_read(); return;
+      case Method::kPreferLargeScans: r.prefer_large_scans(); return;
       case Method::kMeta: return result(id, r.meta());
       case Method::kStrings: return result(id, r.strings());
       case Method::kStringCount: return result(id, r.string_count());
@@ -553,18 +550,15 @@ class Connection {
         if (n) send(FrameType::kPart, id, o.take());
         return status(id, s);
       }
-      case Method::kForEachSpan: return stream<SpanRow>(id, in, [&](int64_t a, int64_t b, auto&& f) {
-        return r.for_each_span(a, b, f);
-      });
-      case Method::kForEachInstant: return stream<InstantRow>(id, in, [&](int64_t a, int64_t b, auto&& f) {
-        return r.for_each_instant(a, b, f);
-      });
-      case Method::kForEachCounter: return stream<CounterRow>(id, in, [&](int64_t a, int64_t b, auto&& f) {
-        return r.for_each_counter(a, b, f);
-      });
-      case Method::kForEachGpuActivity: return stream<GpuActivityRow>(id, in, [&](int64_t a, int64_t b, auto&& f) {
-        return r.for_each_gpu_activity(a, b, f);
-      });
+      case Method::kForEachSpan:
+        return stream<SpanRow>(id, in, [&](int64_t a, int64_t b, auto&& f) { return r.for_each_span(a, b, f); });
+      case Method::kForEachInstant:
+        return stream<InstantRow>(id, in, [&](int64_t a, int64_t b, auto&& f) { return r.for_each_instant(a, b, f); });
+      case Method::kForEachCounter:
+        return stream<CounterRow>(id, in, [&](int64_t a, int64_t b, auto&& f) { return r.for_each_counter(a, b, f); });
+      case Method::kForEachGpuActivity:
+        return stream<GpuActivityRow>(id, in,
+                                      [&](int64_t a, int64_t b, auto&& f) { return r.for_each_gpu_activity(a, b, f); });
       case Method::kForEachFlush: {
         Streamer<std::pair<int64_t, int64_t>> st(*this, id);
         Status s = r.for_each_flush(in.i(), [&](int64_t fid, int64_t ts) { st.add({fid, ts}); });
@@ -681,7 +675,8 @@ int serve_port(int port, const std::string& token_file_arg) {
     f << token << "\n";
     ::umask(old);
     if (!f) {
-      std::fprintf(stderr, "stallscope serve: cannot write the token to %s; pass --token-file PATH\n", token_file.c_str());
+      std::fprintf(stderr, "stallscope serve: cannot write the token to %s; pass --token-file PATH\n",
+                   token_file.c_str());
       ::close(fd);
       return 1;
     }

@@ -42,8 +42,9 @@ Status read_exact(int fd, char* out, size_t n, bool* eof) {
 
 Result<FrameHeader> parse_header(const uint8_t* p) {
   if (std::memcmp(p, kMagic, 4) != 0)
-    return Status::Error("not a stallscope frame (the other end is not `stallscope serve`, or printed text first: "
-                         "check that the login shell on the node prints nothing for a non-interactive ssh command)");
+    return Status::Error(
+        "not a stallscope frame (the other end is not `stallscope serve`, or printed text first: "
+        "check that the login shell on the node prints nothing for a non-interactive ssh command)");
   FrameHeader h;
   h.version = p[4];
   if (h.version != kProtocolVersion)
@@ -59,8 +60,8 @@ Result<FrameHeader> parse_header(const uint8_t* p) {
   h.size = get32(p + 12);
   h.raw_size = get32(p + 16);
   if (h.size > kMaxFrameBytes || h.raw_size > kMaxFrameBytes)
-    return Status::Error("malformed frame: " + std::to_string(std::max(h.size, h.raw_size)) + " bytes, above the limit of " +
-                         std::to_string(kMaxFrameBytes));
+    return Status::Error("malformed frame: " + std::to_string(std::max(h.size, h.raw_size)) +
+                         " bytes, above the limit of " + std::to_string(kMaxFrameBytes));
   if (!h.deflated && h.size != h.raw_size) return Status::Error("malformed frame: sizes disagree");
   return h;
 }

@@ -36,8 +36,8 @@ enum class FrameType : uint8_t {
 
 struct Frame {
   FrameType type = FrameType::kHello;
-  uint32_t id = 0;       // the call it belongs to (0: the hello)
-  std::string payload;   // inflated
+  uint32_t id = 0;          // the call it belongs to (0: the hello)
+  std::string payload;      // inflated
   uint32_t wire_bytes = 0;  // as it crossed the link (deflated), set by read_frame
 };
 

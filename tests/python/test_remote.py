@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD, LAUNCHER, base_env, wait_for, xvfb_display
+from remote_node import SSH_USER, Node
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 SSH = shutil.which("ssh")
@@ -29,75 +29,10 @@ UI = BUILD / "bin" / "stallscope-ui"
 PROGRAMS = Path(__file__).parent / "programs"
 RELAY = PROGRAMS / "delay_relay.py"
 TRAIN = PROGRAMS / "metrics_train.py"
-SSH_USER = "stallscope-ssh"
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not Path(SSHD).exists() or SSH is None or not PROBE.exists(),
     reason="needs root, Debian's openssh-server (sshd), ssh and the build's source_probe")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Node:
-    """A node on loopback: sshd, a client config naming it `node1`/`node2` (direct) and `slow`
-    (through the delaying relay), and the environment that makes stallscope use that config."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        # sshd reads a user's authorized keys as that user: the folder is open to all.
-        keys = self.keys = Path(tempfile.mkdtemp(prefix="stallscope-sshkeys-", dir="/tmp"))
-        os.chmod(keys, 0o755)
-        for name in ("host_key", "user_key"):
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / name)], check=True)
-        pub = (root / "user_key.pub").read_text()
-        for user in ("root", SSH_USER):
-            (keys / user).write_text(pub)
-            os.chmod(keys / user, 0o644)
-        self.port = free_port()
-        (root / "sshd_config").write_text(
-            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {root}/host_key\nPidFile {root}/sshd.pid\n"
-            f"AuthorizedKeysFile {keys}/%u\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
-            "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n")
-        Path("/run/sshd").mkdir(exist_ok=True)
-        self.sshd = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.relay_pids = root / "relay.pids"
-        common = (f"  HostName 127.0.0.1\n  Port {self.port}\n  IdentityFile {root}/user_key\n"
-                  "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  BatchMode yes\n")
-        (root / "ssh_config").write_text(
-            f"Host node1 node2\n  User root\n{common}"
-            f"Host other\n  User {SSH_USER}\n{common}"
-            f"Host slow\n  User root\n{common}"
-            f"  ProxyCommand {sys.executable} {RELAY} --connect 127.0.0.1:{self.port} --pidfile {self.relay_pids}\n")
-        assert wait_for(self._listening, 20), "sshd did not start: " + self.sshd.stderr.read1().decode(errors="replace")
-
-    def _listening(self) -> bool:
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", self.port)) == 0
-
-    def env(self, **extra) -> dict:
-        return base_env(STALLSCOPE_SSH=f"ssh -F {self.root}/ssh_config", STALLSCOPE_REMOTE_COMMAND=str(LAUNCHER),
-                        **extra)
-
-    def cut_link(self) -> int:
-        """Kills every relay process (the `slow` host's link); returns how many there were."""
-        n = 0
-        for line in self.relay_pids.read_text().split() if self.relay_pids.exists() else []:
-            try:
-                os.kill(int(line), signal.SIGKILL)
-                n += 1
-            except ProcessLookupError:
-                pass
-        return n
-
-    def stop(self):
-        self.sshd.terminate()
-        self.sshd.wait(timeout=30)
-        shutil.rmtree(self.keys, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -290,3 +225,14 @@ def test_a_node_without_stallscope_is_said_in_one_line(node):
                        "--seconds", "20", "--until-settled")
     assert rc == 1
     assert "STALLSCOPE_REMOTE_COMMAND" in err and "node1" in err, err
+
+
+def test_top_shows_a_node_recording_over_ssh(node, finished):
+    local = subprocess.run([str(LAUNCHER), "top", "--once", str(finished)], capture_output=True, text=True,
+                           env=node.env(), timeout=120)
+    remote = subprocess.run([str(LAUNCHER), "top", "--once", f"ssh://node1{finished}"], capture_output=True,
+                            text=True, env=node.env(), timeout=120)
+    assert local.returncode == 0 and remote.returncode == 0, remote.stderr
+    # The same frame but its first line (the path: a file here, a URI there).
+    assert remote.stdout.splitlines()[1:] == local.stdout.splitlines()[1:]
+    assert "samples/s" in remote.stdout
