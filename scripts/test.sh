@@ -64,6 +64,20 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLSCOPE_WERROR=ON "${LAUNCHER[@]}" >/dev/null
 cmake --build build
 
+if [ "$QUICK" = 0 ]; then
+  stage "the dashboard alone (STALLSCOPE_DASHBOARD_ONLY: a laptop's build)"
+  # stallscope-ui with SQLite, GLFW, ImGui and the remote transport only: it must build and start
+  # without the collector, inject, loader, ptrace or CUPTI code (docs/dashboard.md, "Remote nodes").
+  cmake -S . -B build-dash -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLSCOPE_WERROR=ON -DSTALLSCOPE_DASHBOARD_ONLY=ON \
+        -DSTALLSCOPE_BUILD_TESTS=OFF -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
+  cmake --build build-dash
+  build-dash/bin/stallscope-ui --help >/dev/null
+  if nm -C build-dash/bin/stallscope-ui | grep -q -i -e 'stallscope::Collector' -e 'cupti' -e 'ptrace'; then
+    echo "test.sh: the dashboard-only build links collector, CUPTI or ptrace code" >&2
+    exit 1
+  fi
+fi
+
 stage "C++ tests"
 (cd build && ctest --output-on-failure -j2 -LE gpu)
 
