@@ -340,7 +340,8 @@ Result<std::optional<std::vector<QueueSummaryRow>>> SqliteReader::queue_summarie
                                              decode_queue_summary);
 }
 
-Result<std::optional<std::vector<QueueSummaryRow>>> SqliteReader::queue_summaries(int64_t level_ns, int64_t first_bucket,
+Result<std::optional<std::vector<QueueSummaryRow>>> SqliteReader::queue_summaries(int64_t level_ns,
+                                                                                  int64_t first_bucket,
                                                                                   int64_t last_bucket) {
   return optional_summaries<QueueSummaryRow>(*db_, "queue_summaries", kQueueSummaryColumns, level_ns,
                                              decode_queue_summary, std::make_pair(first_bucket, last_bucket));

@@ -38,7 +38,8 @@ class SqliteReader final : public Reader {
   Result<std::vector<InstantRow>> instants_named(const std::vector<uint32_t>& name_ids) override;
   Result<std::vector<SpanRow>> first_spans_per_thread(const std::vector<uint32_t>& name_ids) override;
   Result<std::vector<SpanRow>> spans_named_in(const std::vector<uint32_t>& name_ids, int64_t t0, int64_t t1) override;
-  Result<std::vector<InstantRow>> instants_named_in(const std::vector<uint32_t>& name_ids, int64_t t0, int64_t t1) override;
+  Result<std::vector<InstantRow>> instants_named_in(const std::vector<uint32_t>& name_ids, int64_t t0,
+                                                    int64_t t1) override;
   Result<std::vector<CounterRow>> counters_of(const std::vector<int64_t>& track_ids) override;
   Result<std::vector<CounterRow>> counters_of_from(const std::vector<int64_t>& track_ids, int64_t t0,
                                                    int64_t t1) override;
@@ -47,7 +48,8 @@ class SqliteReader final : public Reader {
   Result<bool> has_summaries() override;
   Status build_temporary_summaries(const std::function<void(int64_t done, int64_t total)>& progress) override;
   Result<std::vector<SpanSummaryRow>> span_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids) override;
-  Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level_ns, const std::vector<uint32_t>& name_ids) override;
+  Result<std::vector<InstantSummaryRow>> instant_summaries(int64_t level_ns,
+                                                           const std::vector<uint32_t>& name_ids) override;
   Result<std::optional<std::vector<HandoffSummaryRow>>> handoff_summaries(int64_t level_ns) override;
   Result<std::optional<std::vector<QueueSummaryRow>>> queue_summaries(int64_t level_ns) override;
   Result<std::optional<std::vector<QueueSummaryRow>>> queue_summaries(int64_t level_ns, int64_t first_bucket,
@@ -73,9 +75,12 @@ class SqliteReader final : public Reader {
   Status for_each_string(int64_t after_id, const std::function<void(uint32_t, std::string)>& row) override;
   Status for_each_span(int64_t after, int64_t upto, const std::function<void(const SpanRow&)>& row) override;
   Status for_each_instant(int64_t after, int64_t upto, const std::function<void(const InstantRow&)>& row) override;
-  Status for_each_counter(int64_t after_rowid, int64_t upto_rowid, const std::function<void(const CounterRow&)>& row) override;
-  Status for_each_gpu_activity(int64_t after, int64_t upto, const std::function<void(const GpuActivityRow&)>& row) override;
+  Status for_each_counter(int64_t after_rowid, int64_t upto_rowid,
+                          const std::function<void(const CounterRow&)>& row) override;
+  Status for_each_gpu_activity(int64_t after, int64_t upto,
+                               const std::function<void(const GpuActivityRow&)>& row) override;
   Status for_each_flush(int64_t after_id, const std::function<void(int64_t id, int64_t ts_ns)>& row) override;
+
  protected:
   Db* sqlite_db() override { return db_.get(); }
 

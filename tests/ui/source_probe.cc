@@ -42,7 +42,8 @@ std::string escaped(const std::string& s) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
-    std::fprintf(stderr, "usage: source_probe PATH|URI [--seconds S] [--until-settled] [--detail-rows N] [--no-analysis]\n");
+    std::fprintf(stderr,
+                 "usage: source_probe PATH|URI [--seconds S] [--until-settled] [--detail-rows N] [--no-analysis]\n");
     return 2;
   }
   remote::install();
@@ -88,7 +89,8 @@ int main(int argc, char** argv) {
       if (it != s.timeline->meta.end()) start_real = std::atoll(it->second.c_str());
       if (s.timeline->overview) overview_rows = s.timeline->overview->total_rows;
     }
-    const double lag_ms = start_real > 0 && end_ns > 0 ? static_cast<double>(wall_ns() - (start_real + end_ns)) / 1e6 : -1;
+    const double lag_ms =
+        start_real > 0 && end_ns > 0 ? static_cast<double>(wall_ns() - (start_real + end_ns)) / 1e6 : -1;
     std::printf(
         "{\"t\": %.4f, \"state\": \"%s\", \"rows\": %lld, \"overview_rows\": %lld, \"end_ns\": %lld, \"lag_ms\": %.1f, "
         "\"analysis\": %s, \"analysis_pending\": %s, \"link_error\": \"%s\", \"error\": \"%s\", \"bytes\": %lld}\n",
