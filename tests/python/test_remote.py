@@ -236,3 +236,32 @@ def test_top_shows_a_node_recording_over_ssh(node, finished):
     # The same frame but its first line (the path: a file here, a URI there).
     assert remote.stdout.splitlines()[1:] == local.stdout.splitlines()[1:]
     assert "samples/s" in remote.stdout
+
+
+def test_two_nodes_recordings_compare_as_two_local_files(node, finished, tmp_path):
+    if not UI.exists():
+        pytest.skip("the dashboard is not built")
+    other = tmp_path / "b.db"
+    r = subprocess.run([str(LAUNCHER), "run", "-q", "-o", str(other), "--", sys.executable, str(TRAIN), "2", "1"],
+                       capture_output=True, text=True, env=base_env(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    with xvfb_display() as display:
+        if display is None:
+            pytest.skip("Xvfb is not installed")
+        dumps = {}
+        for name, paths in (("local", [str(finished), str(other)]),
+                            ("ssh", [f"ssh://node1{finished}", f"ssh://node2{other}"])):
+            out = tmp_path / f"{name}.json"
+            r = subprocess.run([str(UI), "--screenshot", str(tmp_path / f"{name}.png"), "--layout-dump", str(out),
+                                "--size", "1400x900", *paths], env=node.env(DISPLAY=f":{display}"),
+                               capture_output=True, text=True, timeout=240)
+            assert r.returncode == 0, r.stderr
+            dumps[name] = json.loads(out.read_text())
+    local, remote = dumps["local"], dumps["ssh"]
+    # The verdict and the strip's figures of the two runs: the same read from two nodes as from two files
+    # (the verdict names each run by its path: a URI here).
+    assert remote.get("compare"), remote
+    remote["compare"]["verdict_text"] = remote["compare"]["verdict_text"].replace("ssh://node1", "").replace(
+        "ssh://node2", "")
+    assert remote["compare"] == local["compare"]
+    assert [s["lanes"] for s in remote["sides"]] == [s["lanes"] for s in local["sides"]]
