@@ -56,7 +56,8 @@ class Node:
             f"Host node1 node2\n  User root\n{common}"
             f"Host other\n  User {SSH_USER}\n{common}"
             f"Host slow\n  User root\n{common}"
-            f"  ProxyCommand {sys.executable} {RELAY} --connect 127.0.0.1:{self.port} --pidfile {self.relay_pids}\n")
+            f"  ProxyCommand {sys.executable} {RELAY} --connect 127.0.0.1:{self.port} --pidfile {self.relay_pids}"
+            f" --refuse-if {root}/link_down\n")
         assert wait_for(self._listening, 20), "sshd did not start: " + self.sshd.stderr.read1().decode(errors="replace")
 
     def _listening(self) -> bool:
@@ -69,7 +70,9 @@ class Node:
         return base_env(**settings)
 
     def cut_link(self) -> int:
-        """Kills every relay process (the `slow` host's link); returns how many there were."""
+        """Kills every relay process (the `slow` host's link) and keeps new ones from starting until
+        restore_link(); returns how many there were."""
+        (self.root / "link_down").write_text("")
         n = 0
         for line in self.relay_pids.read_text().split() if self.relay_pids.exists() else []:
             try:
@@ -78,6 +81,9 @@ class Node:
             except ProcessLookupError:
                 pass
         return n
+
+    def restore_link(self):
+        (self.root / "link_down").unlink(missing_ok=True)
 
     def stop(self):
         self.sshd.terminate()

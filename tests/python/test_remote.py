@@ -124,14 +124,18 @@ def test_a_cut_link_is_said_retried_and_resumed_without_losing_or_doubling_rows(
                               str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
     try:
         assert wait_for(db.exists, 30)
-        follower = subprocess.Popen([str(PROBE), f"ssh://slow{db}", "--seconds", "14", "--no-analysis"],
+        # Followed until the recording is complete and read: the link is cut while it is live.
+        follower = subprocess.Popen([str(PROBE), f"ssh://slow{db}", "--until-finished", "--seconds", "120",
+                                     "--no-analysis"],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=node.env())
         time.sleep(4)
         assert node.cut_link() >= 1
-        time.sleep(4)
+        time.sleep(3)  # down for 3 s: the reconnections fail meanwhile
+        node.restore_link()
+        time.sleep(3)
         stop.write_text("")
-        out, err = follower.communicate(timeout=60)
-        assert follower.returncode == 0, err
+        out, err = follower.communicate(timeout=180)
+        assert follower.returncode == 0, f"rc={follower.returncode}: {err}\n{out[-2000:]}"
     finally:
         stop.write_text("")
         t_out, t_err = train.communicate(timeout=60)

@@ -4,10 +4,11 @@
 // wall clock that is (lag_ms: now - (start_real_ns + end_ns)), the link's error if it is down,
 // and the bytes received from nodes so far. For the remote tests and bench/remote_bench.py.
 //
-//   source_probe PATH|URI [--seconds S] [--until-settled] [--detail-rows N] [--no-analysis]
+//   source_probe PATH|URI [--seconds S] [--until-settled | --until-finished] [--detail-rows N] [--no-analysis]
 //   source_probe --list ssh://host          the node's live sessions and recent recordings
 // Exits 0 after S seconds (default 10) or, with --until-settled, once the first read and the
-// analysis are done (1 on a read error, which is printed).
+// analysis are done, with --until-finished once the recording is complete and read (3 when S
+// seconds passed first; 1 on a read error, which is printed).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
   }
   const std::string path = argv[1];
   double seconds = 10;
-  bool until_settled = false;
+  bool until_settled = false, until_finished = false;
   ui::SourceOptions opt;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -68,6 +69,8 @@ int main(int argc, char** argv) {
       seconds = std::atof(argv[++i]);
     } else if (a == "--until-settled") {
       until_settled = true;
+    } else if (a == "--until-finished") {
+      until_finished = true;
     } else if (a == "--detail-rows" && i + 1 < argc) {
       opt.detail_rows = std::atoll(argv[++i]);
     } else if (a == "--no-analysis") {
@@ -103,6 +106,9 @@ int main(int argc, char** argv) {
   bool settled = false;
   if (until_settled) {
     settled = source.wait_until(ui::SnapshotSource::settled, static_cast<int>(seconds * 1000));
+  } else if (until_finished) {
+    settled = source.wait_until([](const ui::Snapshot& s) { return s.state == ui::SourceState::kFinished; },
+                                static_cast<int>(seconds * 1000));
   } else {
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   }
@@ -111,5 +117,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "source_probe: %s\n", s->error.c_str());
     return 1;
   }
-  return until_settled && !settled ? 3 : 0;
+  return (until_settled || until_finished) && !settled ? 3 : 0;
 }

@@ -6,7 +6,9 @@ Each byte that enters one end leaves the other `--delay-ms` later (one way), and
   delay_relay.py --connect HOST:PORT [--pidfile F]   stdin/stdout <-> HOST:PORT: an ssh ProxyCommand
   delay_relay.py --listen PORT --connect HOST:PORT   a TCP relay (for `serve --port`); prints its port
 
-Killing the relay cuts the link (the tests do, to check the dashboard reconnects).
+Killing the relay cuts the link; with --refuse-if FILE, new relays refuse to start while FILE
+exists, so the link stays down until the test removes it (the tests do both, to check that the
+dashboard says so, keeps its view, and reconnects).
 """
 
 from __future__ import annotations
@@ -117,7 +119,11 @@ def main() -> None:
     ap.add_argument("--delay-ms", type=float, default=25.0, help="one-way delay (default 25 ms)")
     ap.add_argument("--rate", type=float, default=10e6, help="bytes per second each way (default 10 MB/s)")
     ap.add_argument("--pidfile", help="append this process's pid here")
+    ap.add_argument("--refuse-if", help="exit at once (the link is down) while this file exists")
     args = ap.parse_args()
+    if args.refuse_if and os.path.exists(args.refuse_if):
+        print("delay_relay: the link is down", file=sys.stderr)
+        sys.exit(1)
     if args.pidfile:
         with open(args.pidfile, "a") as f:
             f.write(f"{os.getpid()}\n")
