@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <vector>
@@ -26,6 +28,21 @@ std::atomic<int64_t> g_bytes_in{0};
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// STALLSCOPE_LINK_TRACE=1: each call's method, time and bytes on stderr (where a slow link's time
+// goes).
+bool trace_calls() {
+  static const bool on = [] {
+    const char* v = std::getenv("STALLSCOPE_LINK_TRACE");
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return on;
 }
 
 std::vector<std::string> words(const std::string& s) {
@@ -183,7 +200,9 @@ Status Link::ensure() {
     ::waitpid(child_, nullptr, 0);
     child_ = -1;
   }
+  const int64_t t0 = trace_calls() ? now_us() : 0;
   Status s = connect_locked();
+  if (t0 != 0) std::fprintf(stderr, "stallscope link: connect to %s: %.1f ms\n", node_.c_str(), (now_us() - t0) / 1e3);
   if (!s.ok()) {
     last_error_ = s.message();
     // The first connection's failure is the user's to fix (no such host, no stallscope there):
@@ -339,17 +358,22 @@ void Link::receive(int fd, uint64_t epoch) {
   }
 }
 
-Result<std::string> Link::call(Method m, uint64_t handle, const std::string& args,
-                               const std::function<void(std::string_view)>& on_part) {
-  auto c = std::make_shared<Call>();
-  uint32_t id;
+std::shared_ptr<Link::Pending> Link::start(Method m, uint64_t handle, const std::string& args) {
+  auto p = std::make_shared<Pending>();
+  p->method = m;
+  p->handle = handle;
+  p->t0_us = trace_calls() ? now_us() : 0;
   int fd;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!connected_) return lost_status();
-    id = next_id_++;
+    if (!connected_) {
+      p->failed = lost_status();
+      return p;
+    }
+    p->id = next_id_++;
     if (next_id_ == 0) next_id_ = 1;
-    calls_[id] = c;
+    p->call = std::make_shared<Call>();
+    calls_[p->id] = p->call;
     fd = to_fd_;
   }
   Out req;
@@ -359,13 +383,21 @@ Result<std::string> Link::call(Method m, uint64_t handle, const std::string& arg
   Status w;
   {
     std::lock_guard<std::mutex> lock(write_mu_);
-    w = write_all(fd, encode_frame(Frame{FrameType::kRequest, id, req.take(), 0}));
+    w = write_all(fd, encode_frame(Frame{FrameType::kRequest, p->id, req.take(), 0}));
   }
   if (!w.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     disconnect_locked(w.message());
-    return lost_status();
+    p->failed = lost_status();
   }
+  return p;
+}
+
+Result<std::string> Link::finish(const std::shared_ptr<Pending>& p,
+                                 const std::function<void(std::string_view)>& on_part) {
+  if (!p->failed.ok()) return p->failed;
+  const std::shared_ptr<Call>& c = p->call;
+  size_t got = 0;
   while (true) {
     Frame f;
     bool lost = false;
@@ -383,15 +415,26 @@ Result<std::string> Link::call(Method m, uint64_t handle, const std::string& arg
       std::lock_guard<std::mutex> lock(mu_);  // not under c->mu: the receiver takes mu_ first
       return lost_status();
     }
+    got += f.payload.size();
     if (f.type == FrameType::kPart) {
       if (on_part) on_part(f.payload);
       continue;
+    }
+    if (p->t0_us != 0) {
+      std::fprintf(stderr, "stallscope link: call %d on %llu%s: %.1f ms, %zu bytes\n", static_cast<int>(p->method),
+                   static_cast<unsigned long long>(p->handle), p->ahead ? " (sent ahead)" : "",
+                   (now_us() - p->t0_us) / 1e3, got);
     }
     if (f.payload.empty()) return Status::Error(node_ + ": malformed answer");
     if (f.payload[0] == 1) return f.payload.substr(1);
     In in(std::string_view(f.payload).substr(1));
     return Status::Error(in.str());
   }
+}
+
+Result<std::string> Link::call(Method m, uint64_t handle, const std::string& args,
+                               const std::function<void(std::string_view)>& on_part) {
+  return finish(start(m, handle, args), on_part);
 }
 
 void Link::tell(Method m, uint64_t handle, const std::string& args) {

@@ -51,6 +51,13 @@ class Link {
   // the link was lost meanwhile.
   Result<std::string> call(Method m, uint64_t handle, const std::string& args,
                            const std::function<void(std::string_view)>& on_part = {});
+  // The same in two halves, so that many calls cost one round trip: start() sends the call,
+  // finish() waits for its answer (its parts are held until then). A call started and never
+  // finished costs only its answer's memory until that answer has come.
+  struct Pending;
+  std::shared_ptr<Pending> start(Method m, uint64_t handle, const std::string& args);
+  Result<std::string> finish(const std::shared_ptr<Pending>& p,
+                             const std::function<void(std::string_view)>& on_part = {});
   // A call that wants no answer (begin and end of a read, hints); dropped when not connected.
   void tell(Method m, uint64_t handle, const std::string& args);
   const std::string& node() const { return node_; }
@@ -69,6 +76,19 @@ class Link {
     std::deque<Frame> frames;
     bool lost = false;
   };
+
+ public:
+  struct Pending {
+    std::shared_ptr<Call> call;
+    uint32_t id = 0;
+    Method method{};
+    uint64_t handle = 0;
+    int64_t t0_us = 0;             // STALLSCOPE_LINK_TRACE's clock
+    bool ahead = false;            // sent before it was asked for (Reader::expect)
+    Status failed = Status::Ok();  // not sent: the link was down
+  };
+
+ private:
   Status connect_locked();
   void disconnect_locked(const std::string& why);
   void receive(int fd, uint64_t epoch);

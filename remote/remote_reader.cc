@@ -1,7 +1,9 @@
 // Recordings on another machine; see remote_reader.h.
 #include "remote/remote_reader.h"
 
+#include <map>
 #include <memory>
+#include <utility>
 
 #include "remote/codec.h"
 #include "remote/link.h"
@@ -26,6 +28,7 @@ class Remote {
     if (Status s = link_->ensure(); !s.ok()) return s;
     const uint64_t epoch = link_->epoch();
     if (epoch == epoch_ && handle_) return Status::Ok();
+    expected_.clear();  // sent on the lost connection
     Out a;
     a.str(node_path_);
     if (open_args) open_args(a);
@@ -38,9 +41,17 @@ class Remote {
     return Status::Ok();
   }
   Result<std::string> call(Method m, const Out& args, const std::function<void(std::string_view)>& on_part = {}) {
-    auto r = link_->call(m, handle_, args.bytes(), on_part);
-    return r;
+    auto expected = expected_.find({m, args.bytes()});
+    if (expected == expected_.end()) return link_->call(m, handle_, args.bytes(), on_part);
+    auto p = std::move(expected->second);
+    expected_.erase(expected);
+    p->ahead = true;
+    return link_->finish(p, on_part);
   }
+  // Sends the call now; call() with the same method and arguments takes its answer (Reader::expect).
+  void send_ahead(Method m, const Out& args) { expected_[{m, args.bytes()}] = link_->start(m, handle_, args.bytes()); }
+  // Answers sent ahead and not asked for: dropped (a dropped call's frames go once it is done).
+  void drop_expected() { expected_.clear(); }
   void tell(Method m, const std::string& args = "") { link_->tell(m, handle_, args); }
   Link& link() { return *link_; }
   const std::string& uri() const { return uri_; }
@@ -56,6 +67,7 @@ class Remote {
   std::string uri_, node_path_;
   uint64_t handle_ = 0, epoch_ = 0;
   bool reopened_ = false;
+  std::map<std::pair<Method, std::string>, std::shared_ptr<Link::Pending>> expected_;
 };
 
 Result<std::pair<std::shared_ptr<Link>, Endpoint>> link_of(const std::string& uri) {
@@ -75,6 +87,13 @@ class RemoteReader final : public Reader {
 
   const std::string& path() const override { return r_->uri(); }
   void prefer_large_scans() override {}  // the node's reads are its own business
+  void expect(const std::function<void(Reader&)>& calls) override {
+    r_->drop_expected();
+    if (!ready().ok()) return;
+    sending_ahead_ = true;
+    calls(*this);
+    sending_ahead_ = false;
+  }
   bool begin_read() override {
     if (!ready().ok()) return false;
     r_->tell(Method::kBeginRead);
@@ -327,6 +346,10 @@ class RemoteReader final : public Reader {
     if (Status s = ready(); !s.ok()) return s;
     Out a;
     if (args) args(a);
+    if (sending_ahead_) {
+      r_->send_ahead(m, a);
+      return Status::Error("sent ahead");  // expect()'s calls: their results are not used
+    }
     bool bad = false;
     auto r = r_->call(m, a, [&](std::string_view p) {
       if (bad || !part) return;
@@ -373,6 +396,7 @@ class RemoteReader final : public Reader {
   }
 
   std::unique_ptr<Remote> r_;
+  bool sending_ahead_ = false;
 };
 
 // A sink's calls as the node streamed them, handed to the real sink here.

@@ -44,6 +44,11 @@ class Reader {
   // For long sequential scans (opening a large recording): maps the file instead of copying pages
   // through SQLite's cache. A hint; reads work without it.
   virtual void prefer_large_scans() {}
+  // Calls about to be made: `calls` makes them on the reader it is given (their results are not
+  // used). A reader across a link sends them all at once and answers the same calls (same
+  // arguments) from what came back, so that a group of calls costs one round trip rather than one
+  // each; a local reader does nothing. A hint: a call not made later costs only its answer.
+  virtual void expect(const std::function<void(Reader&)>& calls) { (void)calls; }
 
   // One read transaction around a group of calls: on a recording still being written, every call
   // inside sees the same committed flushes.

@@ -85,6 +85,28 @@ Overview::QueueBucket Overview::combine(const std::vector<QueueBucket>& q, size_
 Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns, int64_t max_buckets) {
   auto o = std::make_shared<Overview>();
   o->level_ns = overview_level(std::max<int64_t>(run_ns, 0), max_buckets);
+  // The names looked for first, then every other call at once (Reader::expect): over a link, two
+  // round trips rather than twelve.
+  auto ids = r.string_ids(kOverviewNames);
+  if (!ids.ok()) return ids.status();
+  auto id_of = [&](const char* name) -> int64_t {
+    auto it = ids->find(name);
+    return it == ids->end() ? -1 : static_cast<int64_t>(it->second);
+  };
+  const bool flow = id_of("dl.sent") >= 0 && id_of("dl.recv") >= 0;
+  const std::vector<uint32_t> flow_names =
+      flow ? std::vector<uint32_t>{ids->at("dl.sent"), ids->at("dl.recv")} : std::vector<uint32_t>{};
+  r.expect([&](Reader& x) {
+    (void)x.rows_per_bucket(o->level_ns);
+    (void)x.span_totals(o->level_ns);
+    (void)x.processes();
+    (void)x.threads();
+    (void)x.counter_tracks();
+    (void)x.counter_totals(o->level_ns);
+    if (flow) (void)x.instant_summaries(o->level_ns, flow_names);
+    (void)x.queue_summaries(o->level_ns);
+    (void)x.gpu_totals(o->level_ns);
+  });
   auto per_bucket = r.rows_per_bucket(o->level_ns);
   if (!per_bucket.ok()) return per_bucket.status();
   // A bucket whose time is not within a few years of the session start is a damaged row's: left
@@ -115,12 +137,6 @@ Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns, int64
 
   // Each thread's main activity: the loop's wait, a worker's fetch, the pin thread's pin, else the
   // name with the most time over the run.
-  auto ids = r.string_ids({"dl.next", "dl.fetch", "dl.pin"});
-  if (!ids.ok()) return ids.status();
-  auto id_of = [&](const char* name) -> int64_t {
-    auto it = ids->find(name);
-    return it == ids->end() ? -1 : static_cast<int64_t>(it->second);
-  };
   const std::pair<int64_t, Style> kPreferred[] = {
       {id_of("dl.next"), Style::kNext}, {id_of("dl.fetch"), Style::kFetch}, {id_of("dl.pin"), Style::kPin}};
   auto totals = r.span_totals(o->level_ns);
@@ -228,14 +244,12 @@ Result<std::shared_ptr<Overview>> read_overview(Reader& r, int64_t run_ns, int64
   }
 
   // Batches sent and not yet received, per loader, at each bucket's end.
-  auto flow_ids = r.string_ids({"dl.sent", "dl.recv"});
-  if (!flow_ids.ok()) return flow_ids.status();
-  if (flow_ids->count("dl.sent") && flow_ids->count("dl.recv")) {
-    const uint32_t sent = flow_ids->at("dl.sent");
-    auto flow = r.instant_summaries(o->level_ns, {sent, flow_ids->at("dl.recv")});
-    if (!flow.ok()) return flow.status();
+  if (flow) {
+    const uint32_t sent = flow_names[0];
+    auto rows = r.instant_summaries(o->level_ns, flow_names);
+    if (!rows.ok()) return rows.status();
     std::map<int64_t, std::vector<int64_t>> delta;  // loader -> per bucket
-    for (const InstantSummaryRow& row : *flow) {
+    for (const InstantSummaryRow& row : *rows) {
       const int64_t i = index(row.bucket);
       if (i < 0 || row.grp < 0) continue;
       auto& d = delta[row.grp];

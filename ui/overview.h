@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -87,6 +88,10 @@ struct Overview {
 // allows (up to 64 view widths each side), reaching to INT64_MAX (the latest part, followed) when
 // it gets to the end of the data.
 std::optional<std::pair<int64_t, int64_t>> wanted_detail(const Timeline& tl, double v0, double v1);
+
+// The names read_overview looks up first (string_ids): the loop's wait, a worker's fetch, the pin
+// thread's pin, a batch sent and received.
+inline const std::vector<std::string> kOverviewNames = {"dl.next", "dl.fetch", "dl.pin", "dl.sent", "dl.recv"};
 
 // The finest summary level with at most `max_buckets` buckets over `run_ns`.
 int64_t overview_level(int64_t run_ns, int64_t max_buckets = Overview::kMaxBuckets);

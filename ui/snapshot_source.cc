@@ -113,6 +113,14 @@ struct LongRecording {
 Result<std::optional<LongRecording>> plan_long(Reader& r, int64_t rows) {
   if (rows <= 0) return std::optional<LongRecording>{};
   Reader::Snapshot snapshot(r);
+  // Over a link, this plan's calls and the overview's first cost one round trip.
+  r.expect([&](Reader& x) {
+    (void)x.has_summaries();
+    (void)x.time_of_last_rows(rows);
+    (void)x.end_ns_of_flushes_and_processes();
+    (void)x.string_ids(kOverviewNames);
+    (void)x.meta();
+  });
   auto has = r.has_summaries();
   if (!has.ok()) return has.status();
   if (!*has) return std::optional<LongRecording>{};

@@ -269,3 +269,25 @@ def test_two_nodes_recordings_compare_as_two_local_files(node, finished, tmp_pat
         "ssh://node2", "")
     assert remote["compare"] == local["compare"]
     assert [s["lanes"] for s in remote["sides"]] == [s["lanes"] for s in local["sides"]]
+
+
+def test_a_long_recordings_overview_costs_two_round_trips_and_reads_as_locally(node, finished):
+    """A recording cut into the whole run's overview and the detail of its latest part (a detail
+    budget smaller than the recording): over the link, the plan's and the overview's calls go out
+    at once (Reader::expect; STALLSCOPE_LINK_TRACE names them "sent ahead"), and the view is the
+    one read locally."""
+    args = ("--until-settled", "--no-analysis", "--detail-rows", "100", "--seconds", "60")
+    rc, local, err = probe(str(finished), node.env(), *args)
+    assert rc == 0, err
+    rc, remote, err = probe(f"ssh://node1{finished}", node.env(STALLSCOPE_LINK_TRACE="1"), *args)
+    assert rc == 0, err
+    last_l, last_r = local[-1], remote[-1]
+    assert last_l["overview_rows"] > last_l["rows"] > 0, last_l  # cut: the overview holds more than the detail
+    for key in ("state", "rows", "overview_rows", "lanes", "end_ns"):
+        assert last_r[key] == last_l[key], (key, last_r, last_l)
+    calls = [line for line in err.splitlines() if line.startswith("stallscope link: call ")]
+    ahead = [line for line in calls if "(sent ahead)" in line]
+    # has_summaries, time_of_last_rows, end_ns, string_ids, meta; then rows_per_bucket, span_totals,
+    # processes, threads, counter_tracks, counter_totals, queue_summaries, gpu_totals (and the
+    # batches' flow where recorded).
+    assert len(ahead) >= 13, "\n".join(calls)

@@ -83,10 +83,11 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   opt.on_publish = [&](const ui::Snapshot& s) {
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    int64_t rows = 0, end_ns = 0, start_real = 0, overview_rows = 0;
+    int64_t rows = 0, end_ns = 0, start_real = 0, overview_rows = 0, lanes = 0;
     std::string top;
     if (s.timeline) {
       rows = s.timeline->rows_read;
+      lanes = static_cast<int64_t>(s.timeline->lanes.size());
       end_ns = s.timeline->end_ns;
       auto it = s.timeline->meta.find("start_real_ns");
       if (it != s.timeline->meta.end()) start_real = std::atoll(it->second.c_str());
@@ -95,11 +96,13 @@ int main(int argc, char** argv) {
     const double lag_ms =
         start_real > 0 && end_ns > 0 ? static_cast<double>(wall_ns() - (start_real + end_ns)) / 1e6 : -1;
     std::printf(
-        "{\"t\": %.4f, \"state\": \"%s\", \"rows\": %lld, \"overview_rows\": %lld, \"end_ns\": %lld, \"lag_ms\": %.1f, "
+        "{\"t\": %.4f, \"state\": \"%s\", \"rows\": %lld, \"overview_rows\": %lld, \"lanes\": %lld, \"end_ns\": %lld, "
+        "\"lag_ms\": %.1f, "
         "\"analysis\": %s, \"analysis_pending\": %s, \"link_error\": \"%s\", \"error\": \"%s\", \"bytes\": %lld}\n",
         t, ui::state_name(s.state), static_cast<long long>(rows), static_cast<long long>(overview_rows),
-        static_cast<long long>(end_ns), lag_ms, s.analysis ? "true" : "false", s.analysis_pending ? "true" : "false",
-        escaped(s.link_error).c_str(), escaped(s.error).c_str(), static_cast<long long>(remote::bytes_received()));
+        static_cast<long long>(lanes), static_cast<long long>(end_ns), lag_ms, s.analysis ? "true" : "false",
+        s.analysis_pending ? "true" : "false", escaped(s.link_error).c_str(), escaped(s.error).c_str(),
+        static_cast<long long>(remote::bytes_received()));
     std::fflush(stdout);
   };
   ui::SnapshotSource source(path, opt);
