@@ -9,8 +9,12 @@ source (tests/ui/source_probe) reads:
   live        a real training loop followed live, local and remote at once: how far behind the
               wall clock the newest event shown is, p50 and p99 (goal: remote p99 <= 250 ms; the
               local figure beside it: the recorder's own flush period is part of both)
+  frames      bench/ui_bench on the same long recording, local and over the link: the CPU time of
+              a whole dashboard frame while panning (the link's reads happen on the reader's
+              thread, outside the frames: goal "as local"), and the time a moved view's detail
+              window takes to arrive
 
-    bench/remote_bench.py [--build DIR] [--db LONG.db] [--live-seconds S] [--rounds N]
+    bench/remote_bench.py [--build DIR] [--db LONG.db] [--live-seconds S] [--rounds N] [--frames N]
 
 --db: the long recording (default: bench/ui_bench's one-hour synthetic recording, ~10 M events,
 generated once with `ui_bench --generate-only`; report_bench keeps a 24-hour one in $TMPDIR that
@@ -49,6 +53,22 @@ def whole_run(build: Path, path: str, env: dict) -> tuple[float, int, int]:
     return first["t"], first["bytes"], first["rows"]
 
 
+def ui_bench(build: Path, path: str, env: dict, frames: int) -> dict[str, str]:
+    """bench/ui_bench's table for `path` (250 000 detail rows, as the dashboard holds remotely):
+    measure -> the rest of its line."""
+    p = subprocess.run([str(build / "bin" / "ui_bench"), "--db", path, "--detail-rows", "250000", "--frames",
+                        str(frames)], capture_output=True, text=True, env=env, timeout=1800)
+    if p.returncode != 0:
+        raise SystemExit(f"remote_bench: ui_bench {path} failed: {p.stderr.strip()[-400:]}")
+    out = {}
+    for line in p.stdout.splitlines():
+        for key in ("frame, whole run, moving: median", "frame, whole run, moving: p99",
+                    "frame, 1 minute, moving: median", "frame, 1 minute, moving: p99", "detail windows read"):
+            if line.strip().startswith(key):
+                out[key] = line.strip()[len(key):].split()
+    return out
+
+
 def pct(values: list[float], q: float) -> float:
     v = sorted(values)
     return v[min(len(v) - 1, round(q * (len(v) - 1)))]
@@ -60,6 +80,7 @@ def main() -> None:
     ap.add_argument("--db", help="the long recording (default: ui_bench's one-hour one)")
     ap.add_argument("--live-seconds", type=float, default=20)
     ap.add_argument("--rounds", type=int, default=3, help="opens of the long recording, interleaved local/remote")
+    ap.add_argument("--frames", type=int, default=120, help="ui_bench's frames per zoom level (0: no frame figures)")
     args = ap.parse_args()
     build = Path(args.build).resolve()
     os.environ.setdefault("STALLSCOPE_BUILD", str(build))
@@ -91,6 +112,23 @@ def main() -> None:
                      f"{statistics.median(local_t):.2f}"))
         rows.append((f"  bytes over the link (file {size_mb:.0f} MB)", "< 20 MB",
                      f"{statistics.median(remote_bytes) / 1e6:.1f} MB", "-"))
+
+        if args.frames > 0:  # ui_bench's frames, the same recording read both ways
+            local_f = ui_bench(build, db, env, args.frames)
+            remote_f = ui_bench(build, f"ssh://slow{os.path.abspath(db)}", env, args.frames)
+            for key, label in (("frame, whole run, moving: median", "frame, whole run, panning: median (ms)"),
+                               ("frame, whole run, moving: p99", "frame, whole run, panning: p99 (ms)"),
+                               ("frame, 1 minute, moving: median", "frame, 1 minute, panning: median (ms)"),
+                               ("frame, 1 minute, moving: p99", "frame, 1 minute, panning: p99 (ms)")):
+                # "p99 (max 1.8)  1.78 ms ..." or "1.10 ms ...": the figure is the first number before "ms"
+                def figure(words: list[str]) -> str:
+                    return next(words[i - 1] for i, w in enumerate(words) if w == "ms" and i > 0)
+                rows.append((label, "as local", figure(remote_f[key]), figure(local_f[key])))
+            # "131  -  mean 169 ms, max 221 ms (outside the frame times)"
+            def mean_ms(words: list[str]) -> str:
+                return words[words.index("mean") + 1]
+            rows.append(("a moved view's detail window: mean (ms)", "-", mean_ms(remote_f["detail windows read"]),
+                         mean_ms(local_f["detail windows read"])))
 
         # Live: a real loop, followed locally and over the link at once.
         tmp = Path(tempfile.mkdtemp(prefix="stallscope-remote-live-"))

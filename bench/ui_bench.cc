@@ -44,6 +44,8 @@
 #include <vector>
 
 #include "bench/bench_rows.h"
+#include "remote/remote_reader.h"
+#include "storage/reader.h"
 #include "tests/ui/sim_recording.h"
 #include "ui/analysis_view.h"
 #include "ui/compare_dashboard.h"
@@ -305,12 +307,16 @@ int main(int argc, char** argv) {
 
   const stallscope::testing::SimOptions o = stallscope::testing::hour_of_training(events);
 
-  if (regen && exists(db)) {
+  // A recording on another machine (ssh://host/path, tcp://...): read through the link, as the
+  // dashboard does; nothing is generated there.
+  const bool remote = stallscope::Reader::is_uri(db);
+  if (remote) stallscope::remote::install();
+  if (regen && !remote && exists(db)) {
     std::remove(db.c_str());
     std::remove((db + "-wal").c_str());
     std::remove((db + "-shm").c_str());
   }
-  if (!exists(db)) {
+  if (!remote && !exists(db)) {
     std::printf("generating %s (%d epochs x %d batches, 8 workers) ...\n", db.c_str(), o.epochs, o.batches);
     std::fflush(stdout);
     const auto t0 = Clock::now();

@@ -22,6 +22,7 @@
 #include "storage/reader.h"
 #include "ui/app.h"
 #include "ui/tune_set.h"
+#include "ui/snapshot_source.h"
 
 namespace stallscope::cli {
 namespace {
@@ -31,10 +32,6 @@ struct UiArgs {
   std::vector<std::string> files;  // more than two is a usage error, said in the command's words
   bool detail_rows_set = false;
 };
-
-// A remote recording's detail window, in rows (--detail-rows's default for ssh:// and tcp://): what
-// a 10 MB/s link brings in about a second.
-constexpr int64_t kRemoteDetailRows = 250'000;
 
 // "AxB" with `sep` between two numbers.
 bool parse_pair(const std::string& s, char sep, double* a, double* b) {
@@ -176,7 +173,7 @@ Body define(CLI::App& app) {
     // when the view moves), unless --detail-rows says otherwise.
     if (!a->detail_rows_set &&
         std::any_of(a->files.begin(), a->files.end(), [](const std::string& f) { return Reader::is_uri(f); }))
-      a->opt.detail_rows = kRemoteDetailRows;
+      a->opt.detail_rows = ui::kRemoteDetailRows;
     // A recording made before the summaries gets them first (one line on stderr), as `report`
     // does: the dashboard holds a long one as its overview and a window of its detail. (A node's
     // recording is read as it is: the node builds what is missing in memory.)

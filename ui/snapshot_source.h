@@ -29,6 +29,10 @@
 
 namespace stallscope::ui {
 
+// A remote recording's detail window, in rows (the dashboard's and --detail-rows's default for
+// ssh:// and tcp://): what a 10 MB/s link brings in about a second.
+constexpr int64_t kRemoteDetailRows = 250'000;
+
 struct SourceOptions {
   int poll_ms = 50;                // live polling period
   int cut_off_poll_ms = 500;       // polling period of a recording whose recorder is gone
