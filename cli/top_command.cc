@@ -16,7 +16,6 @@
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -154,22 +153,11 @@ int show(TopSource& source, const TopArgs& a) {
 // Runs `ssh -t HOST stallscope top` (with the user's ssh, as `ui ssh://` does): returns only when
 // ssh cannot be started.
 int exec_node_top(const remote::Endpoint& e, const TopArgs& a) {
-  const char* ssh_env = std::getenv("STALLSCOPE_SSH");
-  std::vector<std::string> argv;
-  std::istringstream words(ssh_env && *ssh_env ? ssh_env : "ssh");
-  for (std::string w; words >> w;) argv.push_back(w);
-  argv.push_back("-t");
-  if (e.port) {
-    argv.push_back("-p");
-    argv.push_back(std::to_string(e.port));
-  }
-  argv.push_back(e.user.empty() ? e.host : e.user + "@" + e.host);
-  const char* remote_cmd = std::getenv("STALLSCOPE_REMOTE_COMMAND");
-  std::string cmd = std::string(remote_cmd && *remote_cmd ? remote_cmd : "stallscope") + " top";
+  std::string cmd = "top";
   if (a.once) cmd += " --once";
   if (a.ascii) cmd += " --ascii";
   if (a.interval_s != 1.0) cmd += " -n " + std::to_string(a.interval_s);
-  argv.push_back(cmd);
+  std::vector<std::string> argv = remote::ssh_command(e, {"-t"}, cmd);
   std::vector<char*> args;
   for (auto& s : argv) args.push_back(s.data());
   args.push_back(nullptr);

@@ -21,8 +21,8 @@
 #include "remote/remote_reader.h"
 #include "storage/reader.h"
 #include "ui/app.h"
-#include "ui/tune_set.h"
 #include "ui/snapshot_source.h"
+#include "ui/tune_set.h"
 
 namespace stallscope::cli {
 namespace {

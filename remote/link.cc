@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -128,6 +130,21 @@ Result<Endpoint> parse_uri(const std::string& uri) {
   return e;
 }
 
+std::vector<std::string> ssh_command(const Endpoint& e, const std::vector<std::string>& options,
+                                     const std::string& args) {
+  const char* ssh_env = std::getenv("STALLSCOPE_SSH");
+  std::vector<std::string> argv = words(ssh_env && *ssh_env ? ssh_env : "ssh");
+  argv.insert(argv.end(), options.begin(), options.end());
+  if (e.port) {
+    argv.push_back("-p");
+    argv.push_back(std::to_string(e.port));
+  }
+  argv.push_back(e.user.empty() ? e.host : e.user + "@" + e.host);
+  const char* remote = std::getenv("STALLSCOPE_REMOTE_COMMAND");
+  argv.push_back(std::string(remote && *remote ? remote : "stallscope") + " " + args);
+  return argv;
+}
+
 std::shared_ptr<Link> Link::to(const Endpoint& e) {
   static std::mutex mu;
   static std::map<std::string, std::weak_ptr<Link>> links;
@@ -236,19 +253,18 @@ Status Link::connect_locked() {
     if (fd < 0)
       return Status::Error("cannot connect to " + node_ + ": " + why +
                            " (is `stallscope serve --port` running there, and the tunnel up?)");
+    // TCP keep-alives, as ssh's ServerAliveInterval: a tunnel that died silently is found dead in
+    // about 20 s rather than when TCP gives up (hours).
+    const int on = 1, idle = 5, interval = 5, count = 3;
+    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
     to_fd_ = from_fd_ = fd;
   } else {
-    const char* ssh_env = std::getenv("STALLSCOPE_SSH");
-    std::vector<std::string> argv = words(ssh_env && *ssh_env ? ssh_env : "ssh");
     // Keep-alives let a silent link be found dead; -T: no terminal, the channel carries frames.
-    for (const char* a : {"-T", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"}) argv.push_back(a);
-    if (e_.port) {
-      argv.push_back("-p");
-      argv.push_back(std::to_string(e_.port));
-    }
-    argv.push_back(e_.user.empty() ? e_.host : e_.user + "@" + e_.host);
-    const char* remote = std::getenv("STALLSCOPE_REMOTE_COMMAND");
-    argv.push_back(std::string(remote && *remote ? remote : "stallscope") + " serve --stdio");
+    std::vector<std::string> argv =
+        ssh_command(e_, {"-T", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"}, "serve --stdio");
     int in_pipe[2], out_pipe[2], err_pipe[2];
     if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)
       return Status::Error(std::string("cannot make pipes: ") + std::strerror(errno));

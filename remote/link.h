@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/status.h"
 #include "remote/protocol.h"
@@ -34,6 +35,12 @@ struct Endpoint {
   std::string node() const;
 };
 Result<Endpoint> parse_uri(const std::string& uri);
+
+// The command line that runs `stallscope ARGS` on `e`'s node through the user's ssh:
+// $STALLSCOPE_SSH (default `ssh`), then `options` (e.g. -T or -t), the port and [user@]host, then
+// $STALLSCOPE_REMOTE_COMMAND (default `stallscope`) and `args` as one remote command.
+std::vector<std::string> ssh_command(const Endpoint& e, const std::vector<std::string>& options,
+                                     const std::string& args);
 
 class Link {
  public:

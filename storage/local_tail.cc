@@ -12,36 +12,26 @@
 #include <thread>
 
 #include "common/procfs.h"
+#include "storage/uri_openers.h"
 
 namespace stallscope {
 
 namespace {
-std::mutex& openers_mu() {
-  static std::mutex mu;
-  return mu;
-}
-std::map<std::string, RecordingTail::UriOpener>& openers() {
-  static std::map<std::string, RecordingTail::UriOpener> m;
-  return m;
+UriOpeners<RecordingTail::UriOpener>& openers() {
+  static UriOpeners<RecordingTail::UriOpener> o;
+  return o;
 }
 }  // namespace
 
 Result<std::unique_ptr<RecordingTail>> RecordingTail::open(const std::string& path) {
   if (!Reader::is_uri(path)) return LocalTail::open_file(path);
-  const std::string scheme = path.substr(0, path.find("://"));
-  UriOpener opener;
-  {
-    std::lock_guard<std::mutex> lock(openers_mu());
-    auto it = openers().find(scheme);
-    if (it != openers().end()) opener = it->second;
-  }
+  UriOpener opener = openers().of(path);
   if (!opener) return Reader::open(path).status();  // the same one line
   return opener(path);
 }
 
 void RecordingTail::set_uri_opener(const std::string& scheme, UriOpener opener) {
-  std::lock_guard<std::mutex> lock(openers_mu());
-  openers()[scheme] = std::move(opener);
+  openers().set(scheme, std::move(opener));
 }
 
 int64_t LocalTail::file_bytes() {

@@ -15,6 +15,7 @@
 #include "storage/sqlite.h"
 #include "storage/sqlite_reader.h"
 #include "storage/upgrade.h"
+#include "storage/uri_openers.h"
 
 namespace stallscope {
 namespace {
@@ -55,13 +56,9 @@ std::string id_list(const std::vector<T>& ids) {
 }  // namespace
 
 namespace {
-std::mutex& openers_mu() {
-  static std::mutex mu;
-  return mu;
-}
-std::map<std::string, Reader::UriOpener>& openers() {
-  static std::map<std::string, Reader::UriOpener> m;
-  return m;
+UriOpeners<Reader::UriOpener>& openers() {
+  static UriOpeners<Reader::UriOpener> o;
+  return o;
 }
 }  // namespace
 
@@ -86,23 +83,14 @@ bool Reader::is_uri(const std::string& path) {
   return true;
 }
 
-void Reader::set_uri_opener(const std::string& scheme, UriOpener opener) {
-  std::lock_guard<std::mutex> lock(openers_mu());
-  openers()[scheme] = std::move(opener);
-}
+void Reader::set_uri_opener(const std::string& scheme, UriOpener opener) { openers().set(scheme, std::move(opener)); }
 
 Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
   if (!is_uri(path)) return SqliteReader::open_file(path);
-  const std::string scheme = path.substr(0, path.find("://"));
-  UriOpener opener;
-  {
-    std::lock_guard<std::mutex> lock(openers_mu());
-    auto it = openers().find(scheme);
-    if (it != openers().end()) opener = it->second;
-  }
+  UriOpener opener = openers().of(path);
   if (!opener)
     return Status::Error(
-        "cannot open " + path + ": this program does not read " + scheme +
+        "cannot open " + path + ": this program does not read " + path.substr(0, path.find("://")) +
         ":// recordings; pass a file, or an ssh://host/path or tcp://host:port/path URI to stallscope ui");
   return opener(path);
 }
