@@ -57,6 +57,30 @@ def probe(path: str, env: dict, *args, timeout=120) -> tuple[int, list[dict], st
     return p.returncode, [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")], p.stderr
 
 
+class LiveTraining:
+    """A real training loop recorded live to `db` until stop(): its result is checked on exit."""
+
+    def __init__(self, db: Path):
+        self.db, self.stop_file = db, db.with_suffix(".stop")
+        self.proc = subprocess.Popen([str(LAUNCHER), "run", "-q", "-o", str(db), "--", sys.executable, str(TRAIN),
+                                      "60", "0", str(self.stop_file)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=base_env())
+
+    def __enter__(self) -> LiveTraining:
+        assert wait_for(self.db.exists, 30)
+        return self
+
+    def stop(self) -> None:
+        self.stop_file.write_text("")
+
+    def __exit__(self, kind, value, tb) -> None:
+        self.stop()
+        out, err = self.proc.communicate(timeout=60)
+        if kind is None:  # the training's own result, unchanged by what read its recording
+            assert self.proc.returncode == 0, err
+            assert "steps" in out
+
+
 def test_a_finished_recording_reads_the_same_over_ssh(node, finished):
     rc, local, _ = probe(str(finished), node.env(), "--until-settled", "--seconds", "60")
     assert rc == 0
@@ -95,12 +119,8 @@ def test_the_dashboard_over_ssh_draws_what_it_draws_locally(node, finished, tmp_
 
 
 def test_live_sessions_are_listed_and_followed_over_ssh(node, tmp_path):
-    db = tmp_path / "live.db"
-    stop = tmp_path / "stop"
-    train = subprocess.Popen([str(LAUNCHER), "run", "-q", "-o", str(db), "--", sys.executable, str(TRAIN), "60", "0",
-                              str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
-    try:
-        assert wait_for(db.exists, 30)
+    with LiveTraining(tmp_path / "live.db") as training:
+        db = training.db
         listed = subprocess.run([str(PROBE), "--list", "ssh://node1"], capture_output=True, text=True,
                                 env=node.env(), timeout=60)
         assert listed.returncode == 0, listed.stderr
@@ -110,20 +130,11 @@ def test_live_sessions_are_listed_and_followed_over_ssh(node, tmp_path):
         live = [s for s in seen if s["state"] == "live"]
         assert live, seen[-3:]
         assert live[-1]["rows"] > live[0]["rows"], "the remote view did not follow the live recording"
-    finally:
-        stop.write_text("")
-        out, err = train.communicate(timeout=60)
-    assert train.returncode == 0, err
-    assert "steps" in out
 
 
 def test_a_cut_link_is_said_retried_and_resumed_without_losing_or_doubling_rows(node, tmp_path):
-    db = tmp_path / "cut.db"
-    stop = tmp_path / "stop"
-    train = subprocess.Popen([str(LAUNCHER), "run", "-q", "-o", str(db), "--", sys.executable, str(TRAIN), "60", "0",
-                              str(stop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
-    try:
-        assert wait_for(db.exists, 30)
+    with LiveTraining(tmp_path / "cut.db") as training:
+        db = training.db
         # Followed until the recording is complete and read: the link is cut while it is live.
         follower = subprocess.Popen([str(PROBE), f"ssh://slow{db}", "--until-finished", "--seconds", "120",
                                      "--no-analysis"],
@@ -133,14 +144,9 @@ def test_a_cut_link_is_said_retried_and_resumed_without_losing_or_doubling_rows(
         time.sleep(3)  # down for 3 s: the reconnections fail meanwhile
         node.restore_link()
         time.sleep(3)
-        stop.write_text("")
+        training.stop()
         out, err = follower.communicate(timeout=180)
         assert follower.returncode == 0, f"rc={follower.returncode}: {err}\n{out[-2000:]}"
-    finally:
-        stop.write_text("")
-        t_out, t_err = train.communicate(timeout=60)
-    assert train.returncode == 0, t_err
-    assert "steps" in t_out
     seen = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     down = [i for i, s in enumerate(seen) if s["link_error"]]
     assert down, "the cut link was not reported"
