@@ -9,16 +9,9 @@
 # it in the corpus as a regression test.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: fuzz_npy fuzz_jpeg fuzz_tar fuzz_recording
 #                                             fuzz_cli fuzz_wire, fuzz_dashboard (where the dashboard is built)
-#   scripts/fuzz.sh --build-only              builds the targets and stops (scripts/test.sh builds them
-#                                             while the Python tests run)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-BUILD_ONLY=0
-if [ "${1:-}" = "--build-only" ]; then
-  BUILD_ONLY=1
-  shift
-fi
 EACH=${1:-30}
 [ $# -gt 0 ] && shift
 TARGETS=("$@")
@@ -42,7 +35,6 @@ if [ ${#TARGETS[@]} -eq 0 ]; then
   if cmake --build build-fuzz --target help | grep -q '^fuzz_dashboard:'; then TARGETS+=(fuzz_dashboard); fi
 fi
 cmake --build build-fuzz --target "${TARGETS[@]}"
-[ "$BUILD_ONLY" = 1 ] && exit 0
 mkdir -p build-fuzz/crashes
 # The targets run side by side, as many at a time as there are cores: each is one
 # single-threaded process, so each still gets a core for its SECONDS.

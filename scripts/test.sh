@@ -99,28 +99,6 @@ WHEEL=$(ls -t build-dist/stallscope-*.whl | head -1)
 stage "the wheel on bare Debian 12 and 13 roots (tests/node/run.sh)"
 tests/node/run.sh "$WHEEL"
 
-# The sanitizer builds (ASan+UBSan, TSan, libFuzzer) compile while the Python tests run, at the
-# lowest CPU priority: those tests spend much of their time waiting (sleeping datasets, sshd,
-# tmux, start-ups), and a nice-19 compiler yields a core to any of them at once. The builds' runs
-# come after the Python tests, alone. (docs/decisions.md, "CI's time")
-SANITIZER_BUILD_PID=
-if [ "$SANITIZERS" = 1 ]; then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=address,undefined \
-        -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=thread \
-        -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
-  # Only what CTest runs (target ctest_programs): not the loader's Python module and the programs
-  # that only the Python tests use. TSan: unit_thread_tests and ui_thread_tests, the test files
-  # below in programs of their own (not the whole unit_tests and ui_tests, whose other tests need
-  # the command-line tool and the dashboard). In a session of its own, so that a failing Python
-  # test stops the compilers too (the trap below).
-  setsid nice -n 19 bash -c 'cmake --build build-asan --target ctest_programs -j2 &&
-    cmake --build build-tsan --target unit_thread_tests ui_thread_tests loader_tests -j2 &&
-    scripts/fuzz.sh --build-only' >build/sanitizer-builds.log 2>&1 &
-  SANITIZER_BUILD_PID=$!
-  trap 'kill -- -"$SANITIZER_BUILD_PID" 2>/dev/null || true' EXIT
-fi
-
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   # torchvision's tests run in an environment of their own (torch 2.14.1 + torchvision 0.29.1, made
   # once per machine; test_torchvision_parity.py starts them): the main one keeps torch 2.13.0 CPU.
@@ -132,14 +110,21 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
 fi
 
 if [ "$SANITIZERS" = 1 ]; then
-  stage "sanitizer builds (begun beside the Python tests)"
-  wait "$SANITIZER_BUILD_PID" || { tail -n 60 build/sanitizer-builds.log >&2; exit 1; }
-  trap - EXIT
   stage "C++ tests under ASan+UBSan"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=address,undefined \
+        -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
+  # Only what CTest runs (target ctest_programs): not the loader's Python module and the programs
+  # that only the Python tests use.
+  cmake --build build-asan --target ctest_programs
   # The preloaded, instrumented libstallscope.so comes before the ASan runtime in the load order.
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 ctest --output-on-failure -j2 -LE gpu)
 
   stage "collector tests under TSan"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=thread \
+        -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
+  # unit_thread_tests and ui_thread_tests: the test files below, in programs of their own (not the
+  # whole unit_tests and ui_tests, whose other tests need the command-line tool and the dashboard).
+  cmake --build build-tsan --target unit_thread_tests ui_thread_tests loader_tests
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/unit_thread_tests --gtest_filter='RingTest.*:IngestTest.*:RecorderTest.*:GpuLightTest.*')
   stage "dashboard reader and analysis threads under TSan"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/ui_thread_tests --gtest_filter='LiveTest.*:SimTest.ALargeFirstRead*:LongRecordingTest.*')
