@@ -99,7 +99,10 @@ class RemoteReader final : public Reader {
     r_->tell(Method::kBeginRead);
     return true;
   }
-  void end_read() override { r_->tell(Method::kEndRead); }
+  void end_read() override {
+    r_->drop_expected();  // their answers were the read's that ends here
+    r_->tell(Method::kEndRead);
+  }
 
   Result<std::map<std::string, std::string>> meta() override {
     return value<std::map<std::string, std::string>>(Method::kMeta);

@@ -47,7 +47,8 @@ class Reader {
   // Calls about to be made: `calls` makes them on the reader it is given (their results are not
   // used). A reader across a link sends them all at once and answers the same calls (same
   // arguments) from what came back, so that a group of calls costs one round trip rather than one
-  // each; a local reader does nothing. A hint: a call not made later costs only its answer.
+  // each; a local reader does nothing. A hint: a call not made later costs only its answer. Inside
+  // a Snapshot, the answers sent ahead last until it ends.
   virtual void expect(const std::function<void(Reader&)>& calls) { (void)calls; }
 
   // One read transaction around a group of calls: on a recording still being written, every call
