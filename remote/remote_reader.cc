@@ -88,7 +88,8 @@ class RemoteReader final : public Reader {
   const std::string& path() const override { return r_->uri(); }
   void prefer_large_scans() override {}  // the node's reads are its own business
   void expect(const std::function<void(Reader&)>& calls) override {
-    r_->drop_expected();
+    // Those sent ahead earlier in the same read stay (the plan's meta() is asked for after the
+    // overview's batch); the read's end drops what is left.
     if (!ready().ok()) return;
     sending_ahead_ = true;
     calls(*this);
