@@ -69,6 +69,16 @@ def ui_bench(build: Path, path: str, env: dict, frames: int) -> dict[str, str]:
     return out
 
 
+def figure(words: list[str]) -> str:
+    """ui_bench's "p99 (max 1.8)  1.78 ms ..." or "1.10 ms ...": the first number before "ms"."""
+    return next(words[i - 1] for i, w in enumerate(words) if w == "ms" and i > 0)
+
+
+def mean_ms(words: list[str]) -> str:
+    """ui_bench's "131  -  mean 169 ms, max 221 ms (outside the frame times)": the mean."""
+    return words[words.index("mean") + 1]
+
+
 def pct(values: list[float], q: float) -> float:
     v = sorted(values)
     return v[min(len(v) - 1, round(q * (len(v) - 1)))]
@@ -120,13 +130,7 @@ def main() -> None:
                                ("frame, whole run, moving: p99", "frame, whole run, panning: p99 (ms)"),
                                ("frame, 1 minute, moving: median", "frame, 1 minute, panning: median (ms)"),
                                ("frame, 1 minute, moving: p99", "frame, 1 minute, panning: p99 (ms)")):
-                # "p99 (max 1.8)  1.78 ms ..." or "1.10 ms ...": the figure is the first number before "ms"
-                def figure(words: list[str]) -> str:
-                    return next(words[i - 1] for i, w in enumerate(words) if w == "ms" and i > 0)
                 rows.append((label, "as local", figure(remote_f[key]), figure(local_f[key])))
-            # "131  -  mean 169 ms, max 221 ms (outside the frame times)"
-            def mean_ms(words: list[str]) -> str:
-                return words[words.index("mean") + 1]
             rows.append(("a moved view's detail window: mean (ms)", "-", mean_ms(remote_f["detail windows read"]),
                          mean_ms(local_f["detail windows read"])))
 
