@@ -169,11 +169,7 @@ Body define(CLI::App& app) {
     }
     if (!a->files.empty()) a->opt.path = a->files[0];
     if (a->files.size() == 2) a->opt.path_b = a->files[1];
-    // A remote recording's detail crosses a network: a smaller window of it is held (and read
-    // when the view moves), unless --detail-rows says otherwise.
-    if (!a->detail_rows_set &&
-        std::any_of(a->files.begin(), a->files.end(), [](const std::string& f) { return Reader::is_uri(f); }))
-      a->opt.detail_rows = ui::kRemoteDetailRows;
+    if (!a->detail_rows_set) a->opt.detail_rows = ui::default_detail_rows(a->files);
     // A recording made before the summaries gets them first (one line on stderr), as `report`
     // does: the dashboard holds a long one as its overview and a window of its detail. (A node's
     // recording is read as it is: the node builds what is missing in memory.)

@@ -37,16 +37,6 @@ int64_t now_us() {
       .count();
 }
 
-// STALLSCOPE_LINK_TRACE=1: each call's method, time and bytes on stderr (where a slow link's time
-// goes).
-bool trace_calls() {
-  static const bool on = [] {
-    const char* v = std::getenv("STALLSCOPE_LINK_TRACE");
-    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-  }();
-  return on;
-}
-
 std::vector<std::string> words(const std::string& s) {
   std::istringstream in(s);
   std::vector<std::string> out;
@@ -73,6 +63,14 @@ bool readable_within(int fd, int ms) {
 }
 
 }  // namespace
+
+bool trace_calls() {
+  static const bool on = [] {
+    const char* v = std::getenv("STALLSCOPE_LINK_TRACE");
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
 
 std::string Endpoint::node() const {
   std::string n = scheme + "://";
@@ -380,16 +378,17 @@ std::shared_ptr<Link::Pending> Link::start(Method m, uint64_t handle, const std:
   p->handle = handle;
   p->t0_us = trace_calls() ? now_us() : 0;
   int fd;
+  uint32_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!connected_) {
       p->failed = lost_status();
       return p;
     }
-    p->id = next_id_++;
+    id = next_id_++;
     if (next_id_ == 0) next_id_ = 1;
     p->call = std::make_shared<Call>();
-    calls_[p->id] = p->call;
+    calls_[id] = p->call;
     fd = to_fd_;
   }
   Out req;
@@ -399,7 +398,7 @@ std::shared_ptr<Link::Pending> Link::start(Method m, uint64_t handle, const std:
   Status w;
   {
     std::lock_guard<std::mutex> lock(write_mu_);
-    w = write_all(fd, encode_frame(Frame{FrameType::kRequest, p->id, req.take(), 0}));
+    w = write_all(fd, encode_frame(Frame{FrameType::kRequest, id, req.take(), 0}));
   }
   if (!w.ok()) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -42,7 +42,14 @@ Result<Endpoint> parse_uri(const std::string& uri);
 std::vector<std::string> ssh_command(const Endpoint& e, const std::vector<std::string>& options,
                                      const std::string& args);
 
+// STALLSCOPE_LINK_TRACE=1: each call's method, time and bytes on stderr (where a slow link's time
+// goes), and the answers sent ahead that no call took (Reader::expect's arguments drifted from the
+// call's that follows).
+bool trace_calls();
+
 class Link {
+  struct Call;  // one call's answer as it comes (private)
+
  public:
   // The link to `e`'s node, shared by every caller in this process (made on first use).
   static std::shared_ptr<Link> to(const Endpoint& e);
@@ -61,7 +68,14 @@ class Link {
   // The same in two halves, so that many calls cost one round trip: start() sends the call,
   // finish() waits for its answer (its parts are held until then). A call started and never
   // finished costs only its answer's memory until that answer has come.
-  struct Pending;
+  struct Pending {
+    std::shared_ptr<Call> call;
+    Method method{};
+    uint64_t handle = 0;
+    int64_t t0_us = 0;             // STALLSCOPE_LINK_TRACE's clock
+    bool ahead = false;            // sent before it was asked for (Reader::expect)
+    Status failed = Status::Ok();  // not sent: the link was down
+  };
   std::shared_ptr<Pending> start(Method m, uint64_t handle, const std::string& args);
   Result<std::string> finish(const std::shared_ptr<Pending>& p,
                              const std::function<void(std::string_view)>& on_part = {});
@@ -83,19 +97,6 @@ class Link {
     std::deque<Frame> frames;
     bool lost = false;
   };
-
- public:
-  struct Pending {
-    std::shared_ptr<Call> call;
-    uint32_t id = 0;
-    Method method{};
-    uint64_t handle = 0;
-    int64_t t0_us = 0;             // STALLSCOPE_LINK_TRACE's clock
-    bool ahead = false;            // sent before it was asked for (Reader::expect)
-    Status failed = Status::Ok();  // not sent: the link was down
-  };
-
- private:
   Status connect_locked();
   void disconnect_locked(const std::string& why);
   void receive(int fd, uint64_t epoch);

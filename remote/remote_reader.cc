@@ -1,6 +1,7 @@
 // Recordings on another machine; see remote_reader.h.
 #include "remote/remote_reader.h"
 
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <utility>
@@ -51,7 +52,15 @@ class Remote {
   // Sends the call now; call() with the same method and arguments takes its answer (Reader::expect).
   void send_ahead(Method m, const Out& args) { expected_[{m, args.bytes()}] = link_->start(m, handle_, args.bytes()); }
   // Answers sent ahead and not asked for: dropped (a dropped call's frames go once it is done).
-  void drop_expected() { expected_.clear(); }
+  // Traced, since each is a round trip that expect() meant to save: its call came with other
+  // arguments, or not at all.
+  void drop_expected() {
+    if (trace_calls())
+      for (const auto& entry : expected_)
+        std::fprintf(stderr, "stallscope link: call %d on %llu sent ahead and not asked for\n",
+                     static_cast<int>(entry.first.first), static_cast<unsigned long long>(handle_));
+    expected_.clear();
+  }
   void tell(Method m, const std::string& args = "") { link_->tell(m, handle_, args); }
   Link& link() { return *link_; }
   const std::string& uri() const { return uri_; }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/procfs.h"
@@ -20,6 +21,11 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
+
+int64_t default_detail_rows(const std::vector<std::string>& paths) {
+  const bool remote = std::any_of(paths.begin(), paths.end(), [](const std::string& p) { return Reader::is_uri(p); });
+  return remote ? kRemoteDetailRows : SourceOptions{}.detail_rows;
+}
 
 SnapshotSource::SnapshotSource(std::string path, SourceOptions opt) : path_(std::move(path)), opt_(opt) {
   auto first = std::make_shared<Snapshot>();

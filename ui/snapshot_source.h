@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "ui/snapshot.h"
 
@@ -53,6 +54,11 @@ struct SourceOptions {
   // keep it short and do not call back into the source. For tests.
   std::function<void(const Snapshot&)> on_publish;
 };
+
+// The detail window for these recordings when the user gives none (--detail-rows): a remote
+// recording's detail crosses a network, so where any is read over a link (ssh://, tcp://) a
+// smaller one (kRemoteDetailRows), else SourceOptions' own.
+int64_t default_detail_rows(const std::vector<std::string>& paths);
 
 class SnapshotSource {
  public:

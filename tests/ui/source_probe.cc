@@ -63,8 +63,7 @@ int main(int argc, char** argv) {
   double seconds = 10;
   bool until_settled = false, until_finished = false;
   ui::SourceOptions opt;
-  // As the dashboard: a remote recording holds a smaller detail window unless --detail-rows says.
-  if (Reader::is_uri(path)) opt.detail_rows = ui::kRemoteDetailRows;
+  opt.detail_rows = ui::default_detail_rows({path});  // as the dashboard, unless --detail-rows says
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc) {
