@@ -9,11 +9,24 @@
 # it in the corpus as a regression test.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: fuzz_npy fuzz_jpeg fuzz_tar fuzz_recording
 #                                             fuzz_cli fuzz_wire, fuzz_dashboard (where the dashboard is built)
+#   scripts/fuzz.sh --build-only [TARGET...]  builds them and runs none (scripts/test.sh builds them
+#                                             beside other tests, then fuzzes)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-EACH=${1:-30}
-[ $# -gt 0 ] && shift
+BUILD_ONLY=0
+case "${1:-}" in
+  -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --build-only) BUILD_ONLY=1; shift ;;
+esac
+EACH=30
+if [ "$BUILD_ONLY" = 0 ] && [ $# -gt 0 ]; then
+  case "$1" in
+    *[!0-9]*|"") echo "fuzz: SECONDS must be a whole number, not '$1' (scripts/fuzz.sh [SECONDS] [TARGET...])" >&2; exit 2 ;;
+  esac
+  EACH=$1
+  shift
+fi
 TARGETS=("$@")
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ is not installed (scripts/setup.sh installs clang)" >&2
@@ -35,6 +48,7 @@ if [ ${#TARGETS[@]} -eq 0 ]; then
   if cmake --build build-fuzz --target help | grep -q '^fuzz_dashboard:'; then TARGETS+=(fuzz_dashboard); fi
 fi
 cmake --build build-fuzz --target "${TARGETS[@]}"
+[ "$BUILD_ONLY" = 1 ] && exit 0
 mkdir -p build-fuzz/crashes
 # The targets run side by side, as many at a time as there are cores: each is one
 # single-threaded process, so each still gets a core for its SECONDS.

@@ -2,7 +2,9 @@
 # Sets up, builds and runs every test: C++ unit and end-to-end tests (CTest); the self-contained
 # wheel, built and installed on bare Debian roots (tests/node/run.sh); the Python tests (pytest,
 # real PyTorch training under stallscope; the reference loader against torchvision in the
-# environment scripts/venv_torchvision.sh makes, which is made in the background during the build);
+# environment scripts/venv_torchvision.sh makes, which is made in the background during the build;
+# those not marked `timed` beside the wheel, the roots and the sanitizer and fuzzing builds, then
+# the timed ones alone);
 # then every C++ test again under AddressSanitizer+UndefinedBehaviorSanitizer, and the collector's
 # rings, the drainer, the recorder, the dashboard's reader/analysis threads and the reference loader
 # (all its tests: its threads, pool and copy watcher) under ThreadSanitizer, and the readers of
@@ -20,7 +22,7 @@ case "${1:-}" in
   --no-sanitizers) SANITIZERS=0 ;;
   --quick) QUICK=1 ;;
   "") ;;
-  -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "test.sh: unknown argument '$1' (scripts/test.sh [--quick | --no-sanitizers])" >&2; exit 2 ;;
 esac
 # The Python tests of --quick: no torchvision environment, no wheel, no Lightning or transformers,
@@ -88,43 +90,74 @@ if [ "$QUICK" = 1 ]; then
   exit 0
 fi
 
-# The self-contained wheel (scripts/wheel.sh: zig for glibc 2.28, its libraries built from Debian's
-# sources, cached in ~/.cache/stallscope/wheel) and a user's node: fresh minimal Debian 12 and 13
-# roots in which an ordinary user installs it and records real training (tests/node/run.sh).
-# Before the Python tests: test_pip_install.py installs this wheel (built from this tree through
-# pyproject.toml) rather than building the tree once more.
-stage "the self-contained wheel (scripts/wheel.sh)"
-scripts/wheel.sh --out build-dist
-WHEEL=$(ls -t build-dist/stallscope-*.whl | head -1)
-stage "the wheel on bare Debian 12 and 13 roots (tests/node/run.sh)"
-tests/node/run.sh "$WHEEL"
-
-if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
-  # torchvision's tests run in an environment of their own (torch 2.14.1 + torchvision 0.29.1, made
-  # once per machine; test_torchvision_parity.py starts them): the main one keeps torch 2.13.0 CPU.
-  stage "torchvision environment"
-  wait "$TORCHVISION_PID" || { cat build/venv_torchvision.log >&2; exit 1; }
-  stage "Python tests"
-  # The 25 slowest tests are listed at the end: where CI's time goes.
-  STALLSCOPE_BUILD="$ROOT/build" STALLSCOPE_TEST_WHEEL="$ROOT/$WHEEL" "$PY" -m pytest -q --durations=25 tests/python
-fi
-
-if [ "$SANITIZERS" = 1 ]; then
-  stage "C++ tests under ASan+UBSan"
+# Beside the Python tests that a busy machine cannot change (not marked `timed`, conftest.py), at
+# the lowest priority, one after another (build/beside.log):
+# - the self-contained wheel (scripts/wheel.sh: zig for glibc 2.28, its libraries built from
+#   Debian's sources, cached in ~/.cache/stallscope/wheel);
+# - a user's node: fresh minimal Debian 12 and 13 roots in which an ordinary user installs it and
+#   records real training (tests/node/run.sh);
+# - the sanitizer and fuzzing builds, run further below.
+# The Python tests leave about a core idle (they wait on their children, sleep and read), and these
+# are about half an hour of compiling on two cores. The tests marked `timed` then run alone, on an
+# idle machine, with test_pip_install.py (marked `wheel`: it installs this wheel, built from this
+# tree through pyproject.toml, rather than building the tree once more).
+sanitizer_builds() {
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=address,undefined \
         -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
   # Only what CTest runs (target ctest_programs): not the loader's Python module and the programs
   # that only the Python tests use.
   cmake --build build-asan --target ctest_programs
-  # The preloaded, instrumented libstallscope.so comes before the ASan runtime in the load order.
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 ctest --output-on-failure -j2 -LE gpu)
-
-  stage "collector tests under TSan"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=thread \
         -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
   # unit_thread_tests and ui_thread_tests: the test files below, in programs of their own (not the
   # whole unit_tests and ui_tests, whose other tests need the command-line tool and the dashboard).
   cmake --build build-tsan --target unit_thread_tests ui_thread_tests loader_tests
+  scripts/fuzz.sh --build-only
+}
+beside() {
+  stage "the self-contained wheel (scripts/wheel.sh)"
+  scripts/wheel.sh --out build-dist
+  stage "the wheel on bare Debian 12 and 13 roots (tests/node/run.sh)"
+  tests/node/run.sh "$(ls -t build-dist/stallscope-*.whl | head -1)"
+  if [ "$SANITIZERS" = 1 ]; then
+    stage "the sanitizer and fuzzing builds"
+    sanitizer_builds
+  fi
+  stage "done"
+}
+# In a process group of its own (set -m), so that a failing test stops all of it.
+set -m
+(renice -n 19 -p "$BASHPID" >/dev/null && beside) >build/beside.log 2>&1 &
+BESIDE_PID=$!
+set +m
+trap 'kill -- "-$BESIDE_PID" 2>/dev/null || true' EXIT
+
+# torchvision's tests run in an environment of their own (torch 2.14.1 + torchvision 0.29.1, made
+# once per machine; test_torchvision_parity.py starts them): the main one keeps torch 2.13.0 CPU.
+stage "torchvision environment"
+wait "$TORCHVISION_PID" || { cat build/venv_torchvision.log >&2; exit 1; }
+PYTEST=(env STALLSCOPE_BUILD="$ROOT/build" "$PY" -m pytest -q)
+stage "Python tests not marked timed or wheel, beside the wheel, the roots and the sanitizer builds (nice 19)"
+# The 25 slowest tests of each part are listed at its end: where CI's time goes.
+"${PYTEST[@]}" --durations=25 -m "not timed and not wheel" tests/python
+stage "the wheel, the roots and the sanitizer builds' end (their log: build/beside.log)"
+if ! wait "$BESIDE_PID"; then
+  tail -n 80 build/beside.log >&2
+  echo "test.sh: the wheel, the roots' test or a sanitizer build failed (the end of build/beside.log is above)" >&2
+  exit 1
+fi
+trap - EXIT
+grep -e '^== ' -e '^node: ' build/beside.log || true
+WHEEL=$(ls -t build-dist/stallscope-*.whl | head -1)
+stage "Python tests marked timed or wheel, alone"
+STALLSCOPE_TEST_WHEEL="$ROOT/$WHEEL" "${PYTEST[@]}" --durations=25 -m "timed or wheel" tests/python
+
+if [ "$SANITIZERS" = 1 ]; then
+  stage "C++ tests under ASan+UBSan"
+  # The preloaded, instrumented libstallscope.so comes before the ASan runtime in the load order.
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 ctest --output-on-failure -j2 -LE gpu)
+
+  stage "collector tests under TSan"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/unit_thread_tests --gtest_filter='RingTest.*:IngestTest.*:RecorderTest.*:GpuLightTest.*')
   stage "dashboard reader and analysis threads under TSan"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/ui_thread_tests --gtest_filter='LiveTest.*:SimTest.ALargeFirstRead*:LongRecordingTest.*')

@@ -213,6 +213,7 @@ def test_attach_to_persistent_spawned_workers_follows_them_across_epochs(tmp_pat
     assert handed_batches(rec) == 119
 
 
+@pytest.mark.timed
 def test_workers_still_starting_up_are_joined_when_they_reach_the_worker_loop(tmp_path):
     # Spawned workers spend 3 s importing the script; the attach comes while they do, with the
     # training's first next() waiting for them.
@@ -275,6 +276,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+@pytest.mark.timed
 def test_ctrl_c_detaches_and_training_goes_on_as_before(tmp_path):
     t = Target(tmp_path, "--workers", 2, "--epochs", 0, "--child")
     db1, db2 = tmp_path / "d1.db", tmp_path / "d2.db"

@@ -117,6 +117,7 @@ print("RESULT " + json.dumps(out), flush=True)
 """
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("hooks", ["c", "python"])
 def test_fast_loops_record_fetch_and_collate_on_a_sample_that_still_sizes_every_batch(recorded, tmp_path, hooks):
     """On a loop faster than the dl.cpu mark gap, the fetch and collate spans of a loader whose
@@ -354,6 +355,7 @@ t.join()
 """
 
 
+@pytest.mark.timed
 def test_cpu_marks_split_the_training_thread_from_the_others(recorded, tmp_path):
     """dl.cpu after each next(): arg1 the training thread's CPU inside the call (here sleeping in
     __getitem__: little), arg0 the other threads' CPU inside it (a thread burning CPU beside the
@@ -424,6 +426,7 @@ print(json.dumps(walls))
 """
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("hooks", ["c", "python"])
 def test_cpu_mark_clocks_are_read_inside_the_next_span(recorded, tmp_path, hooks):
     """The CPU clocks of a dl.cpu mark are read after the dl.next span begins and before it ends: a

@@ -64,6 +64,7 @@ def rows(db, sql):
 
 @pytest.mark.parametrize("extra", [[], ["--user-hook"], ["--late-builtin"]],
                          ids=["ddp-default", "user-hook", "late-builtin-hook"])
+@pytest.mark.timed
 def test_ddp_job_ranks_collectives_and_the_slowest_rank(tmp_path, extra):
     plain, _ = job(tmp_path, False, *extra, "--free-check")
     recorded, db = job(tmp_path, True, *extra, "--free-check")
@@ -141,6 +142,7 @@ print("RESULT " + json.dumps(out))
 """
 
 
+@pytest.mark.timed
 def test_the_exit_wait_lasts_until_the_callbacks_are_freed_and_no_longer_than_its_bound():
     p = subprocess.run([sys.executable, "-c", QUIESCE], capture_output=True, text=True, timeout=60,
                        env=base_env(PYTHONPATH=str(PYTHON_DIR)))
@@ -152,6 +154,7 @@ def test_the_exit_wait_lasts_until_the_callbacks_are_freed_and_no_longer_than_it
     assert 0.24 < out["bounded"] < 1.0, out
 
 
+@pytest.mark.timed
 def test_one_recording_per_rank_then_merged(tmp_path):
     # torchrun starts `stallscope run` as each rank: every rank writes its own recording, named by
     # its rank, which `stallscope merge` makes one recording of the job.

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO, Recording, run_recorded
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.timed]  # every test here measures time (conftest.py)
 
 EXAMPLES = REPO / "examples"
 MEASURED = re.compile(

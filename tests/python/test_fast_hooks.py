@@ -134,6 +134,7 @@ def dropped(rec):
     return int(rows[0]["value"]) if rows else 0
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("hooks", ["c", "python"])
 def test_fast_loops_mark_about_one_call_per_gap(tmp_path, hooks):
     """dl.cpu's clock reads cost about 1 us each in a busy loop: a loop faster than the gap (1 ms

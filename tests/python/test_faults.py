@@ -69,6 +69,7 @@ def program_pid(launcher: subprocess.Popen) -> int | None:
     return None
 
 
+@pytest.mark.timed
 def test_sigkill_of_the_training_process_at_random_moments(tmp_path):
     rng = random.Random(int(os.environ.get("STALLSCOPE_FAULT_SEED", "20261126")))
     # 3 moments in the start-up (torch's import, the workers' start: a few seconds here), 7 after
@@ -176,6 +177,7 @@ sys.exit(3)
 """
 
 
+@pytest.mark.timed
 @NEEDS_OTHER_USER
 def test_the_recordings_folder_made_read_only_mid_run(other_user):
     """As a second user (root ignores a folder's mode): the folder of the recording becomes

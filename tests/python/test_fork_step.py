@@ -14,7 +14,7 @@ import pytest
 
 from conftest import LAUNCHER, base_env, run_recorded
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.timed]  # every test here measures time (conftest.py)
 
 # An MLP of about 35 MB of weights (and as much in gradients and in SGD's momentum), 2 forked
 # workers re-created at each of 3 epochs (argv[1]: "1" makes them persistent). The loop times each

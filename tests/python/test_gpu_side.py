@@ -132,6 +132,7 @@ def report_of(db):
     return json.loads(p.stdout)
 
 
+@pytest.mark.timed
 @pytest.mark.torch
 @pytest.mark.parametrize("hooks", ["c", "python"])
 def test_light_mode_on_a_simulated_gpu(tmp_path, hooks):

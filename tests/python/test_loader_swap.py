@@ -104,6 +104,7 @@ def _check_same_epochs(a: dict, b: dict) -> None:
     assert a["len"] == b["len"] and a["loader_type"] == b["loader_type"] == "DataLoader"
 
 
+@pytest.mark.timed
 @needs_loader
 def test_ab_tensor_dataset_reference_is_faster_and_stalls_less(tmp_path):
     runs = {"torch": [], "reference": []}
@@ -202,6 +203,7 @@ def make_image_folder(root: Path, per_class: int, w=320, h=240) -> Path:
 IMAGE_ARGS = ["--dataset", "imagefolder", "--size", 64, "--batch-size", 32, "--epochs", 5, "--hidden", 512]
 
 
+@pytest.mark.timed
 @needs_loader
 @needs_torchvision
 def test_ab_image_folder_reference_is_faster_and_stalls_less(tmp_path):

@@ -59,6 +59,7 @@ def test_a_fork_storm_leaks_nothing_and_changes_nothing(tmp_path):
 SOAK_S = float(os.environ.get("STALLSCOPE_SOAK_S", "20"))
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_soak_at_a_high_event_rate(tmp_path, workers):
     """Tiny batches for SOAK_S seconds (about 100,000 events/s on one thread without workers;

@@ -118,6 +118,7 @@ def session(tmp_path_factory):
         get(f"http://127.0.0.1:{s.port}/metrics", timeout=2)
 
 
+@pytest.mark.timed
 def test_scrapes_follow_a_slow_loop(session):
     scrapes = []
     for _ in range(4):
@@ -176,6 +177,7 @@ def test_docs_list_every_served_metric(session):
     assert served == documented, missing
 
 
+@pytest.mark.timed
 def test_real_prometheus_scrapes_the_endpoint(session, tmp_path):
     binary = shutil.which("prometheus")
     if binary is None:
@@ -241,6 +243,7 @@ def _ptrace_blocked() -> str | None:
     return None
 
 
+@pytest.mark.timed
 @pytest.mark.skipif(_ptrace_blocked() is not None, reason=_ptrace_blocked() or "")
 def test_attach_serves_the_same_metrics_with_the_targets_labels(tmp_path):
     """`stallscope attach --metrics-port` without -o: the recording's name is found once it starts;

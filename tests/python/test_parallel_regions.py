@@ -41,6 +41,7 @@ def main_thread_marks(rec, name):
     return [m for m in rec.instants(name) if m["thread"] == "MainThread"]
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("hooks", ["c", "python"])
 def test_a_two_thread_step_records_its_parallel_regions(tmp_path, hooks):
     prog = tmp_path / "mlp.py"

@@ -31,6 +31,9 @@ import pytest
 
 from conftest import BUILD, REPO, xvfb_display
 
+# scripts/test.sh runs this file after the wheel is built (beside the other tests), with STALLSCOPE_TEST_WHEEL.
+pytestmark = pytest.mark.wheel
+
 SLOW_GETITEM = REPO / "examples" / "slow_getitem.py"
 # A dataset the reference loader reads natively (TensorDataset): 2 epochs of 16 batches.
 TENSOR_TRAIN = """
@@ -176,6 +179,7 @@ def test_python_dash_m_stallscope_runs_the_installed_command(installed):
     assert p.returncode != 0 and p.stderr.count("\n") == 1 and "missing.db" in p.stderr, p.stderr
 
 
+@pytest.mark.timed
 def test_record_report_and_export_an_example(installed):
     env = installed.env
     base = installed.base

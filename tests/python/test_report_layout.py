@@ -14,7 +14,7 @@ import pytest
 
 from conftest import LAUNCHER, REPO, run_recorded
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.timed]  # every test here measures time (conftest.py)
 
 EXAMPLES = REPO / "examples"
 FIRST_SCREEN = 25

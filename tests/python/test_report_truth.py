@@ -18,7 +18,7 @@ import pytest
 
 from conftest import LAUNCHER, REPO, run_recorded
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.timed]  # every test here measures time (conftest.py)
 
 EXAMPLES = REPO / "examples"
 THROUGHPUT = re.compile(r"(?P<samples>\d+) samples in (?P<total>[0-9.]+) s \((?P<rate>\d+) samples/s\)")

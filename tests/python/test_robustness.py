@@ -131,6 +131,7 @@ def test_degrades_when_worker_loop_is_replaced(recorded):
     assert [s["arg1"] for s in nexts] == list(range(6)) * 2
 
 
+@pytest.mark.timed
 def test_a_disk_slow_to_sync_loses_no_events(tmp_path):
     """A drain held up by the disk (each sync of a WAL checkpoint takes 300 ms here) does not make
     the rings overflow: a thread of the launcher gives their space back while the drain waits. Before

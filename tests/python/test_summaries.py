@@ -196,6 +196,7 @@ def test_report_detail_reads_the_latest_part_and_the_whole_run_from_the_summarie
     assert json.loads(report(db, "--json", "--detail", "all").stdout) == whole
 
 
+@pytest.mark.timed
 def test_the_queue_of_a_loop_that_leaves_an_epoch_early_agrees_with_the_rows(tmp_path):
     """queue_summaries of a real loop whose first epoch is left after 20 batches (its workers, shut
     down, put batches after the next epoch began): the whole run's queue from the summaries is the

@@ -104,6 +104,7 @@ def frame_figures(lines: list[str]) -> dict | None:
     }
 
 
+@pytest.mark.timed
 def test_top_follows_a_live_training_in_a_terminal(tmp_path, env):
     plain = run_plain([TRAIN, STEPS], env=env, timeout=300)
     assert plain.rc == 0, plain.stderr

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import LAUNCHER, PROGRAMS, Recording, base_env, run_recorded
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.timed]  # every test here measures time (conftest.py)
 
 # samples/s against the framework's own clock: the window (the training loader's first __iter__ to
 # the end of the last iteration) and the frameworks' timers differ by what each includes around the

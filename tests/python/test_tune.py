@@ -106,6 +106,7 @@ def report(db):
     return json.loads(out.stdout)
 
 
+@pytest.mark.timed
 def test_tune_finds_workers_that_are_really_faster(tmp_path):
     prog = script(tmp_path)
     before = digest(prog)
@@ -156,6 +157,7 @@ def test_tune_finds_workers_that_are_really_faster(tmp_path):
     assert timed()[1] == timed(*flags)[1]  # the same samples trained on
 
 
+@pytest.mark.timed
 def test_tune_text_table_and_refusals(tmp_path):
     prog = script(tmp_path)
     out = tmp_path / "t"
@@ -326,6 +328,7 @@ GANG = textwrap.dedent("""
 """)
 
 
+@pytest.mark.timed
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 cores: one intra-op thread against two")
 def test_tune_measures_one_intra_op_thread(tmp_path):
     prog = tmp_path / "gang_train.py"
@@ -411,6 +414,7 @@ TENSORS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.timed
 def test_tune_includes_the_reference_loader(tmp_path):
     if LOADER_MODULE is None:
         pytest.skip("the reference loader's module is not built")

@@ -55,6 +55,7 @@ def worker_exit_error(text):
     return re.sub(r"pid\(?s?\)? \d+", "pid N", "\n".join(error) + cause + outer)
 
 
+@pytest.mark.timed
 def test_a_worker_that_exits_is_reported_the_same_way(tmp_path):
     plain, rec, _ = same_outcome(tmp_path, "exit", normalize=worker_exit_error)
     assert plain.rc == 1 and "exited unexpectedly" in plain.stderr
@@ -105,6 +106,7 @@ def test_a_program_that_execs_itself(tmp_path):
     assert handed == [4, 5], report.stdout
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_multiprocessing_in_user_code(tmp_path, method):
     plain, rec, _ = same_outcome(tmp_path, f"mp-{method}")
