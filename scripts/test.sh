@@ -66,20 +66,6 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLSCOPE_WERROR=ON "${LAUNCHER[@]}" >/dev/null
 cmake --build build
 
-if [ "$QUICK" = 0 ]; then
-  stage "the dashboard alone (STALLSCOPE_DASHBOARD_ONLY: a laptop's build)"
-  # stallscope-ui with SQLite, GLFW, ImGui and the remote transport only: it must build and start
-  # without the collector, inject, loader, ptrace or CUPTI code (docs/dashboard.md, "Remote nodes").
-  cmake -S . -B build-dash -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLSCOPE_WERROR=ON -DSTALLSCOPE_DASHBOARD_ONLY=ON \
-        -DSTALLSCOPE_BUILD_TESTS=OFF -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
-  cmake --build build-dash
-  build-dash/bin/stallscope-ui --help >/dev/null
-  if nm -C build-dash/bin/stallscope-ui | grep -q -i -e 'stallscope::Collector' -e 'cupti' -e 'ptrace'; then
-    echo "test.sh: the dashboard-only build links collector, CUPTI or ptrace code" >&2
-    exit 1
-  fi
-fi
-
 stage "C++ tests"
 (cd build && ctest --output-on-failure -j2 -LE gpu)
 
@@ -92,6 +78,9 @@ fi
 
 # Beside the Python tests that a busy machine cannot change (not marked `timed`, conftest.py), at
 # the lowest priority, one after another (build/beside.log):
+# - the dashboard alone (build-dash/): stallscope-ui with SQLite, GLFW, ImGui and the remote
+#   transport only, which must build and start without the collector, inject, loader, ptrace or
+#   CUPTI code (docs/dashboard.md, "Remote nodes");
 # - the self-contained wheel (scripts/wheel.sh: zig for glibc 2.28, its libraries built from
 #   Debian's sources, cached in ~/.cache/stallscope/wheel);
 # - a user's node: fresh minimal Debian 12 and 13 roots in which an ordinary user installs it and
@@ -114,7 +103,19 @@ sanitizer_builds() {
   cmake --build build-tsan --target unit_thread_tests ui_thread_tests loader_tests
   scripts/fuzz.sh --build-only
 }
+dashboard_only() {
+  cmake -S . -B build-dash -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLSCOPE_WERROR=ON -DSTALLSCOPE_DASHBOARD_ONLY=ON \
+        -DSTALLSCOPE_BUILD_TESTS=OFF -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
+  cmake --build build-dash
+  build-dash/bin/stallscope-ui --help >/dev/null
+  if nm -C build-dash/bin/stallscope-ui | grep -q -i -e 'stallscope::Collector' -e 'cupti' -e 'ptrace'; then
+    echo "test.sh: the dashboard-only build links collector, CUPTI or ptrace code" >&2
+    return 1
+  fi
+}
 beside() {
+  stage "the dashboard alone (STALLSCOPE_DASHBOARD_ONLY: a laptop's build)"
+  dashboard_only
   stage "the self-contained wheel (scripts/wheel.sh)"
   scripts/wheel.sh --out build-dist
   stage "the wheel on bare Debian 12 and 13 roots (tests/node/run.sh)"
@@ -137,13 +138,13 @@ trap 'kill -- "-$BESIDE_PID" 2>/dev/null || true' EXIT
 stage "torchvision environment"
 wait "$TORCHVISION_PID" || { cat build/venv_torchvision.log >&2; exit 1; }
 PYTEST=(env STALLSCOPE_BUILD="$ROOT/build" "$PY" -m pytest -q)
-stage "Python tests not marked timed or wheel, beside the wheel, the roots and the sanitizer builds (nice 19)"
+stage "Python tests not marked timed or wheel, beside the builds (nice 19; build/beside.log)"
 # The 25 slowest tests of each part are listed at its end: where CI's time goes.
 "${PYTEST[@]}" --durations=25 -m "not timed and not wheel" tests/python
-stage "the wheel, the roots and the sanitizer builds' end (their log: build/beside.log)"
+stage "the dashboard alone, the wheel, the roots and the sanitizer builds' end (their log: build/beside.log)"
 if ! wait "$BESIDE_PID"; then
   tail -n 80 build/beside.log >&2
-  echo "test.sh: the wheel, the roots' test or a sanitizer build failed (the end of build/beside.log is above)" >&2
+  echo "test.sh: the dashboard-only build, the wheel, the roots' test or a sanitizer build failed (the end of build/beside.log is above)" >&2
   exit 1
 fi
 trap - EXIT
