@@ -92,8 +92,8 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "torch: the test runs torch")
-    # scripts/test.sh runs the tests without it beside the wheel's and the sanitizers' builds (at
-    # nice 19), and these alone afterwards. A test whose outcome a busy machine could change carries it: it asserts on
+    # scripts/test.sh runs the tests without it beside its other builds (at nice 19), and these
+    # alone afterwards. A test whose outcome a busy machine could change carries it: it asserts on
     # wall or CPU time, a rate, a CPU share, a speed-up or the advice drawn from measured speeds,
     # or it races a fixed sleep.
     config.addinivalue_line("markers", "timed: the outcome depends on the machine's free CPU (run alone)")

@@ -31,7 +31,7 @@ import pytest
 
 from conftest import BUILD, REPO, xvfb_display
 
-# scripts/test.sh runs this file after the wheel is built (beside the other tests), with STALLSCOPE_TEST_WHEEL.
+# scripts/test.sh runs this file once its wheel is built, with STALLSCOPE_TEST_WHEEL naming it.
 pytestmark = pytest.mark.wheel
 
 SLOW_GETITEM = REPO / "examples" / "slow_getitem.py"
