@@ -1,6 +1,7 @@
 // Number formatting; see format.h.
 #include "analysis/format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -23,7 +24,9 @@ std::string duration_ms(double ms) {
 
 std::string clock_time(int64_t ns, int decimals) {
   char b[40];
-  const double s = static_cast<double>(ns) / 1e9;
+  // Rounded to the digits shown first, so that 3599.7 s with none is 1:00:00, not 59:60.
+  const double scale = std::pow(10.0, std::clamp(decimals, 0, 9));
+  const double s = std::round(static_cast<double>(ns) / 1e9 * scale) / scale;
   if (std::fabs(s) < 60) {
     std::snprintf(b, sizeof b, "%.*f s", decimals, s);
   } else if (std::fabs(s) < 3600) {

@@ -70,6 +70,15 @@ TEST(FormatTest, GroupedDigitsAtTheLimits) {
   EXPECT_EQ(grouped(INT64_MIN), "-9,223,372,036,854,775,808");
 }
 
+TEST(FormatTest, ClockTimeRoundsBeforeItSplitsMinutesAndHours) {
+  EXPECT_EQ(clock_time(12'345'000'000), "12.345 s");
+  EXPECT_EQ(clock_time(125'250'000'000), "2:05.250");
+  EXPECT_EQ(clock_time(3'599'700'000'000, 0), "1:00:00");  // not 59:60
+  EXPECT_EQ(clock_time(59'600'000'000, 0), "1:00");         // not 60 s
+  EXPECT_EQ(clock_time(119'999'900'000, 3), "2:00.000");
+  EXPECT_EQ(clock_time(3'725'250'000'000), "1:02:05.250");
+}
+
 TEST(StatsTest, IntervalsAndStepSummary) {
   auto m = merge_intervals({{5, 10}, {0, 3}, {3, 4}, {8, 12}, {20, 20}});
   ASSERT_EQ(m.size(), 2u);
