@@ -323,6 +323,54 @@ Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>
   }
   if (Status s = out.commit(); !s.ok()) return s;
 
+  // Instants, interleaved by time: each input's rows in id order, the earliest head first. Before the
+  // spans, as an upgrade reads an older recording's rows: the summaries' hand-offs then know each
+  // loader's dl.epoch_begin (its starts) and dl.worker_start (whose collates size its batches) when
+  // its dl.next spans come.
+  {
+    std::vector<std::deque<InstantRow>> heads(inputs.size());
+    std::vector<int64_t> read_to(inputs.size(), 0);
+    auto refill = [&](size_t i) -> Status {
+      Input& in = inputs[i];
+      if (!heads[i].empty() || read_to[i] >= in.heads.instants) return Status::Ok();
+      const int64_t upto = std::min(read_to[i] + kChunk, in.heads.instants);
+      Status s = in.reader->for_each_instant(read_to[i], upto, [&](const InstantRow& r) { heads[i].push_back(r); });
+      read_to[i] = upto;
+      return in_input(in, s);
+    };
+    if (Status s = out.begin(); !s.ok()) return s;
+    int64_t written = 0;
+    for (;;) {
+      size_t best = inputs.size();
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (Status s = refill(i); !s.ok()) return s;
+        if (heads[i].empty()) continue;
+        if (best == inputs.size() ||
+            heads[i].front().ts_ns + inputs[i].out.offset_ns < heads[best].front().ts_ns + inputs[best].out.offset_ns) {
+          best = i;
+        }
+      }
+      if (best == inputs.size()) break;
+      Input& in = inputs[best];
+      InstantRow o = heads[best].front();
+      heads[best].pop_front();
+      const uint32_t name = o.name_id;
+      o.thread_id = in.thread_id[o.thread_id];
+      o.name_id = in.string_id[name];
+      o.ts_ns += in.out.offset_ns;
+      std::optional<int64_t>* args[3] = {&o.arg0, &o.arg1, &o.arg2};
+      remap_args(in, name, args);
+      out.set_summarize(!in.carry);
+      out.add_instant(o);
+      ++in.out.instants;
+      if (++written % kChunk == 0) {
+        if (Status s = out.commit(); !s.ok()) return s;
+        if (Status s = out.begin(); !s.ok()) return s;
+      }
+    }
+    if (Status s = out.commit(); !s.ok()) return s;
+  }
+
   // Spans, input by input, with a flush row (the time index) per kFlushSpans of them.
   for (Input& in : inputs) {
     out.set_summarize(!in.carry);
@@ -366,51 +414,6 @@ Result<std::vector<MergedInput>> merge_recordings(const std::vector<std::string>
       close_flush();
       if (Status c = out.commit(); !c.ok()) return c;
     }
-  }
-
-  // Instants, interleaved by time: each input's rows in id order, the earliest head first.
-  {
-    std::vector<std::deque<InstantRow>> heads(inputs.size());
-    std::vector<int64_t> read_to(inputs.size(), 0);
-    auto refill = [&](size_t i) -> Status {
-      Input& in = inputs[i];
-      if (!heads[i].empty() || read_to[i] >= in.heads.instants) return Status::Ok();
-      const int64_t upto = std::min(read_to[i] + kChunk, in.heads.instants);
-      Status s = in.reader->for_each_instant(read_to[i], upto, [&](const InstantRow& r) { heads[i].push_back(r); });
-      read_to[i] = upto;
-      return in_input(in, s);
-    };
-    if (Status s = out.begin(); !s.ok()) return s;
-    int64_t written = 0;
-    for (;;) {
-      size_t best = inputs.size();
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        if (Status s = refill(i); !s.ok()) return s;
-        if (heads[i].empty()) continue;
-        if (best == inputs.size() ||
-            heads[i].front().ts_ns + inputs[i].out.offset_ns < heads[best].front().ts_ns + inputs[best].out.offset_ns) {
-          best = i;
-        }
-      }
-      if (best == inputs.size()) break;
-      Input& in = inputs[best];
-      InstantRow o = heads[best].front();
-      heads[best].pop_front();
-      const uint32_t name = o.name_id;
-      o.thread_id = in.thread_id[o.thread_id];
-      o.name_id = in.string_id[name];
-      o.ts_ns += in.out.offset_ns;
-      std::optional<int64_t>* args[3] = {&o.arg0, &o.arg1, &o.arg2};
-      remap_args(in, name, args);
-      out.set_summarize(!in.carry);
-      out.add_instant(o);
-      ++in.out.instants;
-      if (++written % kChunk == 0) {
-        if (Status s = out.commit(); !s.ok()) return s;
-        if (Status s = out.begin(); !s.ok()) return s;
-      }
-    }
-    if (Status s = out.commit(); !s.ok()) return s;
   }
 
   // Counter samples and GPU activities, input by input.
