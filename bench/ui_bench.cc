@@ -26,6 +26,12 @@
 // opened at once, then the compare view's frames (both sides and the strip) at the same zoom
 // levels on the shared axis, the mouse over A's timeline.
 // The recording is generated once and kept (default $TMPDIR/stallscope-ui-bench-<N>.db).
+//
+//   ui_bench --job DIR --generate-only [--ranks N] [--nodes N] [--minutes M] [--slow-node K]
+//            [--slow-from-min M] [--slow-x X]
+// writes a data-parallel job's recordings instead, one per rank (DIR/part-{rank}.db; default 256
+// ranks on 32 nodes, 60 minutes, node 7's input 3x slower from minute 40; tests/ui/sim_recording.h,
+// write_sim_job), unless DIR already holds part-0.db: what bench/job_bench.py reads.
 #include <imgui.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -272,7 +278,13 @@ int main(int argc, char** argv) {
   int64_t part_rows = stallscope::ui::SourceOptions{}.load_part_rows;
   int64_t detail_rows = stallscope::ui::SourceOptions{}.detail_rows;
   bool regen = false, generate_only = false;
-  std::string db, compare_db;
+  std::string db, compare_db, job_dir;
+  stallscope::testing::JobSimOptions job;
+  job.ranks = 256;
+  job.nodes = 32;
+  job.duration_ns = 60 * 60'000 * kMsNs;
+  job.slow_node = 7;
+  job.slow_from_ns = 40 * 60'000 * kMsNs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--db" && i + 1 < argc) {
@@ -293,12 +305,44 @@ int main(int argc, char** argv) {
       generate_only = true;
     } else if (a == "--compare" && i + 1 < argc) {
       compare_db = argv[++i];
+    } else if (a == "--job" && i + 1 < argc) {
+      job_dir = argv[++i];
+    } else if (a == "--ranks" && i + 1 < argc) {
+      job.ranks = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--nodes" && i + 1 < argc) {
+      job.nodes = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--minutes" && i + 1 < argc) {
+      job.duration_ns = static_cast<int64_t>(std::atof(argv[++i]) * 60e9);
+    } else if (a == "--slow-node" && i + 1 < argc) {
+      job.slow_node = std::atoi(argv[++i]);
+    } else if (a == "--slow-from-min" && i + 1 < argc) {
+      job.slow_from_ns = static_cast<int64_t>(std::atof(argv[++i]) * 60e9);
+    } else if (a == "--slow-x" && i + 1 < argc) {
+      job.slow_x = std::atof(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] "
-                   "[--detail-rows N] [--regen] [--compare B.db] [--generate-only]\n");
+                   "[--detail-rows N] [--regen] [--compare B.db] [--generate-only]\n"
+                   "       ui_bench --job DIR --generate-only [--ranks N] [--nodes N] [--minutes M] [--slow-node K] "
+                   "[--slow-from-min M] [--slow-x X]\n");
       return 2;
     }
+  }
+  if (!job_dir.empty()) {
+    if (!generate_only) {
+      std::fprintf(stderr, "ui_bench: --job needs --generate-only (the job view is measured by bench/job_bench.py)\n");
+      return 2;
+    }
+    if (exists(job_dir + "/part-0.db")) {
+      std::printf("%s already holds a job; kept\n", job_dir.c_str());
+      return 0;
+    }
+    mkdir(job_dir.c_str(), 0755);
+    const auto t0 = Clock::now();
+    const auto truth = stallscope::testing::write_sim_job(job_dir, job);
+    std::printf("%s: %d ranks on %d nodes, %lld steps each, written in %.1f s\n", job_dir.c_str(), job.ranks, job.nodes,
+                static_cast<long long>(truth.steps), ms_since(t0) / 1e3);
+    return 0;
   }
   if (db.empty()) {
     const char* tmp = std::getenv("TMPDIR");

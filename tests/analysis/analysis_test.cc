@@ -74,7 +74,7 @@ TEST(FormatTest, ClockTimeRoundsBeforeItSplitsMinutesAndHours) {
   EXPECT_EQ(clock_time(12'345'000'000), "12.345 s");
   EXPECT_EQ(clock_time(125'250'000'000), "2:05.250");
   EXPECT_EQ(clock_time(3'599'700'000'000, 0), "1:00:00");  // not 59:60
-  EXPECT_EQ(clock_time(59'600'000'000, 0), "1:00");         // not 60 s
+  EXPECT_EQ(clock_time(59'600'000'000, 0), "1:00");        // not 60 s
   EXPECT_EQ(clock_time(119'999'900'000, 3), "2:00.000");
   EXPECT_EQ(clock_time(3'725'250'000'000), "1:02:05.250");
 }

@@ -177,3 +177,54 @@ def test_one_recording_per_rank_then_merged(tmp_path):
     assert [r["rank"] for r in rep["ranks"]] == [0, 1]
     assert rep["slowest_rank"]["rank"] == 1
     assert rep["ranks"][0]["collective_wait_s"] > 0.3
+
+
+@pytest.mark.timed
+def test_a_four_rank_job_gives_the_same_job_view_from_its_folder_as_from_its_merged_file(tmp_path):
+    # Four ranks of a real gloo job, each recording itself into job/ (rank 2's input 8x slower):
+    # `report job/` reads them where they lie, `report --job` the merged file, and both name rank 2.
+    (tmp_path / "job").mkdir()
+    cmd = [*torchrun(), "--standalone", "--nproc_per_node", "4", "--no-python", str(LAUNCHER), "run", "-q",
+           "-o", "job/part-{rank}.db", "--", sys.executable, str(PROG), "--epochs", "1", "--samples", "768",
+           "--slow-rank", "2"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ddp_env(), timeout=300, cwd=tmp_path)
+    assert p.returncode == 0 and CHECKSUM.search(p.stdout), f"{p.stdout}\n{p.stderr[-3000:]}"
+    parts = sorted((tmp_path / "job").glob("part-*.db"))
+    assert len(parts) == 4
+    m = subprocess.run([str(LAUNCHER), "merge", *map(str, parts), "-o", str(tmp_path / "merged.db")],
+                       capture_output=True, text=True)
+    assert m.returncode == 0, m.stderr
+
+    def view(*args):
+        out = subprocess.run([str(LAUNCHER), "report", "--json", *args], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    folder, merged = view(str(tmp_path / "job")), view("--job", str(tmp_path / "merged.db"))
+    for v in (folder, merged):
+        assert v["schema"] == "stallscope.job/1"
+        assert v["world_size"] == 4 and v["ranks_read"] == 4
+        assert v["ranks"][0]["rank"] == 2, [(r["rank"], r["data_stall_share"]) for r in v["ranks"]]
+        assert v["slow_ranks"] == [2]
+        # DDP reduces asynchronously: the others' wait for rank 2 is the estimate, and it is the larger.
+        others = [r for r in v["ranks"] if r["rank"] != 2]
+        assert all(r["behind_s"] > v["ranks"][0]["behind_s"] for r in others)
+        assert [n["node"] for n in v["nodes"]] == [v["ranks"][0]["node"]]  # one host
+    assert folder["slow_nodes"] == merged["slow_nodes"] == []
+    by_rank = {r["rank"]: r for r in merged["ranks"]}
+    for r in folder["ranks"]:
+        m = by_rank[r["rank"]]
+        for key in ("batches", "samples", "steps", "fetches", "collectives", "node"):
+            assert r[key] == m[key], (r["rank"], key, r[key], m[key])
+        # Job time starts at the earliest recording's start, the merged file's at its first input's.
+        assert r["start_s"] - folder["start_s"] == pytest.approx(m["start_s"] - merged["start_s"], abs=1e-6)
+        assert r["window_s"] == pytest.approx(m["window_s"], abs=1e-6)
+        assert r["data_stall_share"] == pytest.approx(m["data_stall_share"], abs=0.002)
+    assert folder["ranks"][0]["samples"] == 768 // 4
+    # The estimate of the others' wait against what the whole report measures from every collective.
+    out = subprocess.run([str(LAUNCHER), "report", "--json", str(tmp_path / "merged.db")], capture_output=True,
+                         text=True, check=True)
+    measured = {r["rank"]: r["collective_wait_s"] for r in json.loads(out.stdout)["ranks"]}
+    for r in folder["ranks"]:
+        if r["rank"] != 2:
+            assert r["behind_s"] == pytest.approx(measured[r["rank"]], rel=0.25), (r["rank"], measured)

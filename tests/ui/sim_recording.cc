@@ -2,11 +2,13 @@
 #include "tests/ui/sim_recording.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "storage/writer.h"
 
@@ -111,9 +113,13 @@ class Sim {
   }
 
   // Writes the buffered rows in drain order, committing every commit_rows rows with a flush row.
-  void flush_buffer(SimTruth* truth) {
+  // With `horizon`, only the rows a drainer would have written by then; the others stay buffered.
+  void flush_buffer(SimTruth* truth, int64_t horizon = INT64_MAX) {
     std::stable_sort(buf_.begin(), buf_.end(), [](const Ev& a, const Ev& b) { return a.key < b.key; });
-    for (const Ev& e : buf_) {
+    const auto until =
+        std::upper_bound(buf_.begin(), buf_.end(), horizon, [](int64_t h, const Ev& e) { return h < e.key; });
+    for (auto it = buf_.begin(); it != until; ++it) {
+      const Ev& e = *it;
       switch (e.kind) {
         case Ev::kSpan: {
           SpanRow r;
@@ -160,7 +166,7 @@ class Sim {
       last_ts_ = std::max(last_ts_, e.key);
       if (++rows_ % o_.commit_rows == 0) commit();
     }
-    buf_.clear();
+    buf_.erase(buf_.begin(), until);
   }
 
   void commit() {
@@ -447,6 +453,207 @@ SimOptions hour_of_training(int64_t events) {
   const double per_epoch = 7.0 * o.batches + 1440.0 * (o.batches * 5.25e-3);
   o.epochs = std::max(1, static_cast<int>(std::llround(static_cast<double>(events) / per_epoch)));
   return o;
+}
+
+namespace {
+
+// A deterministic draw in [0, 1) from three numbers.
+double draw(uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t x = a * 0x9E3779B97F4A7C15ull ^ b * 0xBF58476D1CE4E5B9ull ^ c * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  return static_cast<double>(x % 1000000) / 1e6;
+}
+
+// One rank's part of the lockstep run, kept to write its recording: per step, when its batch was
+// handed and when it called the all_reduce; per batch, when it was sent and fetched.
+struct RankRun {
+  std::vector<int64_t> handed, arrive, sent, fetch_start, fetch_end;
+  std::vector<int64_t> free;  // per worker: when it can start its next fetch
+};
+
+void write_rank(const std::string& path, const JobSimOptions& o, int rank, const std::string& node, int64_t offset,
+                const RankRun& run, const std::vector<int64_t>& call, const std::vector<int64_t>& leave,
+                int64_t start) {
+  SimOptions so;
+  so.commit_rows = o.commit_rows;
+  so.batch_size = o.batch_size;
+  so.pin = false;
+  SimTruth truth;
+  Sim sim(path, so);
+  Writer& w = sim.w();
+  const int local = rank % std::max(1, o.ranks / std::max(1, o.nodes));
+  const int64_t node_index = rank / std::max(1, o.ranks / std::max(1, o.nodes));
+  auto meta = [&](const char* k, const std::string& v) { check(w.set_meta(k, v), "meta"); };
+  meta("format", "stallscope.session");
+  meta("schema_version", "2");
+  meta("stallscope_version", "sim");
+  meta("host", node);
+  meta("mode", "launcher");
+  meta("command", "python train.py (simulated rank)");
+  meta("cpu_count", "32");
+  // The job's clock: each node's monotonic clock has a base of its own; the realtime clock is shared.
+  meta("start_real_ns", std::to_string(1'700'000'000'000'000'000 + offset));
+  meta("start_mono_ns", std::to_string(5'000'000'000 * (node_index + 1) + offset));
+  meta("rank", std::to_string(rank));
+  meta("local_rank", std::to_string(local));
+  meta("world_size", std::to_string(o.ranks));
+  meta("job", o.job);
+  meta("complete", "0");
+  const int64_t pid = 4000 + 10 * local;
+  ProcessRow mp;
+  mp.pid = pid;
+  mp.ppid = 1;
+  mp.cmdline = "python train.py";
+  mp.start_ns = 0;
+  const int64_t main_row = w.add_process(mp);
+  const int64_t main_thread = w.add_thread(ThreadRow{0, main_row, pid, "MainThread"});
+  const uint32_t n_next = sim.str("dl.next"), n_fetch = sim.str("dl.fetch"), n_collate = sim.str("dl.collate"),
+                 n_sent = sim.str("dl.sent"), n_recv = sim.str("dl.recv"), n_put = sim.str("dl.put"),
+                 n_wstart = sim.str("dl.worker_start"), n_wready = sim.str("dl.worker_ready"),
+                 n_ebegin = sim.str("dl.epoch_begin"), n_config = sim.str("dl.config"), n_rank = sim.str("dist.rank"),
+                 n_coll = sim.str("dist.collective"), n_allreduce = sim.str("all_reduce");
+  auto t = [&](int64_t job_ns) { return job_ns - offset; };  // the recording's own time
+  const int W = std::max(1, o.workers);
+  const int64_t steps = static_cast<int64_t>(run.handed.size());
+  char doc[512];
+  std::snprintf(
+      doc, sizeof doc,
+      "{\"loader\":0,\"batch_size\":%d,\"num_workers\":%d,\"pin_memory\":false,\"pin_memory_effective\":false,"
+      "\"persistent_workers\":true,\"prefetch_factor\":%d,\"start_method\":\"fork\",\"dataset_type\":\"map\","
+      "\"dataset_class\":\"SimDataset\",\"dataset_len\":%lld,\"batches_per_epoch\":%lld,\"in_order\":true,"
+      "\"drop_last\":true,\"created_at\":\"train.py:40\",\"torch_version\":\"sim\"}",
+      o.batch_size, W, o.prefetch, static_cast<long long>(steps * o.batch_size * 4), static_cast<long long>(steps * 4));
+  sim.instant(main_thread, n_config, t(start - 2 * kMsNs), 0, sim.str(doc), std::nullopt);
+  std::snprintf(doc, sizeof doc,
+                "{\"rank\":%d,\"local_rank\":%d,\"world_size\":%d,\"node\":\"%s\",\"group_rank\":%lld,"
+                "\"job\":\"%s\",\"backend\":\"nccl\"}",
+                rank, local, o.ranks, node.c_str(), static_cast<long long>(node_index), o.job.c_str());
+  sim.instant(main_thread, n_rank, t(start - 1 * kMsNs), rank, sim.str(doc), o.ranks);
+  sim.instant(main_thread, n_ebegin, t(start), 0, 0, W);
+  std::vector<int64_t> worker_thread(static_cast<size_t>(W));
+  for (int k = 0; k < W; ++k) {
+    ProcessRow pr;
+    pr.pid = pid + 1 + k;
+    pr.ppid = pid;
+    pr.cmdline = "python train.py";
+    pr.start_ns = t(start + (k + 1) * 100 * kUs);
+    const int64_t row = w.add_process(pr);
+    worker_thread[static_cast<size_t>(k)] = w.add_thread(ThreadRow{0, row, pr.pid, "dl-worker-" + std::to_string(k)});
+    sim.instant(main_thread, n_wstart, *pr.start_ns, 0, k, pr.pid);
+    sim.instant(worker_thread[static_cast<size_t>(k)], n_wready, t(start + 20 * kMsNs), k, 0, std::nullopt);
+  }
+  const size_t batches = run.sent.size();
+  for (size_t b = 0; b < batches; ++b) {
+    if (run.sent[b] < 0) continue;
+    const int worker = static_cast<int>(b % static_cast<size_t>(W));
+    const int64_t th = worker_thread[static_cast<size_t>(worker)];
+    sim.instant(main_thread, n_sent, t(run.sent[b]), 0, static_cast<int64_t>(b), worker);
+    sim.span(th, n_fetch, t(run.fetch_start[b]), t(run.fetch_end[b]), static_cast<int64_t>(b), worker, 0);
+    const int64_t collate = std::max<int64_t>(1, (run.fetch_end[b] - run.fetch_start[b]) / 20);
+    sim.span(th, n_collate, t(run.fetch_end[b] - collate), t(run.fetch_end[b]), static_cast<int64_t>(b), o.batch_size,
+             0, 1);
+    sim.instant(th, n_put, t(run.fetch_end[b] + 10 * kUs), static_cast<int64_t>(b), worker, 0);
+    if (static_cast<int64_t>(b) < steps) {
+      const size_t k = b;
+      sim.instant(main_thread, n_recv, t(run.handed[k] - 30 * kUs), 0, static_cast<int64_t>(k), worker);
+      sim.span(main_thread, n_next, t(call[k]), t(run.handed[k]), 0, static_cast<int64_t>(k), 0);
+      sim.span(main_thread, n_coll, t(run.arrive[k]), t(leave[k]), 4 << 20, static_cast<int64_t>(k), n_allreduce);
+      if (k % 512 == 511) sim.flush_buffer(&truth, t(call[k]));
+    }
+  }
+  sim.flush_buffer(&truth);
+  const int64_t end = t(leave.empty() ? start : leave.back() + o.optim_ns);
+  w.update_process_end(main_row, end, 0, std::nullopt);
+  check(w.set_meta("end_ns", std::to_string(end)), "meta");
+  check(w.set_meta("dropped_events", "0"), "meta");
+  check(w.set_meta("complete", "1"), "meta");
+  sim.commit();
+  check(w.commit(), "final commit");
+  check(w.finish(), "finish");
+}
+
+}  // namespace
+
+JobSimTruth write_sim_job(const std::string& dir, const JobSimOptions& o) {
+  JobSimTruth truth;
+  const int R = std::max(1, o.ranks), N = std::max(1, std::min(o.nodes, R));
+  const int per_node = std::max(1, R / N);
+  const int W = std::max(1, o.workers), PW = std::max(1, o.prefetch) * W;
+  auto node_of = [&](int r) { return std::min(N - 1, r / per_node); };
+  // Each recording starts a little after the earliest: ranks of a node a few ms apart.
+  auto offset_of = [&](int r) { return static_cast<int64_t>(node_of(r)) * 700 * kUs + (r % per_node) * 3 * kMsNs; };
+  int64_t latest_offset = 0;
+  for (int r = 0; r < R; ++r) latest_offset = std::max(latest_offset, offset_of(r));
+  const int64_t start = latest_offset + 200 * kMsNs;  // every rank's first dl.epoch_begin
+  truth.start_ns = start;
+
+  std::vector<RankRun> runs(static_cast<size_t>(R));
+  auto fetch = [&](int r, size_t b, int64_t at) {
+    const double x = o.slow_node == node_of(r) && at >= o.slow_from_ns ? o.slow_x : 1.0;
+    const double j = 0.9 + 0.2 * draw(static_cast<uint64_t>(r), b, 1);
+    return static_cast<int64_t>(static_cast<double>(o.fetch_ns) * x * j);
+  };
+  auto send = [&](int r, size_t b, int64_t at) {
+    RankRun& run = runs[static_cast<size_t>(r)];
+    if (run.sent.size() <= b) {
+      run.sent.resize(b + 1, -1);
+      run.fetch_start.resize(b + 1, 0);
+      run.fetch_end.resize(b + 1, 0);
+    }
+    int64_t& free = run.free[b % static_cast<size_t>(W)];
+    run.sent[b] = at;
+    run.fetch_start[b] = std::max(free, at + 20 * kUs);
+    run.fetch_end[b] = run.fetch_start[b] + fetch(r, b, run.fetch_start[b]);
+    free = run.fetch_end[b] + 20 * kUs;
+  };
+  for (int r = 0; r < R; ++r) {
+    runs[static_cast<size_t>(r)].free.assign(static_cast<size_t>(W), start + 20 * kMsNs);
+    for (int b = 0; b < PW; ++b) send(r, static_cast<size_t>(b), start + 1 * kMsNs + b * 50 * kUs);
+  }
+  std::vector<int64_t> call, leave;
+  int64_t c = start + 1 * kMsNs + PW * 50 * kUs;
+  while (c < start + o.duration_ns) {
+    const size_t k = call.size();
+    call.push_back(c);
+    int64_t last = 0;
+    for (int r = 0; r < R; ++r) {
+      RankRun& run = runs[static_cast<size_t>(r)];
+      const int64_t handed = std::max(c, run.fetch_end[k] + 10 * kUs) + 35 * kUs;
+      const double j = 0.98 + 0.04 * draw(static_cast<uint64_t>(r), k, 2);
+      const int64_t arrive = handed + static_cast<int64_t>(static_cast<double>(o.compute_ns) * j);
+      run.handed.push_back(handed);
+      run.arrive.push_back(arrive);
+      last = std::max(last, arrive);
+      send(r, k + static_cast<size_t>(PW), handed + 10 * kUs);
+    }
+    leave.push_back(last + o.comm_ns);
+    c = leave.back() + o.optim_ns;
+  }
+  truth.steps = static_cast<int64_t>(call.size());
+  for (int r = 0; r < R; ++r) {
+    char name[32];
+    std::snprintf(name, sizeof name, "node-%02d", node_of(r));
+    truth.nodes.push_back(name);
+    truth.paths.push_back(dir + "/part-" + std::to_string(r) + ".db");
+  }
+  // Write the recordings, a few at once; each rank's run is dropped once written.
+  std::atomic<int> next{0};
+  auto writer = [&] {
+    for (int r = next++; r < R; r = next++) {
+      write_rank(truth.paths[static_cast<size_t>(r)], o, r, truth.nodes[static_cast<size_t>(r)], offset_of(r),
+                 runs[static_cast<size_t>(r)], call, leave, start);
+      runs[static_cast<size_t>(r)] = RankRun{};
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < std::max(1, o.threads); ++i) pool.emplace_back(writer);
+  writer();
+  for (std::thread& th : pool) th.join();
+  return truth;
 }
 
 }  // namespace stallscope::testing

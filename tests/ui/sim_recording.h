@@ -71,4 +71,36 @@ SimOptions hour_of_training(int64_t events);
 // Writes the recording at `path` (which must not exist). Aborts the test on a write error.
 SimTruth write_sim_recording(const std::string& path, const SimOptions& o);
 
+// A data-parallel job (bench/ui_bench --job, the job view's tests): `ranks` ranks on `nodes` nodes
+// (node-00, node-01, ...; ranks numbered node by node), each with its own recording as `stallscope
+// run -o DIR/part-{rank}.db` under torchrun makes one: meta rank/world_size/job/host, each host's
+// recordings started a few ms apart on its clock. Every rank runs the same loop in lockstep: next()
+// (its DataLoader of `workers` persistent workers, prefetch `prefetch`, fetching a batch in
+// `fetch_ns` give or take 10 %), its step (`compute_ns`, give or take 2 %), then a synchronous
+// all_reduce (`dist.collective`) that returns `comm_ns` after the last rank called it, and the
+// optimizer (`optim_ns`). From `slow_from_ns` of job time on, the fetches of node `slow_node`'s
+// ranks take `slow_x` times as long. One epoch, stopped once `duration_ns` of training has passed.
+struct JobSimOptions {
+  int ranks = 16, nodes = 4;
+  int64_t duration_ns = 600'000 * kMsNs;
+  int workers = 4, prefetch = 2, batch_size = 32;
+  int64_t fetch_ns = 1200 * kMsNs, compute_ns = 400 * kMsNs, comm_ns = 30 * kMsNs, optim_ns = 5 * kMsNs;
+  int slow_node = -1;  // none
+  int64_t slow_from_ns = 0;
+  double slow_x = 3.0;
+  std::string job = "sim-job";
+  int64_t commit_rows = 4000;  // rows per transaction (and flush row)
+  int threads = 2;             // recordings written at once
+};
+
+struct JobSimTruth {
+  std::vector<std::string> paths;  // by rank
+  std::vector<std::string> nodes;  // by rank
+  int64_t steps = 0;               // every rank's
+  int64_t start_ns = 0;            // job time of the first dl.epoch_begin (the earliest recording starts at 0)
+};
+
+// Writes the job's recordings into `dir` (which must exist; part-{rank}.db must not).
+JobSimTruth write_sim_job(const std::string& dir, const JobSimOptions& o);
+
 }  // namespace stallscope::testing

@@ -1,13 +1,14 @@
 """A data-parallel training job for the multi-rank tests, started by torchrun: gloo on the CPU,
 DistributedDataParallel over a small model, a DistributedSampler, a DataLoader with one worker, and
-rank 1's input pipeline deliberately slower than rank 0's (its __getitem__ sleeps longer). An
+rank 1's input pipeline deliberately slower than the others' (its __getitem__ sleeps longer). An
 explicit all_reduce of the loss ends each epoch. Rank 0 prints CHECKSUM, the sum of the absolute
 values of the trained parameters, to compare runs with and without stallscope.
 
 --free-check: at the end each rank drops its DDP module and prints FREED True if it was freed.
+--slow-rank N: the rank with the slower pipeline (default 1; the others' __getitem__ sleeps 1 ms).
 
-  torchrun --standalone --nproc_per_node 2 ddp_prog.py [--epochs N] [--user-hook] [--late-builtin]
-                                                     [--free-check]
+  torchrun --standalone --nproc_per_node 2 ddp_prog.py [--epochs N] [--samples N] [--slow-rank N]
+                                                     [--user-hook] [--late-builtin] [--free-check]
 """
 import argparse
 import faulthandler
@@ -41,6 +42,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--samples", type=int, default=192)
+    ap.add_argument("--slow-rank", type=int, default=1, help="the rank whose __getitem__ sleeps 8 ms, not 1")
     ap.add_argument("--user-hook", action="store_true", help="register PyTorch's allreduce_hook")
     ap.add_argument("--late-builtin", action="store_true",
                     help="register DDP's built-in ALLREDUCE hook after the first forward")
@@ -56,7 +58,7 @@ def main():
     if a.user_hook:
         model.register_comm_hook(None, default_hooks.allreduce_hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    data = Slow(a.samples, 0.001 if rank == 0 else 0.008)
+    data = Slow(a.samples, 0.008 if rank == a.slow_rank else 0.001)
     sampler = DistributedSampler(data, shuffle=True, seed=3)
     loader = DataLoader(data, batch_size=8, sampler=sampler, num_workers=1)
     for epoch in range(a.epochs):
