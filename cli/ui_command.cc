@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/job.h"
 #include "cli/command.h"
 #include "cli/recording_input.h"
 #include "remote/link.h"
@@ -50,6 +51,11 @@ std::function<std::string(const std::string&)> file_name(std::string& out) {
 bool is_directory(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 Body define(CLI::App& app) {
@@ -131,6 +137,29 @@ Body define(CLI::App& app) {
       return usage_error(
           app, "at most two recordings (one to show, or two to compare); got " + std::to_string(a->files.size()));
     }
+    if (!a->files.empty() && is_directory(a->files[0]) && !is_file(a->files[0] + "/tune.json")) {
+      // A job's folder of rank recordings: its job view; a rank named second is opened at once.
+      auto files = analysis::job_folder(a->files[0]);
+      if (!files.ok())
+        return read_error("ui: " + files.status().message() + ", or a folder `stallscope tune -o` wrote");
+      auto view = analysis::job_view(*files);
+      if (!view.ok()) return read_error("ui: " + view.status().message());
+      if (a->files.size() == 2) {
+        double rank = 0;
+        std::optional<size_t> index;
+        if (parse_number(a->files[1], &rank)) {
+          for (size_t i = 0; i < view->ranks.size(); ++i) {
+            if (static_cast<double>(view->ranks[i].rank) == rank) index = i;
+          }
+        }
+        if (!index) return usage_error(app, "'" + a->files[1] + "' is not a rank of the job in " + a->files[0]);
+        a->opt.job_rank = *index;
+      }
+      a->opt.job = std::move(*view);
+      a->opt.job_dir = a->files[0];
+      if (!a->detail_rows_set) a->opt.detail_rows = ui::default_detail_rows({});
+      return ui::run_app(a->opt);
+    }
     if (!a->files.empty() && is_directory(a->files[0])) {
       // A `stallscope tune` folder: its set, the baseline as A, the winner or the run named as B.
       auto set = ui::load_tune_set(a->files[0]);
@@ -187,7 +216,7 @@ Body define(CLI::App& app) {
 const Command kUiDashboardCommand = {
     "ui",
     kUiSummary,
-    "stallscope ui [OPTIONS] [A.db [B.db] | TUNE-DIR [RUN]]\n"
+    "stallscope ui [OPTIONS] [A.db [B.db] | TUNE-DIR [RUN] | JOB-DIR [RANK]]\n"
     "stallscope ui [OPTIONS] ssh://[user@]host[:port][/path/run.db] [B.db]",
     "Opens the dashboard. With one recording it shows it: followed live while `stallscope run`\n"
     "still writes it (new data within a quarter of a second), replayed with a playhead once it is\n"
@@ -197,8 +226,11 @@ const Command kUiDashboardCommand = {
     "and loader with the verdict of `stallscope compare A.db B.db`. A folder `stallscope tune -o`\n"
     "wrote opens as a set: a table of its runs on top (settings, measured and predicted samples/s\n"
     "and stall, status, the winner marked), the baseline as A and the winner (or RUN) as B; click a\n"
-    "row to show that run as B. Without a file it lists the live sessions on this machine and recent\n"
-    "recordings.\n"
+    "row to show that run as B. A job's folder of rank recordings (part-{rank}.db) opens as the job\n"
+    "view: a row per rank with its data stall (or fetch time) over the job as a heat strip, grouped\n"
+    "by node or sorted by stall; click a rank to open it, shift-click another to see the two on one\n"
+    "axis, Esc to come back (RANK: open that rank at once). Without a file it lists the live\n"
+    "sessions on this machine and recent recordings.\n"
     "\n"
     "A recording on another machine: ssh://[user@]host[:port]/path/run.db, read through your own ssh\n"
     "(it runs 'stallscope serve --stdio' there; set STALLSCOPE_REMOTE_COMMAND when stallscope is not\n"
@@ -214,6 +246,7 @@ const Command kUiDashboardCommand = {
     "  stallscope ui torch.db reference.db\n"
     "  stallscope ui tune-out/                # after stallscope tune -o tune-out: the set\n"
     "  stallscope ui tune-out/ 03             # the set, with run 03 as B\n"
+    "  stallscope ui job/                     # a job's ranks (part-{rank}.db), slowest first\n"
     "  stallscope ui --screenshot shot.png run.db\n"
     "  stallscope ui ssh://gpu-node-3/home/me/runs/run.db\n"
     "  stallscope ui ssh://gpu-node-3            # its live sessions and recent recordings",

@@ -30,6 +30,7 @@
 #include "ui/compare_dashboard.h"
 #include "ui/dashboard.h"
 #include "ui/fonts.h"
+#include "ui/job_screen.h"
 #include "ui/overview.h"
 #include "ui/png_writer.h"
 #include "ui/recording_tail.h"
@@ -537,12 +538,42 @@ int run_compare(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts)
   return status;
 }
 
+// A job's folder: the job view, and the ranks opened from it.
+int run_job(GLFWwindow* window, const AppOptions& opt, const UiFonts& fonts) {
+  JobScreen job(*opt.job, opt.job_dir, source_options(opt), fonts);
+  if (opt.job_rank) {
+    job.open(*opt.job_rank);
+    if (!opt.screenshot.empty()) job.source(0)->wait_until(SnapshotSource::settled, opt.settle_timeout_s * 1000);
+    if (opt.range_s) apply_start_options(opt, job.single()->state());
+  }
+  std::string title;
+  int status = 0;
+  Screen screen;
+  screen.watched = [&] {
+    return Watched{job.generation(), job.showing_table() ? static_cast<const void*>(&job) : job.source(0), job.live()};
+  };
+  screen.playing = [&] { return job.playing(); };
+  screen.wants_detail = [&] { return job.wants_detail(); };
+  screen.draw = [&](LayoutDump* d) {
+    job.draw(d);
+    job.ask_detail();
+    if (job.title() != title) {
+      title = job.title();
+      glfwSetWindowTitle(window, title.c_str());
+    }
+  };
+  run_frames(window, opt, screen, &status);
+  shut_down(window);
+  return status;
+}
+
 }  // namespace
 
 int run_app(const AppOptions& opt) {
   GLFWwindow* window = open_window(opt, !opt.screenshot.empty());
   if (!window) return 1;
   const UiFonts fonts = start_imgui(window);
+  if (opt.job) return run_job(window, opt, fonts);
   return opt.path_b.empty() ? run_single(window, opt, fonts) : run_compare(window, opt, fonts);
 }
 

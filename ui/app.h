@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "analysis/job.h"
 #include "ui/tune_set.h"
 
 namespace stallscope::ui {
@@ -22,6 +23,11 @@ struct AppOptions {
   // baseline's and run tune_b's recordings, and a click on a row opens that run as B.
   std::optional<TuneSet> tune;
   int tune_b = 0;
+  // A job's folder of rank recordings (`stallscope ui JOB/`): its job view (ui/job_screen.h), read
+  // before the window opens; `job_rank`: the rank to open at once (its index in job->ranks).
+  std::optional<analysis::JobView> job;
+  std::string job_dir;
+  std::optional<size_t> job_rank;
   std::string screenshot;   // write the last frame here (PNG) and exit
   std::string layout_dump;  // write the last frame's layout (JSON) here
   int frames = 0;           // frames to render before the screenshot (0: 3); 0 without one: run until closed

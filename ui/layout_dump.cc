@@ -104,6 +104,13 @@ Json dump_json(const LayoutDump& d) {
     root["compare"] = c;
     if (!d.tune_rows.empty()) root["tune"] = {{"rows", d.tune_rows}, {"b", d.tune_b}};
   }
+  if (!d.job_rows.empty() || !d.job_lines.empty()) {
+    root["job"] = {{"lines", d.job_lines},
+                   {"sort", d.job_sort},
+                   {"heat", d.job_heat},
+                   {"rows", d.job_rows},
+                   {"cells", d.job_cells}};
+  }
   return root;
 }
 

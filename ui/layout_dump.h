@@ -81,6 +81,12 @@ struct LayoutDump {
   // its name, settings, measured and predicted samples/s, stall and status; and B's index.
   std::vector<std::string> tune_rows;
   int tune_b = -1;
+  // The job view (`stallscope ui JOB/`): its lines on top (what slowed, the slow nodes), its sort
+  // and heat metric, the rows drawn (a line each: "node NAME: ..." or "rank N NODE stall fetch [slow]")
+  // and the heat cells drawn.
+  std::vector<std::string> job_lines, job_rows;
+  std::string job_sort, job_heat;
+  int job_cells = 0;
   std::vector<DumpPanel> panels;
   std::vector<DumpLane> lanes;
   std::vector<DumpItem> items;

@@ -484,6 +484,50 @@ TEST(WindowTest, CompareScreenshotShowsBothRecordingsOnOneAxis) {
   EXPECT_NEAR(rel[0][1], rel[1][1], 1);
 }
 
+TEST(WindowTest, AJobFolderOpensAsTheJobViewAndARankNamedSecondOpensAtOnce) {
+  NEED_XVFB();
+  testing::TempDir dir;
+  testing::JobSimOptions o;
+  o.ranks = 16;
+  o.nodes = 4;
+  o.duration_ns = 5 * 60'000 * testing::kMsNs;
+  o.slow_node = 2;
+  o.slow_from_ns = 3 * 60'000 * testing::kMsNs;
+  o.threads = 1;
+  testing::write_sim_job(dir.path(), o);
+  auto r = run_ui({"--screenshot", dir.file("job.png"), "--layout-dump", dir.file("job.json"), dir.path()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json layout = load_json(dir.file("job.json"));
+  EXPECT_EQ(json::get_string(layout, "state").value_or(""), "job");
+  ASSERT_TRUE(layout.contains("job")) << layout.dump();
+  const Json& job = layout.at("job");
+  EXPECT_EQ(job.at("sort"), "node");
+  ASSERT_GE(job.at("rows").size(), 20u);  // 4 node rows and 16 ranks
+  EXPECT_EQ(job.at("rows")[0], "node node-02: 4 ranks, 4 slow");
+  for (size_t i = 1; i <= 4; ++i) {
+    EXPECT_NE(job.at("rows")[i].get<std::string>().find(" node-02 "), std::string::npos) << job.at("rows")[i];
+  }
+  EXPECT_GT(job.at("cells").get<int>(), 20 * 10);
+  EXPECT_NE(job.at("lines")[1].get<std::string>().find("first on node-02"), std::string::npos) << job.at("lines");
+  const Image img = load_png(dir.file("job.png"));
+  ASSERT_EQ(img.w, 1600);
+  EXPECT_GT(stats(img, 0, 0, img.w, img.h).colours, 20u);
+
+  // `ui JOB/ 9`: rank 9's dashboard, as `ui part-9.db` shows it.
+  r = run_ui({"--screenshot", dir.file("rank.png"), "--layout-dump", dir.file("rank.json"), dir.path(), "9"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  layout = load_json(dir.file("rank.json"));
+  EXPECT_EQ(json::get_string(layout, "state").value_or(""), "finished");
+  EXPECT_FALSE(layout.contains("job"));
+  ASSERT_TRUE(layout.contains("lanes"));
+  EXPECT_EQ(layout.at("lanes").size(), 5u);  // the main thread and 4 workers
+
+  r = run_ui({"--screenshot", dir.file("x.png"), dir.path(), "99"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(testing::count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("not a rank of the job"), std::string::npos) << r.err;
+}
+
 TEST(WindowTest, CompareWithARecordingThatCannotBeReadExitsNonZero) {
   NEED_XVFB();
   testing::TempDir dir;
