@@ -27,11 +27,16 @@
 // levels on the shared axis, the mouse over A's timeline.
 // The recording is generated once and kept (default $TMPDIR/stallscope-ui-bench-<N>.db).
 //
-//   ui_bench --job DIR --generate-only [--ranks N] [--nodes N] [--minutes M] [--slow-node K]
-//            [--slow-from-min M] [--slow-x X]
+//   ui_bench --job DIR [--generate-only] [--ranks N] [--nodes N] [--minutes M] [--slow-node K]
+//            [--slow-from-min M] [--slow-x X] [--reps N]
 // writes a data-parallel job's recordings instead, one per rank (DIR/part-{rank}.db; default 256
 // ranks on 32 nodes, 60 minutes, node 7's input 3x slower from minute 40; tests/ui/sim_recording.h,
-// write_sim_job), unless DIR already holds part-0.db: what bench/job_bench.py reads.
+// write_sim_job), unless DIR already holds part-0.db; then, unless --generate-only, measures the
+// dashboard's job view headlessly (ui/job_screen.h): opening it (the job view read from the ranks'
+// summaries and its first frames drawn; goal < 3 s), the peak memory (goal < 2 GiB), its frame,
+// and drilling into the slowest rank against opening that rank's recording alone (each to its first
+// timeline and to its analysis, --reps rounds interleaved; goal: no slower). bench/job_bench.py
+// runs it beside `stallscope report JOB/`.
 #include <imgui.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -56,6 +61,7 @@
 #include "ui/analysis_view.h"
 #include "ui/compare_dashboard.h"
 #include "ui/dashboard.h"
+#include "ui/job_screen.h"
 #include "ui/overview.h"
 #include "ui/snapshot_source.h"
 
@@ -269,11 +275,111 @@ int compare_bench(const std::string& a, const std::string& b, int frames, int64_
   std::printf("\n");
   return 0;
 }
+// The dashboard's job view on the job in `dir`: open, memory, frame, drilling into a rank.
+int job_bench(const std::string& dir, int reps) {
+  namespace ui = stallscope::ui;
+  start_imgui();
+  const auto t_open = Clock::now();
+  auto files = stallscope::analysis::job_folder(dir);
+  if (!files.ok()) {
+    std::fprintf(stderr, "ui_bench: %s\n", files.status().message().c_str());
+    return 1;
+  }
+  auto view = stallscope::analysis::job_view(*files);
+  if (!view.ok()) {
+    std::fprintf(stderr, "ui_bench: %s\n", view.status().message().c_str());
+    return 1;
+  }
+  const double read_ms = ms_since(t_open);
+  ui::JobScreen screen(std::move(*view), dir, {});
+  auto frame = [&]() {
+    ImGui::GetIO().DeltaTime = 1.0f / 60.0f;
+    ImGui::NewFrame();
+    screen.draw(nullptr);
+    ImGui::Render();
+  };
+  frame();
+  frame();
+  const double open_ms = ms_since(t_open);
+  std::vector<double> frame_ms;
+  for (int i = 0; i < 60; ++i) {
+    if (i % 10 == 0) screen.table().scroll_to(static_cast<size_t>(i * 3));
+    const auto t0 = Clock::now();
+    frame();
+    frame_ms.push_back(ms_since(t0));
+  }
+  std::sort(frame_ms.begin(), frame_ms.end());
+  const long rss_table = peak_rss_mib();
+
+  // Drilling in: the job's slowest rank opened from the job view, and the same recording opened
+  // alone, in interleaved rounds; each to its first timeline and to its analysis.
+  const auto& rows = screen.table().rows();
+  const size_t rank = rows.size() > 1 && rows[1].rank >= 0 ? static_cast<size_t>(rows[1].rank) : 0;
+  const std::string path = screen.view().ranks[rank].source;
+  auto has_timeline = [](const ui::Snapshot& s) { return s.timeline != nullptr; };
+  std::vector<double> drill_tl, drill_settled, alone_tl, alone_settled;
+  for (int r = 0; r < reps; ++r) {
+    for (int which = 0; which < 2; ++which) {
+      const auto t0 = Clock::now();
+      std::unique_ptr<ui::SnapshotSource> own;
+      ui::SnapshotSource* src = nullptr;
+      if (which == 0) {
+        screen.open(rank);
+        frame();
+        src = screen.source(0);
+      } else {
+        own = std::make_unique<ui::SnapshotSource>(path);
+        src = own.get();
+      }
+      src->wait_until(has_timeline, 60000);
+      const double tl = ms_since(t0);
+      src->wait_until(ui::SnapshotSource::settled, 120000);
+      const double settled = ms_since(t0);
+      (which == 0 ? drill_tl : alone_tl).push_back(tl);
+      (which == 0 ? drill_settled : alone_settled).push_back(settled);
+      if (which == 0) screen.back();
+    }
+  }
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const long rss_peak = peak_rss_mib();
+  const double drill_ratio = med(drill_settled) / med(alone_settled);
+  std::printf("\njob view of %s: %zu ranks (dashboard, headless)\n", dir.c_str(), screen.view().ranks.size());
+  std::printf("  %-52s %12s %12s\n", "measure", "result", "goal");
+  std::printf("  %-52s %9.0f ms %12s\n", "job view read from the ranks' summaries", read_ms, "-");
+  std::printf("  %-52s %9.0f ms %12s  %s\n", "open: job view shown (read + first frames)", open_ms, "< 3000 ms",
+              open_ms < 3000 ? "ok" : "MISSED");
+  std::printf("  %-52s %9.2f ms %12s  max %.2f ms, scrolling\n", "job view frame (median)",
+              frame_ms[frame_ms.size() / 2], "-", frame_ms.back());
+  std::printf("  %-52s %8ld MiB %12s  %s\n", "memory, peak with the job view", rss_table, "< 2048 MiB",
+              rss_table < 2048 ? "ok" : "MISSED");
+  std::printf("  %-52s %9.0f ms %12s\n", "drill into the slowest rank: first timeline", med(drill_tl), "-");
+  std::printf("  %-52s %9.0f ms %12s\n", "the same recording opened alone: first timeline", med(alone_tl), "-");
+  std::printf("  %-52s %9.0f ms %12s\n", "drill into the slowest rank: analysed", med(drill_settled), "-");
+  std::printf("  %-52s %9.0f ms %12s\n", "the same recording opened alone: analysed", med(alone_settled), "-");
+  std::printf("  %-52s %10.2fx %12s  %s (%d rounds, interleaved)\n", "drilling in / opening alone (analysed)",
+              drill_ratio, "<= 1.10x", drill_ratio <= 1.10 ? "ok" : "MISSED", reps);
+  std::printf("  %-52s %8ld MiB %12s  %s\n", "memory, peak over the run", rss_peak, "< 2048 MiB",
+              rss_peak < 2048 ? "ok" : "MISSED");
+  namespace bench = stallscope::bench;
+  const std::string at = std::to_string(screen.view().ranks.size()) + " ranks";
+  bench::bench_row("dashboard job view open, " + at, bench::fmt("%.2f s", open_ms / 1e3), "< 3 s", "", open_ms < 3000);
+  bench::bench_row("dashboard job view memory, peak, " + at, bench::fmt("%.0f MiB", static_cast<double>(rss_peak)),
+                   "< 2 GiB", "", rss_peak < 2048);
+  bench::bench_row("drilling into a rank / opening it alone, " + at, bench::fmt("%.2fx", drill_ratio), "<= 1.1x", "",
+                   drill_ratio <= 1.10);
+  ImGui::DestroyContext();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t events = 10'000'000;
   int frames = 200;
+  int reps = 3;
   int open_only = 0;  // --open-only N: only the open (timeline alone), N times
   int64_t part_rows = stallscope::ui::SourceOptions{}.load_part_rows;
   int64_t detail_rows = stallscope::ui::SourceOptions{}.detail_rows;
@@ -317,33 +423,32 @@ int main(int argc, char** argv) {
       job.slow_node = std::atoi(argv[++i]);
     } else if (a == "--slow-from-min" && i + 1 < argc) {
       job.slow_from_ns = static_cast<int64_t>(std::atof(argv[++i]) * 60e9);
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--slow-x" && i + 1 < argc) {
       job.slow_x = std::atof(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: ui_bench [--db PATH] [--events N] [--frames N] [--open-only N] [--part-rows N] "
                    "[--detail-rows N] [--regen] [--compare B.db] [--generate-only]\n"
-                   "       ui_bench --job DIR --generate-only [--ranks N] [--nodes N] [--minutes M] [--slow-node K] "
-                   "[--slow-from-min M] [--slow-x X]\n");
+                   "       ui_bench --job DIR [--generate-only] [--ranks N] [--nodes N] [--minutes M] [--slow-node K] "
+                   "[--slow-from-min M] [--slow-x X] [--reps N]\n");
       return 2;
     }
   }
   if (!job_dir.empty()) {
-    if (!generate_only) {
-      std::fprintf(stderr, "ui_bench: --job needs --generate-only (the job view is measured by bench/job_bench.py)\n");
-      return 2;
-    }
     if (exists(job_dir + "/part-0.db")) {
       std::printf("%s already holds a job; kept\n", job_dir.c_str());
-      return 0;
+    } else {
+      mkdir(job_dir.c_str(), 0755);
+      const auto t0 = Clock::now();
+      const auto truth = stallscope::testing::write_sim_job(job_dir, job);
+      std::printf("%s: %d ranks on %d nodes, %lld steps each, written in %.1f s\n", job_dir.c_str(), job.ranks,
+                  job.nodes, static_cast<long long>(truth.steps), ms_since(t0) / 1e3);
     }
-    mkdir(job_dir.c_str(), 0755);
-    const auto t0 = Clock::now();
-    const auto truth = stallscope::testing::write_sim_job(job_dir, job);
-    std::printf("%s: %d ranks on %d nodes, %lld steps each, written in %.1f s\n", job_dir.c_str(), job.ranks, job.nodes,
-                static_cast<long long>(truth.steps), ms_since(t0) / 1e3);
-    return 0;
+    return generate_only ? 0 : job_bench(job_dir, reps);
   }
+
   if (db.empty()) {
     const char* tmp = std::getenv("TMPDIR");
     db = std::string(tmp && *tmp ? tmp : "/tmp") + "/stallscope-ui-bench-" + std::to_string(events / 1000000) + "M.db";

@@ -119,6 +119,30 @@ def test_report_bench_runs(tmp_path):
     assert [g["row"].split(" ")[0] for g in got] == ["report", "export", "dashboard"], got
 
 
+def test_job_bench_runs(tmp_path):
+    """bench/job_bench.py generates a job of ranks with a planted slow node, times `report JOB/`, checks
+    that it names the node, its ranks and the minute, and measures the dashboard's job view."""
+    if not (BUILD / "bin" / "ui_bench").exists():
+        pytest.skip("ui_bench is not built (no dashboard libraries)")
+    rows = tmp_path / "rows.jsonl"
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "job_bench.py"), "--build", str(BUILD), "--ranks", "16",
+                        "--nodes", "4", "--minutes", "6", "--reps", "1", "--job", str(tmp_path / "job")],
+                       capture_output=True, text=True, timeout=300,
+                       env={**base_env(), "STALLSCOPE_BENCH_ROWS": str(rows)})
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert len(list((tmp_path / "job").glob("part-*.db"))) == 16
+    for name in ("names node-03, first of the nodes", "its ranks 12-15 slow, first of the ranks",
+                 "the minute it began", "the slowdown first on that node"):
+        line = next((ln for ln in r.stdout.splitlines() if ln.strip().startswith(name)), "")
+        assert line.endswith("ok"), (name, r.stdout)
+    assert re.search(r"report JOB/ \(text\): wall, median +\d+\.\d\d s +< 30 s", r.stdout), r.stdout
+    assert re.search(r"drilling in / opening alone \(analysed\) +\d+\.\d\dx", r.stdout), r.stdout
+    got = [json.loads(x)["row"] for x in rows.read_text().splitlines()]
+    assert [g.split(",")[0] for g in got] == ["report JOB/", "job view names the planted slow node and its minute",
+                                             "dashboard job view open", "dashboard job view memory",
+                                             "drilling into a rank / opening it alone"], got
+
+
 def test_bench_run_quick(tmp_path):
     """bench/run runs benchmarks and gathers their rows into one table, goal beside figure."""
     out = tmp_path / "results.md"

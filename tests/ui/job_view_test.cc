@@ -2,13 +2,12 @@
 // known: the rows grouped by node with the slow node first, the other sorts, the heat metric;
 // a click on a rank opens its recording's dashboard, a shift-click on another puts the two on
 // one axis, and back() returns to the table.
-#include "ui/job_screen.h"
-
 #include <gtest/gtest.h>
 
 #include "tests/ui/headless.h"
 #include "tests/ui/sim_recording.h"
 #include "tests/unit/test_util.h"
+#include "ui/job_screen.h"
 
 namespace stallscope {
 namespace {
@@ -32,8 +31,7 @@ class JobScreenTest : public ::testing::Test {
   }
 
   // A frame of the screen with the mouse at `mouse` (pressed with `press`, shift with `shift`).
-  ui::LayoutDump frame(ui::JobScreen& s, ImVec2 mouse = ImVec2(-1000, -1000), bool press = false,
-                       bool shift = false) {
+  ui::LayoutDump frame(ui::JobScreen& s, ImVec2 mouse = ImVec2(-1000, -1000), bool press = false, bool shift = false) {
     ui::LayoutDump dump;
     ImGui::GetIO().KeyShift = shift;  // before the frame: NewFrame takes the modifiers from it
     h_.frame([&] { s.draw(&dump); }, mouse, press);
