@@ -300,8 +300,10 @@ Result<std::vector<std::string>> job_folder(const std::string& dir) {
   }
   if (ec) return Status::Error(dir + ": cannot list the folder: " + ec.message());
   if (out.empty()) {
-    return Status::Error(dir + ": no recordings (*.db) in the folder; record each rank with "
-                               "'stallscope run -o " + dir + "/part-{rank}.db' under torchrun");
+    return Status::Error(dir +
+                         ": no recordings (*.db) in the folder; record each rank with "
+                         "'stallscope run -o " +
+                         dir + "/part-{rank}.db' under torchrun");
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -709,8 +711,8 @@ std::string render_job_text(const JobView& v, size_t max_ranks) {
 
   if (v.slowdown) {
     const JobSlowdown& s = *v.slowdown;
-    o += "The job slowed at " + at(s.period) + ": " + fixed(s.before, 1) + " -> " + fixed(s.after, 1) +
-         " samples/s (" + percent(s.after / s.before - 1, 0) + ").";
+    o += "The job slowed at " + at(s.period) + ": " + fixed(s.before, 1) + " -> " + fixed(s.after, 1) + " samples/s (" +
+         percent(s.after / s.before - 1, 0) + ").";
     if (!s.first_nodes.empty()) {
       o += " First on node" + std::string(s.first_nodes.size() > 1 ? "s " : " ");
       for (size_t i = 0; i < s.first_nodes.size(); ++i) o += (i ? ", " : "") + s.first_nodes[i];
@@ -728,8 +730,8 @@ std::string render_job_text(const JobView& v, size_t max_ranks) {
   const std::string since = v.slowdown ? " from " + at(v.slowdown->period) : "";
   for (const JobNode& nd : v.nodes) {
     if (std::find(v.slow_nodes.begin(), v.slow_nodes.end(), nd.name) == v.slow_nodes.end()) continue;
-    o += "Slow node " + nd.name + ": all " + std::to_string(nd.ranks.size()) + " of its ranks (" +
-         rank_list(nd.ranks) + ") are slow";
+    o += "Slow node " + nd.name + ": all " + std::to_string(nd.ranks.size()) + " of its ranks (" + rank_list(nd.ranks) +
+         ") are slow";
     if (nd.fetch_x) o += ", their batches fetched in " + fixed(*nd.fetch_x, 1) + "x the median rank's time" + since;
     o += "; data stall " + percent(nd.data_share) + " of their time over the run.\n";
   }
@@ -743,7 +745,8 @@ std::string render_job_text(const JobView& v, size_t max_ranks) {
 
   const size_t shown = std::min(max_ranks, v.ranks.size());
   o += "\nRanks, slowest first";
-  if (shown < v.ranks.size()) o += " (" + std::to_string(shown) + " of " + std::to_string(v.ranks.size()) + "; --json for all)";
+  if (shown < v.ranks.size())
+    o += " (" + std::to_string(shown) + " of " + std::to_string(v.ranks.size()) + "; --json for all)";
   o += ":\n";
   size_t node_w = 4;
   for (size_t i = 0; i < shown; ++i) node_w = std::max(node_w, v.ranks[i].node.size());
@@ -755,14 +758,17 @@ std::string render_job_text(const JobView& v, size_t max_ranks) {
     const std::string waits =
         k.async_collectives == 0 && k.collectives > 0 ? percent(k.collective_share()) : "~" + percent(k.behind_share());
     std::string worst = "-";
-    if (k.worst_period) worst = period_span(*k.worst_period) + " (" + percent(k.stall[static_cast<size_t>(*k.worst_period)]) + ")";
+    if (k.worst_period)
+      worst = period_span(*k.worst_period) + " (" + percent(k.stall[static_cast<size_t>(*k.worst_period)]) + ")";
     o += "  " + pad(std::to_string(k.rank), 5, true) + "  " + pad(k.node, node_w) + "  " +
          pad(percent(k.data_share()), 10, true) + "  " + pad(waits, 15, true) + "  " +
-         pad(or_dash(k.fetch_x, [](double x) { return fixed(x, 1) + "x"; }), 6, true) + "  " + pad(or_dash(k.samples_per_s(), [](double x) { return fixed(x, 1); }), 9, true) + "  " + worst + "\n";
+         pad(or_dash(k.fetch_x, [](double x) { return fixed(x, 1) + "x"; }), 6, true) + "  " +
+         pad(or_dash(k.samples_per_s(), [](double x) { return fixed(x, 1); }), 9, true) + "  " + worst + "\n";
   }
   o += "  data stall: waiting in next() and starting the loader; waits for ranks: in synchronous collectives,\n"
        "  or (~) the estimate from the ranks' data stalls where some are asynchronous (DDP) or none recorded;\n"
-       "  fetch: its mean time to fetch a batch over the median rank's" + (since.empty() ? "" : "," + since) + "\n";
+       "  fetch: its mean time to fetch a batch over the median rank's" +
+       (since.empty() ? "" : "," + since) + "\n";
 
   if (v.nodes.size() > 1) {
     const size_t nshown = std::min<size_t>(5, v.nodes.size());

@@ -37,11 +37,11 @@ struct JobRank {
   // loader's first dl.epoch_begin (else first next() call) to the end of its last next() call.
   int64_t start_ns = 0, end_ns = 0;
   int64_t steps = 0, batches = 0, samples = 0;
-  double data_s = 0;          // waiting in next() and starting the loader
-  double collective_s = 0;    // in synchronous collectives (measured)
-  int64_t collectives = 0;    // how many
+  double data_s = 0;              // waiting in next() and starting the loader
+  double collective_s = 0;        // in synchronous collectives (measured)
+  int64_t collectives = 0;        // how many
   int64_t async_collectives = 0;  // asynchronous ones (dist.issue: DDP's buckets), counted, not timed
-  double behind_s = 0;        // waiting for the rank that waited most for its data (estimate; see above)
+  double behind_s = 0;            // waiting for the rank that waited most for its data (estimate; see above)
   // Its input pipeline's own speed: the batches fetched in its processes (its DataLoader workers, or
   // inside next() with num_workers=0) and their mean time; `fetch_x`, that mean over the job's
   // median rank's, over the periods from the job's slowdown on (the whole run when it did not slow).
@@ -50,7 +50,7 @@ struct JobRank {
   int64_t fetches = 0;
   double fetch_s = 0;
   std::optional<double> fetch_x;
-  std::vector<double> stall;  // per period: data stall as a share of the rank's time in it (-1: none)
+  std::vector<double> stall;     // per period: data stall as a share of the rank's time in it (-1: none)
   std::vector<double> fetch_ms;  // per period: mean fetch time (-1: no fetch)
   std::optional<int> worst_period;
   // The period from which its data stall or its fetch time stayed higher (kRise, kFetchRise over
@@ -70,16 +70,16 @@ struct JobRank {
 
 struct JobNode {
   std::string name;
-  std::vector<int64_t> ranks;  // by rank
-  double data_share = 0;       // mean of its ranks'
+  std::vector<int64_t> ranks;     // by rank
+  double data_share = 0;          // mean of its ranks'
   std::optional<double> fetch_x;  // median of its ranks'
-  int slow_ranks = 0;          // of its ranks, those marked slow (JobView::slow)
+  int slow_ranks = 0;             // of its ranks, those marked slow (JobView::slow)
 };
 
 struct JobSlowdown {
-  int period = 0;                    // the first period of the slower part
-  double before = 0, after = 0;      // the job's samples/s (median of the periods before and after)
-  std::vector<int64_t> first_ranks;  // the ranks whose data stall rose first (at or before `period`)
+  int period = 0;                        // the first period of the slower part
+  double before = 0, after = 0;          // the job's samples/s (median of the periods before and after)
+  std::vector<int64_t> first_ranks;      // the ranks whose data stall rose first (at or before `period`)
   std::vector<std::string> first_nodes;  // nodes all of whose ranks are among them
 };
 
@@ -89,15 +89,15 @@ struct JobView {
   int64_t start_ns = 0, end_ns = 0;  // the job's training window in job time
   int64_t period_ns = 0, level_ns = 0;
   int periods = 0;
-  std::vector<JobRank> ranks;       // slowest first: slow ones first, then by data stall share, fetch_x, rank
-  std::vector<JobNode> nodes;       // slowest first: by slow ranks, then data stall, then fetch_x
+  std::vector<JobRank> ranks;  // slowest first: slow ones first, then by data stall share, fetch_x, rank
+  std::vector<JobNode> nodes;  // slowest first: by slow ranks, then data stall, then fetch_x
   // Ranks whose data stall share stands out (kSlowBy over the median rank's), or whose fetches are
   // kSlowFetchX times the median rank's or more: over the whole run, or from the job's slowdown on.
   std::vector<int64_t> slow;
   std::vector<std::string> slow_nodes;  // nodes all of whose ranks (two or more) are slow
   std::vector<double> samples_per_s;    // the job's, per period (summed over its ranks)
   std::optional<JobSlowdown> slowdown;
-  std::vector<std::string> notes;   // inputs left out, and why
+  std::vector<std::string> notes;  // inputs left out, and why
 
   double period_s() const { return static_cast<double>(period_ns) / 1e9; }
 };

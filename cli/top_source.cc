@@ -145,15 +145,19 @@ bool TopSource::analyse_if_due(Clock::time_point now, bool force) {
       if (c == '\n' || c == '\t') c = ' ';
     }
   }
+  auto process = [&](int64_t pid, const char* role, std::optional<double> cpu, std::optional<double> runq) {
+    metrics::Figures::Process p;
+    p.role = role;
+    p.pid = pid;
+    p.cpu_cores = cpu;
+    p.runq_wait_ratio = runq;
+    a.processes.push_back(std::move(p));
+  };
   if (report->train_pid != 0) {
-    a.processes.push_back({report->train_pid, "train", report->train_cpu_util, report->train_runq_delay_fraction,
-                           std::nullopt, std::nullopt, std::nullopt});
+    process(report->train_pid, "train", report->train_cpu_util, report->train_runq_delay_fraction);
   }
   for (const analysis::WorkerStats& w : report->workers) {
-    if (!w.thread) {
-      a.processes.push_back(
-          {w.pid, "worker", w.cpu_util, w.runq_delay_fraction, std::nullopt, std::nullopt, std::nullopt});
-    }
+    if (!w.thread) process(w.pid, "worker", w.cpu_util, w.runq_delay_fraction);
   }
   frame_.analysis = std::move(a);
   return true;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <tuple>
 
 #include "common/json.h"
 #include "stallscope/version.h"
@@ -145,6 +146,7 @@ Status MetricsState::update(Reader& r) {
     if (live.count(pid) != 0) continue;
     procs_.erase(pid);
     worker_loader_.erase(pid);
+    worker_index_.erase(pid);
   }
   ++updates_;
   return Status::Ok();
@@ -249,8 +251,12 @@ void MetricsState::on_instant(const InstantRow& i) {
       break;
     }
     case vocab::Event::kDlWorkerStart:
-      if (worker_loader_.size() >= kMaxProcesses) worker_loader_.clear();
+      if (worker_loader_.size() >= kMaxProcesses) {
+        worker_loader_.clear();
+        worker_index_.clear();
+      }
       worker_loader_[arg(i.arg2)] = arg(i.arg0);
+      worker_index_[arg(i.arg2)] = arg(i.arg1);
       break;
     case vocab::Event::kDlStep:
       ++optimizer_steps_;
@@ -407,20 +413,35 @@ Figures MetricsState::figures() const {
       f.batches_ready = std::max<int64_t>(0, l->put - l->handed_in_epoch);
     }
   }
+  // Each live process into its place (see Figures::Process): role, then loader and worker index.
+  std::map<std::tuple<int, int64_t, int64_t>, Figures::Process> places;
+  auto add = [](std::optional<double>& to, const std::optional<double>& v) {
+    if (v) to = to.value_or(0) + *v;
+  };
   for (const auto& [pid, p] : procs_) {
-    Figures::Process out;
-    out.pid = pid;
-    out.role = pid == train_pid_                                                               ? "train"
-               : (worker_loader_.count(pid) != 0 || (train_pid_ != 0 && p.ppid == train_pid_)) ? "worker"
-                                                                                               : "other";
-    out.cpu_cores = p.cpu;
-    out.runq_wait_ratio = p.runq;
-    out.sys_cpu_cores = p.sys;
-    out.minor_faults_per_s = p.faults;
-    if (p.private_first && p.private_last)
-      out.private_growth_bytes = static_cast<int64_t>(*p.private_last - *p.private_first);
-    f.processes.push_back(out);
+    const bool worker = worker_loader_.count(pid) != 0 || (train_pid_ != 0 && p.ppid == train_pid_);
+    const int role = pid == train_pid_ ? 0 : worker ? 1 : 2;
+    std::optional<int64_t> loader, index;
+    if (role == 1) {
+      if (auto l = worker_loader_.find(pid); l != worker_loader_.end()) loader = l->second;
+      if (auto w = worker_index_.find(pid); w != worker_index_.end()) index = w->second;
+    }
+    Figures::Process& out = places[{role, loader.value_or(-1), index.value_or(-1)}];
+    out.pids = out.role.empty() ? 1 : out.pids + 1;
+    out.role = role == 0 ? "train" : role == 1 ? "worker" : "other";
+    out.loader = loader;
+    out.worker = index;
+    out.pid = std::max(out.pid, pid);
+    add(out.cpu_cores, p.cpu);
+    add(out.runq_wait_ratio, p.runq);
+    add(out.sys_cpu_cores, p.sys);
+    add(out.minor_faults_per_s, p.faults);
+    if (p.private_first && p.private_last) {
+      out.private_growth_bytes =
+          out.private_growth_bytes.value_or(0) + static_cast<int64_t>(*p.private_last - *p.private_first);
+    }
   }
+  for (auto& [key, out] : places) f.processes.push_back(std::move(out));
   if (gpu_seen_ && gpu_covered_until_ > gpu_first_ns_) {
     f.gpu_busy_fraction = static_cast<double>(gpu_busy_ns_) / static_cast<double>(gpu_covered_until_ - gpu_first_ns_);
   }
@@ -474,7 +495,12 @@ std::string MetricsState::render(const Figures& f, const Labels& labels, bool up
     t.family(name, "gauge", help);
     for (const Figures::Process& p : f.processes) {
       if (const auto v = value(p)) {
-        t.sample(name, static_cast<double>(*v), label("pid", std::to_string(p.pid)) + "," + label("role", p.role));
+        std::string place = label("role", p.role);
+        if (p.role == "worker") {
+          place += "," + label("loader", p.loader ? std::to_string(*p.loader) : "?") + "," +
+                   label("worker", p.worker ? std::to_string(*p.worker) : "?");
+        }
+        t.sample(name, static_cast<double>(*v), place);
       }
     }
   };

@@ -48,14 +48,22 @@ struct Figures {
   int64_t training_end_ns = 0;                     // the training loader's latest event (session time)
   bool queue_seen = false;                         // the training loader has workers (dl.sent seen)
   int64_t batches_ready = 0, batches_in_flight = 0;
+  // The live processes' /proc figures, one series per place a process holds rather than per pid, so
+  // that a job's series stay as many however often its workers are started again (every epoch,
+  // without persistent_workers): the training process; each DataLoader worker by its loader and
+  // index (a worker started again for the next epoch continues its series); and the rank's other
+  // processes summed into one. Where two processes hold one place at once (an epoch's workers
+  // starting as the last one's end), their figures are summed.
   struct Process {
-    int64_t pid = 0;
+    int64_t pid = 0;   // the latest of the processes summed into it
     std::string role;  // "train", "worker" or "other"
     std::optional<double> cpu_cores, runq_wait_ratio;
     std::optional<double> sys_cpu_cores, minor_faults_per_s;  // proc.sys_cpu, proc.minor_faults
     std::optional<int64_t> private_growth_bytes;
+    std::optional<int64_t> loader, worker;  // a worker's loader and index (dl.worker_start); unknown: none
+    int pids = 1;                           // live processes summed into it
   };
-  std::vector<Process> processes;  // live processes with /proc samples, by pid
+  std::vector<Process> processes;  // train, the workers by (loader, index), other
   int64_t dropped_events = 0;
   std::optional<double> gpu_busy_fraction;  // only where GPU activities were recorded
 };
@@ -114,6 +122,7 @@ class MetricsState {
   int64_t train_pid_ = 0;                                   // the process whose thread calls next()
   std::map<int64_t, Loader> loaders_;
   std::map<int64_t, int64_t> worker_loader_;                      // worker pid -> loader (dl.worker_start)
+  std::map<int64_t, int64_t> worker_index_;                       // worker pid -> its index (dl.worker_start)
   std::map<std::pair<int64_t, int64_t>, int64_t> batch_samples_;  // (loader, batch) -> samples, until handed
   std::map<int64_t, std::pair<vocab::Counter, int64_t>> tracks_;  // counter track -> (counter, pid)
   std::map<int64_t, Proc> procs_;                                 // live processes by pid

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "tests/analysis/fixture.h"
@@ -148,17 +149,19 @@ TEST_F(MetricsTest, LiveRecordingReadInParts) {
   const std::string text = MetricsState::render(f, {"j", "3", "h"}, true);
   EXPECT_NE(text.find("# TYPE stallscope_steps_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("stallscope_steps_total{job=\"j\",rank=\"3\",host=\"h\"} 4\n"), std::string::npos) << text;
-  EXPECT_NE(
-      text.find("stallscope_process_cpu_cores{job=\"j\",rank=\"3\",host=\"h\",pid=\"2000\",role=\"worker\"} 0.75\n"),
-      std::string::npos)
-      << text;
-  EXPECT_NE(text.find("stallscope_up{job=\"j\",rank=\"3\",host=\"h\"} 1\n"), std::string::npos);
-  EXPECT_NE(text.find("stallscope_process_sys_cpu_cores{job=\"j\",rank=\"3\",host=\"h\",pid=\"2000\",role=\"worker\"} "
-                      "0.125\n"),
+  EXPECT_NE(text.find("stallscope_process_cpu_cores{job=\"j\",rank=\"3\",host=\"h\",role=\"worker\",loader=\"0\","
+                      "worker=\"0\"} 0.75\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("stallscope_process_minor_faults_per_second{job=\"j\",rank=\"3\",host=\"h\",pid=\"2000\",role="
-                      "\"worker\"} 5000\n"),
+  EXPECT_NE(text.find("stallscope_up{job=\"j\",rank=\"3\",host=\"h\"} 1\n"), std::string::npos);
+  EXPECT_NE(
+      text.find(
+          "stallscope_process_sys_cpu_cores{job=\"j\",rank=\"3\",host=\"h\",role=\"worker\",loader=\"0\",worker=\"0\"} "
+          "0.125\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("stallscope_process_minor_faults_per_second{job=\"j\",rank=\"3\",host=\"h\",role=\"worker\","
+                      "loader=\"0\",worker=\"0\"} 5000\n"),
             std::string::npos)
       << text;
 
@@ -189,6 +192,61 @@ TEST_F(MetricsTest, LiveRecordingReadInParts) {
   EXPECT_EQ(whole.samples, f.samples);
   EXPECT_NEAR(whole.stall_s, f.stall_s, 1e-9);
   EXPECT_NEAR(whole.training_s, f.training_s, 1e-9);
+}
+
+// Workers started again every epoch (no persistent_workers) continue the series of their index, and
+// processes that are neither the training process nor its workers are one series: a rank's series
+// stay as many however long it runs.
+TEST_F(MetricsTest, WorkersStartedAgainEachEpochContinueTheirSeries) {
+  RecordingBuilder b(path());
+  const int64_t main_row = b.process(1000);
+  const int64_t main_thread = b.thread(main_row, 1000);
+  b.process(5000);  // something else the launcher started
+  b.process(5001);
+  b.instant(main_thread, "dl.config", 0, 0, b.str(R"({"loader": 0, "batch_size": 8, "num_workers": 2})"));
+  MetricsState state;
+  std::set<std::string> series;  // every process series ever rendered
+  int64_t t = 0, pid = 2000;
+  for (int epoch = 0; epoch < 6; ++epoch) {
+    b.instant(main_thread, "dl.epoch_begin", t, 0, epoch, 2);
+    std::vector<int64_t> rows;
+    for (int k = 0; k < 2; ++k, ++pid) {
+      rows.push_back(b.process(pid, t));
+      b.instant(main_thread, "dl.worker_start", t + 1 * kMs, 0, k, pid);
+      b.counter(pid, "proc.cpu", "cores", t + 50 * kMs, 0.5 + 0.1 * k + epoch);
+    }
+    b.counter(1000, "proc.cpu", "cores", t + 50 * kMs, 0.25);
+    b.counter(5000, "proc.cpu", "cores", t + 50 * kMs, 0.125);
+    b.counter(5001, "proc.cpu", "cores", t + 50 * kMs, 0.125);
+    b.span(main_thread, "dl.next", t + 2 * kMs, 40 * kMs, 0, 0, epoch);
+    b.commit();
+    auto reader = Reader::open(path());
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    ASSERT_TRUE(state.update(**reader).ok());
+    const Figures f = state.figures();
+    const std::string text = MetricsState::render(f, {"j", "0", "h"}, true);
+    for (size_t at = text.find("stallscope_process_cpu_cores{"); at != std::string::npos;
+         at = text.find("stallscope_process_cpu_cores{", at + 1)) {
+      series.insert(text.substr(at, text.find('}', at) - at + 1));
+    }
+    // This epoch's workers hold the places 0 and 1 with their own figures.
+    EXPECT_NE(text.find("stallscope_process_cpu_cores{job=\"j\",rank=\"0\",host=\"h\",role=\"worker\",loader=\"0\","
+                        "worker=\"1\"} " +
+                        std::to_string(0.6 + epoch).substr(0, 3)),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("stallscope_process_cpu_cores{job=\"j\",rank=\"0\",host=\"h\",role=\"other\"} 0.25\n"),
+              std::string::npos)
+        << text;
+    for (int64_t row : rows) b.end_process(row, t + 60 * kMs);
+    b.commit();
+    t += 100 * kMs;
+  }
+  EXPECT_EQ(series.size(), 4u) << [&] {
+    std::string all;
+    for (const std::string& s : series) all += s + "\n";
+    return all;
+  }();  // train, worker 0, worker 1, other: not 12 workers' pids
 }
 
 // GPU busy: the union of kernels, copies and memsets (overlaps counted once, syncs not at all)

@@ -148,6 +148,46 @@ def test_scrapes_follow_a_slow_loop(session):
           f"steps {steps}", file=sys.stderr)
 
 
+def test_series_stay_as_many_as_the_workers_are_restarted_every_epoch(tmp_path):
+    """A rank's series are bounded by its places, not its processes: 2 workers started again every
+    epoch (no persistent_workers) keep the series of their index, so a scrape after five epochs holds
+    no more series than one after the first (docs/metrics.md, "How many series")."""
+    port = free_port()
+    stop = tmp_path / "stop"
+    proc = subprocess.Popen([str(LAUNCHER), "run", "-q", "--metrics-port", str(port), "-o", str(tmp_path / "w.db"),
+                             "--", sys.executable, str(TRAIN), "120", "2", str(stop)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())
+    seen = set()  # (name, labels without job/rank/host) over every scrape
+    workers = set()
+    try:
+        deadline = time.monotonic() + 120
+        steps = 0
+        while steps < 16 * 5 and time.monotonic() < deadline:  # five epochs of 16 batches
+            assert proc.poll() is None, proc.communicate()
+            try:
+                sc = scrape(port)
+            except OSError:
+                time.sleep(0.25)
+                continue
+            seen |= set(sc["values"])
+            workers |= {dict(k[1]).get("worker") for k in sc["values"] if dict(k[1]).get("role") == "worker"}
+            steps = sc["values"].get(("stallscope_steps_total", ()), (0,))[0]
+            time.sleep(0.2)
+        assert steps >= 80, f"{steps} steps in 120 s"
+    finally:
+        stop.touch()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert workers == {"0", "1"}, workers
+    per_process = {k for k in seen if k[0].startswith("stallscope_process_")}
+    places = {(dict(k[1])["role"], dict(k[1]).get("worker")) for k in per_process}
+    assert places <= {("train", None), ("worker", "0"), ("worker", "1"), ("other", None)}, places
+    # The documented bound: 18 series a rank, and 5 a place (the training process, each worker, the
+    # others summed), whatever the epochs.
+    assert len(seen) <= 18 + 5 * (1 + 2 + 1), sorted(seen)
+    assert len(per_process) <= 5 * (1 + 2 + 1), sorted(per_process)
+
+
 def served_names(text: str) -> set:
     return set(re.findall(r"^# TYPE (\S+) ", text, flags=re.M))
 

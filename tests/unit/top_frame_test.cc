@@ -31,8 +31,8 @@ TopFrame busy_frame(int workers) {
   m.batches_ready = 2;
   m.batches_in_flight = 6;
   m.training_loader = 1;
-  m.processes.push_back({100, "train", 0.98, 0.021, {}, {}, {}});
-  for (int i = 0; i < workers; ++i) m.processes.push_back({200 + i, "worker", 0.95, 0.12, {}, {}, {}});
+  m.processes.push_back({100, "train", 0.98, 0.021, {}, {}, {}, {}, {}, 1});
+  for (int i = 0; i < workers; ++i) m.processes.push_back({200 + i, "worker", 0.95, 0.12, {}, {}, {}, 0, i, 1});
   for (int i = 0; i < kTopHistoryS; ++i) f.ready_history.push_back(i < 5 ? std::nullopt : std::optional<double>(i % 8));
   TopFrame::Analysis a;
   a.mode = "cpu";
