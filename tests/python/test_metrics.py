@@ -176,7 +176,7 @@ def test_series_stay_as_many_as_the_workers_are_restarted_every_epoch(tmp_path):
         assert steps >= 80, f"{steps} steps in 120 s"
     finally:
         stop.touch()
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert workers == {"0", "1"}, workers
     per_process = {k for k in seen if k[0].startswith("stallscope_process_")}
