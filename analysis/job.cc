@@ -2,7 +2,9 @@
 #include "analysis/job.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -103,13 +105,25 @@ Status find_ranks(FileIn& f) {
   std::unordered_map<int64_t, int64_t> process_of;
   for (const ThreadRow& t : *threads) process_of[t.id] = t.process_id;
 
-  // Each process's training loader and the batches it handed there.
+  // Each process's training loader and the batches it handed there (a recording made before
+  // handoff_summaries was kept: its next() calls).
   auto handoffs = r.handoff_summaries(kEdgeLevel);
   if (!handoffs.ok()) return handoffs.status();
   std::map<std::pair<int64_t, int64_t>, int64_t> handed;  // (process row, loader) -> batches
   if (*handoffs) {
     for (const HandoffSummaryRow& h : **handoffs) handed[{process_of[h.thread_id], h.loader}] += h.batches;
+  } else if (f.next_id) {
+    auto calls = r.span_summaries(kEdgeLevel, {*f.next_id});
+    if (!calls.ok()) return calls.status();
+    for (const SpanSummaryRow& c : *calls) handed[{process_of[c.thread_id], c.grp}] += c.count;
   }
+  auto handed_by = [&](int64_t process_row) {
+    int64_t n = 0;
+    for (const auto& [key, batches] : handed) {
+      if (key.first == process_row) n += batches;
+    }
+    return n;
+  };
   auto loader_of = [&](int64_t process_row) {
     int64_t best = -1, most = 0;
     for (const auto& [key, n] : handed) {
@@ -159,10 +173,13 @@ Status find_ranks(FileIn& f) {
             }
           }
         }
-        const bool dup = std::any_of(f.ranks.begin(), f.ranks.end(), [&](const RankIn& o) {
-          return o.rank == k.rank && o.process_row == k.process_row;
-        });
-        if (!dup) f.ranks.push_back(std::move(k));
+        // One rank said twice in a recording (a process that restarted): the process that handed more.
+        auto same = std::find_if(f.ranks.begin(), f.ranks.end(), [&](const RankIn& o) { return o.rank == k.rank; });
+        if (same == f.ranks.end()) {
+          f.ranks.push_back(std::move(k));
+        } else if (handed_by(k.process_row) > handed_by(same->process_row)) {
+          *same = std::move(k);
+        }
       }
     }
   }
