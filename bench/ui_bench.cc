@@ -349,6 +349,11 @@ int job_bench(const std::string& dir, int reps) {
   std::printf("\njob view of %s: %zu ranks (dashboard, headless)\n", dir.c_str(), screen.view().ranks.size());
   std::printf("  %-52s %12s %12s\n", "measure", "result", "goal");
   std::printf("  %-52s %9.0f ms %12s\n", "job view read from the ranks' summaries", read_ms, "-");
+  if (!rows.empty() && rows[0].node >= 0) {
+    const auto& nd = screen.view().nodes[static_cast<size_t>(rows[0].node)];
+    std::printf("  %-52s %12s %12s  (%d of its %zu ranks slow)\n", "job view's first row, grouped by node",
+                nd.name.c_str(), "slow node", nd.slow_ranks, nd.ranks.size());
+  }
   std::printf("  %-52s %9.0f ms %12s  %s\n", "open: job view shown (read + first frames)", open_ms, "< 3000 ms",
               open_ms < 3000 ? "ok" : "MISSED");
   std::printf("  %-52s %9.2f ms %12s  max %.2f ms, scrolling\n", "job view frame (median)",
