@@ -252,7 +252,7 @@ TEST(CliTest, UsageErrorsNameTheCommand) {
   for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
            {"report"},
            {"report", "--json"},
-           {"report", "a.db", "a.db"},              // one recording twice (several are a job)
+           {"report", "a.db", "a.db"},               // one recording twice (several are a job)
            {"report", "--explain", "a.db", "b.db"},  // --explain is one rank's
            {"report", "--top", "0", "job/"},
            {"report", "--json=maybe", "a.db"},

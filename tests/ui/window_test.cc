@@ -629,7 +629,8 @@ TEST(CommandLineTest, HelpAndUsageErrors) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("Usage: stallscope ui"), std::string::npos);
   EXPECT_NE(r.out.find("--screenshot"), std::string::npos);
-  EXPECT_NE(r.out.find("[A.db [B.db] | TUNE-DIR [RUN] | JOB-DIR [RANK]]"), std::string::npos);  // compare, tune set, job
+  EXPECT_NE(r.out.find("[A.db [B.db] | TUNE-DIR [RUN] | JOB-DIR [RANK]]"),
+            std::string::npos);  // compare, tune set, job
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"--bogus"},
                                               {"--frames", "zero"},
                                               {"--size", "12"},
