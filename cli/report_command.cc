@@ -1,6 +1,7 @@
 // `stallscope report [--json | --explain] FILE.db`: analyses a recording (finished or still being
 // written) and prints the report as text (what was lost and what to do first; --explain adds each
 // recommendation's evidence) or, with --json, as a "stallscope.report/1" document (docs/report.md).
+// A folder, several recordings or --job: the job view instead (analysis/job.h; "stallscope.job/1").
 // Errors: a file that is not a readable recording gets one line on stderr and exit 1; usage
 // errors one line and exit 2.
 #include <cstdio>
@@ -26,7 +27,7 @@ struct ReportArgs {
   bool job = false;
   int top = 10;
   analysis::DetailBudget budget;
-  std::vector<std::string> files;  // more than one is a usage error, said in the command's words
+  std::vector<std::string> files;  // more than one: a job's ranks (the job view); one twice is a usage error
 };
 
 int report(const std::string& path, bool as_json, bool explain, const analysis::DetailBudget& budget) {

@@ -139,11 +139,15 @@ Body define(CLI::App& app) {
     }
     if (!a->files.empty() && is_directory(a->files[0]) && !is_file(a->files[0] + "/tune.json")) {
       // A job's folder of rank recordings: its job view; a rank named second is opened at once.
+      // Neither kind of folder: one line that names both.
+      const std::string neither =
+          "ui: '" + a->files[0] + "' is a folder without tune.json (not one `stallscope tune -o` wrote)";
       auto files = analysis::job_folder(a->files[0]);
-      if (!files.ok())
-        return read_error("ui: " + files.status().message() + ", or a folder `stallscope tune -o` wrote");
+      if (!files.ok()) {
+        return read_error(neither + " and without rank recordings (*.db) for a job view; pass a recording (.db)");
+      }
       auto view = analysis::job_view(*files);
-      if (!view.ok()) return read_error("ui: " + view.status().message());
+      if (!view.ok()) return read_error(neither + "; as a job's folder: " + view.status().message());
       if (a->files.size() == 2) {
         double rank = 0;
         std::optional<size_t> index;
