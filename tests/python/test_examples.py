@@ -68,9 +68,14 @@ def test_respawn_workers(tmp_path):
 
 def test_compute_bound(tmp_path):
     _, rec = run_example(tmp_path, "compute_bound.py", "--epochs", "1", "--batches", "20")
-    waits = sorted(s["dur_ns"] for s in rec.spans("dl.next") if s["arg1"] > 1)
-    assert len(waits) == 18
-    assert waits[len(waits) // 2] < 5_000_000  # median wait: the batch is already there
+    calls = [s for s in rec.spans("dl.next") if s["arg1"] > 1]
+    assert len(calls) == 18
+    # The batch is already there: a worker put it before the loop asked for it (the worker's put and
+    # the loop's call are on one clock), for all but the odd call. What a busy machine changes is how
+    # long taking a ready batch lasts (2 ms here idle, 5 ms once on a loaded host), not this order.
+    put = {p["arg0"]: p["ts_ns"] for p in rec.instants("dl.put")}
+    ready = [s["arg1"] for s in calls if put[s["arg1"]] <= s["start_ns"]]
+    assert len(ready) >= 16, (len(ready), [(s["arg1"], put[s["arg1"]] - s["start_ns"]) for s in calls])
 
 
 def test_iterable_dataset_no_shard_doubles_the_batches(tmp_path):
