@@ -390,9 +390,9 @@ def main() -> int:
         if not same and key(again_advised) in med:
             noise = max((max(measured[k]) - min(measured[k])) / med[k] for k in (key(advised), key(again_advised)))
             close = abs(med[key(again_advised)] / med[key(advised)] - 1) <= noise
-        print(f"  recorded again: advice {'the same' if same else describe(again_advised)}"
-              + ("" if same else f" ({'measured within the noise of the first' if close else 'measured apart'}"
-                 f"{'' if close is not None else ', not in the sweep'})"))
+        verdict = ("" if same else " (not in the sweep)" if close is None else
+                   " (measured within the noise of the first advice)" if close else " (measured apart from the first)")
+        print(f"  recorded again: advice {'the same' if same else describe(again_advised)}{verdict}")
         results[name] = {"advised": describe(advised), "original": describe(base), "held": held, "rows": rows,
                          "best": describe(settings[best_k]), "loader_best": describe(settings[loader_best_k]),
                          "fit_error": w["fit_error"], "confidence": w["confidence"],
