@@ -16,6 +16,7 @@
 
 #include "analysis/format.h"
 #include "analysis/over_time.h"
+#include "analysis/stats.h"
 #include "storage/reader.h"
 #include "storage/summaries.h"
 
@@ -34,10 +35,8 @@ std::optional<int64_t> to_int(const std::string& s) {
 }
 
 double median(std::vector<double> v) {
-  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return percentile(v, 50).value_or(0);
 }
 
 // The split of `v` into a before and an after part (k in [1, n)) that leaves the least squared
@@ -292,6 +291,8 @@ void set_offsets(std::vector<FileIn>& files) {
   }
 }
 
+}  // namespace
+
 std::string rank_list(std::vector<int64_t> ranks) {
   std::sort(ranks.begin(), ranks.end());
   std::string out;
@@ -306,8 +307,6 @@ std::string rank_list(std::vector<int64_t> ranks) {
   }
   return out;
 }
-
-}  // namespace
 
 Result<std::vector<std::string>> job_folder(const std::string& dir) {
   std::error_code ec;
@@ -531,6 +530,7 @@ Result<JobView> job_view(const std::vector<std::string>& paths, int max_periods)
     }
     if (!xs.empty()) median_fetch[p] = median(std::move(xs));
   }
+  v.median_fetch_ms = median_fetch;
   // The series of a rank's periods that it spent most of (a sliver at an edge says little).
   auto full = [&](size_t i, size_t p) { return acc[i].time[p] >= 0.5 * v.period_s(); };
   for (size_t i = 0; i < ranks.size(); ++i) {

@@ -96,6 +96,7 @@ struct JobView {
   std::vector<int64_t> slow;
   std::vector<std::string> slow_nodes;  // nodes all of whose ranks (two or more) are slow
   std::vector<double> samples_per_s;    // the job's, per period (summed over its ranks)
+  std::vector<double> median_fetch_ms;  // per period, the median rank's mean fetch time (-1: no fetch)
   std::optional<JobSlowdown> slowdown;
   std::vector<std::string> notes;  // inputs left out, and why
 
@@ -120,6 +121,9 @@ Result<JobView> job_view(const std::vector<std::string>& paths, int max_periods 
 
 // The recordings of a job folder: its *.db files, sorted by name. Error: none there.
 Result<std::vector<std::string>> job_folder(const std::string& dir);
+
+// "3, 8-11, 14": ranks sorted, runs of consecutive ones as ranges.
+std::string rank_list(std::vector<int64_t> ranks);
 
 std::string render_job_text(const JobView& v, size_t max_ranks = 10);
 Json job_to_json(const JobView& v);  // schema "stallscope.job/1" (docs/report.md, "Job view")

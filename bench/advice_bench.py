@@ -75,8 +75,7 @@ WORKLOADS = {
 
 # The judged set: real pipelines (bench/advice_pipelines.py) the model is judged on and never tuned
 # on; a change that fits the model to them must be judged on loops of its own again. Their errors
-# are reported apart, against the goals of issue "predictions that hold off the bench": median at
-# most 15 %, worst at most 30 %.
+# are reported apart, against the judged set's goals: median at most 15 %, worst at most 30 %.
 JUDGED = {
     "jpeg_plain": ("JPEG ImageFolder, Pillow decode + random resized crop + flip, small CNN, plain loop",
                    [PIPELINES, "--pipeline", "jpeg", "--epochs", "2", "--batches", "20"], {"workers": 0},

@@ -38,32 +38,9 @@ ImU32 heat_color(JobHeat h, double v) {
 
 std::string pct(double v) { return fmt_double(v * 100, v < 0.1 ? 1 : 0) + "%"; }
 
-std::string ranks_text(std::vector<int64_t> r) {
-  std::sort(r.begin(), r.end());
-  std::string out;
-  for (size_t i = 0; i < r.size();) {
-    size_t j = i;
-    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
-    out += (out.empty() ? "" : ", ") + std::to_string(r[i]) + (j > i ? "-" + std::to_string(r[j]) : "");
-    i = j + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 JobTable::JobTable(const analysis::JobView& v) : v_(v) {
-  const size_t n = static_cast<size_t>(std::max(0, v_.periods));
-  median_fetch_.assign(n, -1);
-  for (size_t p = 0; p < n; ++p) {
-    std::vector<double> xs;
-    for (const analysis::JobRank& k : v_.ranks) {
-      if (p < k.fetch_ms.size() && k.fetch_ms[p] >= 0) xs.push_back(k.fetch_ms[p]);
-    }
-    if (xs.empty()) continue;
-    std::sort(xs.begin(), xs.end());
-    median_fetch_[p] = xs.size() % 2 ? xs[xs.size() / 2] : (xs[xs.size() / 2 - 1] + xs[xs.size() / 2]) / 2;
-  }
   node_ranks_.resize(v_.nodes.size());
   for (size_t i = 0; i < v_.ranks.size(); ++i) {  // the view's ranks are slowest first
     for (size_t j = 0; j < v_.nodes.size(); ++j) {
@@ -102,8 +79,10 @@ void JobTable::order() {
 double JobTable::cell(int rank, size_t p) const {
   const analysis::JobRank& k = v_.ranks[static_cast<size_t>(rank)];
   if (heat_ == JobHeat::kStall) return p < k.stall.size() ? k.stall[p] : -1;
-  if (p >= k.fetch_ms.size() || k.fetch_ms[p] < 0 || median_fetch_[p] <= 0) return -1;
-  return k.fetch_ms[p] / median_fetch_[p];
+  if (p >= k.fetch_ms.size() || k.fetch_ms[p] < 0 || p >= v_.median_fetch_ms.size() || v_.median_fetch_ms[p] <= 0) {
+    return -1;
+  }
+  return k.fetch_ms[p] / v_.median_fetch_ms[p];
 }
 
 double JobTable::node_cell(int node, size_t p) const {
@@ -158,9 +137,9 @@ std::optional<JobTable::Pick> JobTable::draw(LayoutDump* dump, const ImVec2& pos
     if (!v_.slowdown->first_nodes.empty()) {
       s += "; first on";
       for (const std::string& nd : v_.slowdown->first_nodes) s += " " + nd;
-      s += " (ranks " + ranks_text(v_.slowdown->first_ranks) + ")";
+      s += " (ranks " + analysis::rank_list(v_.slowdown->first_ranks) + ")";
     } else if (!v_.slowdown->first_ranks.empty()) {
-      s += "; first on ranks " + ranks_text(v_.slowdown->first_ranks);
+      s += "; first on ranks " + analysis::rank_list(v_.slowdown->first_ranks);
     }
     line(1, kWarn, s);
   } else {
@@ -171,7 +150,7 @@ std::optional<JobTable::Pick> JobTable::draw(LayoutDump* dump, const ImVec2& pos
     for (const std::string& nd : v_.slow_nodes) s += " " + nd;
     line(2, kBad, s + "  (every rank slow: its data stall or fetch time stands out)");
   } else if (!v_.slow.empty()) {
-    line(2, kBad, "slow ranks: " + ranks_text(v_.slow));
+    line(2, kBad, "slow ranks: " + analysis::rank_list(v_.slow));
   } else {
     line(2, kGood, "no rank stands out");
   }
@@ -292,7 +271,7 @@ std::optional<JobTable::Pick> JobTable::draw(LayoutDump* dump, const ImVec2& pos
           if (p < k.stall.size() && k.stall[p] >= 0) ImGui::Text("data stall %s", pct(k.stall[p]).c_str());
           if (p < k.fetch_ms.size() && k.fetch_ms[p] >= 0) {
             ImGui::Text("fetch %s a batch (median rank %s)", fmt_double(k.fetch_ms[p], 1).c_str(),
-                        fmt_double(median_fetch_[p], 1).c_str());
+                        fmt_double(v_.median_fetch_ms[p], 1).c_str());
           }
         }
         ImGui::Text(heat_ == JobHeat::kStall ? "mean data stall %s" : "fetch time %sx the median rank's",

@@ -67,7 +67,6 @@ class JobTable {
   JobSort sort_ = JobSort::kNode;
   JobHeat heat_ = JobHeat::kStall;
   std::vector<Row> rows_;
-  std::vector<double> median_fetch_;          // per period, the median rank's mean fetch time
   std::vector<std::vector<int>> node_ranks_;  // per node, its ranks' indexes
   float rows_top_ = 0, line_ = 16, scroll_ = 0;
   std::optional<float> scroll_request_;

@@ -20,20 +20,9 @@ namespace stallscope {
 namespace {
 
 using testing::JobSimOptions;
-using testing::kMsNs;
 
-constexpr int64_t kMin = 60'000 * kMsNs;
 
-JobSimOptions small_job() {
-  JobSimOptions o;
-  o.ranks = 16;
-  o.nodes = 4;
-  o.duration_ns = 10 * kMin;
-  o.slow_node = 2;
-  o.slow_from_ns = 6 * kMin;
-  o.threads = 1;
-  return o;
-}
+JobSimOptions small_job() { return testing::small_job(10, 6); }
 
 std::set<int64_t> as_set(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
 

@@ -15,14 +15,7 @@ namespace {
 class JobScreenTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    testing::JobSimOptions o;
-    o.ranks = 16;
-    o.nodes = 4;
-    o.duration_ns = 5 * 60'000 * testing::kMsNs;
-    o.slow_node = 2;
-    o.slow_from_ns = 3 * 60'000 * testing::kMsNs;
-    o.threads = 1;
-    testing::write_sim_job(dir_.path(), o);
+    testing::write_sim_job(dir_.path(), testing::small_job(5, 3));
     auto files = analysis::job_folder(dir_.path());
     ASSERT_TRUE(files.ok());
     auto v = analysis::job_view(*files);

@@ -578,6 +578,17 @@ void write_rank(const std::string& path, const JobSimOptions& o, int rank, const
 
 }  // namespace
 
+JobSimOptions small_job(int minutes, int slow_from_min) {
+  JobSimOptions o;
+  o.ranks = 16;
+  o.nodes = 4;
+  o.duration_ns = int64_t{minutes} * 60'000 * kMsNs;
+  o.slow_node = 2;
+  o.slow_from_ns = int64_t{slow_from_min} * 60'000 * kMsNs;
+  o.threads = 1;
+  return o;
+}
+
 JobSimTruth write_sim_job(const std::string& dir, const JobSimOptions& o) {
   JobSimTruth truth;
   const int R = std::max(1, o.ranks), N = std::max(1, std::min(o.nodes, R));

@@ -100,6 +100,10 @@ struct JobSimTruth {
   int64_t start_ns = 0;            // job time of the first dl.epoch_begin (the earliest recording starts at 0)
 };
 
+// The tests' job: 16 ranks on 4 nodes for `minutes`, node-02's input 3x slower from `slow_from_min`,
+// written by one thread.
+JobSimOptions small_job(int minutes, int slow_from_min);
+
 // Writes the job's recordings into `dir` (which must exist; part-{rank}.db must not).
 JobSimTruth write_sim_job(const std::string& dir, const JobSimOptions& o);
 

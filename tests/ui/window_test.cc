@@ -487,14 +487,7 @@ TEST(WindowTest, CompareScreenshotShowsBothRecordingsOnOneAxis) {
 TEST(WindowTest, AJobFolderOpensAsTheJobViewAndARankNamedSecondOpensAtOnce) {
   NEED_XVFB();
   testing::TempDir dir;
-  testing::JobSimOptions o;
-  o.ranks = 16;
-  o.nodes = 4;
-  o.duration_ns = 5 * 60'000 * testing::kMsNs;
-  o.slow_node = 2;
-  o.slow_from_ns = 3 * 60'000 * testing::kMsNs;
-  o.threads = 1;
-  testing::write_sim_job(dir.path(), o);
+  testing::write_sim_job(dir.path(), testing::small_job(5, 3));
   auto r = run_ui({"--screenshot", dir.file("job.png"), "--layout-dump", dir.file("job.json"), dir.path()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Json layout = load_json(dir.file("job.json"));
