@@ -21,7 +21,6 @@ namespace {
 
 using testing::JobSimOptions;
 
-
 JobSimOptions small_job() { return testing::small_job(10, 6); }
 
 std::set<int64_t> as_set(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
