@@ -2,6 +2,7 @@
 // memory growth are known by construction.
 #include "collector/proc_sampler.h"
 
+#include <errno.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -44,6 +45,29 @@ pid_t spawn_child(void (*body)()) {
     body();
     _exit(0);
   }
+  return pid;
+}
+
+// A child that has started: it says so over a pipe before its body runs, so that the faults of its
+// start (its first writes to the pages it shares with this process since the fork) come before
+// the caller's first sample, not inside the measured interval.
+pid_t spawn_started_child(void (*body)()) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    const char one = 1;
+    if (write(fds[1], &one, 1) != 1) _exit(1);
+    close(fds[1]);
+    body();
+    _exit(0);
+  }
+  close(fds[1]);
+  char got = 0;
+  while (read(fds[0], &got, 1) < 0 && errno == EINTR) {
+  }
+  close(fds[0]);
   return pid;
 }
 
@@ -125,7 +149,7 @@ TEST(ProcSamplerTest, StatFaultsParser) {
 
 TEST(ProcSamplerTest, FaultsAndKernelCpuOfAProcessThatMapsFreshPages) {
   pid_t faulting = spawn_child(fault_forever);
-  pid_t idle = spawn_child(sleep_forever);
+  pid_t idle = spawn_started_child(sleep_forever);
   ProcSampler s(1.0, 0);
   s.sample({faulting, idle}, monotonic_ns());
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
