@@ -24,7 +24,7 @@ from bench_rows import row
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-GOAL_PCT = 3.0  # the issue "Hardening and cost": at most 3 % on the tiny-batch loop
+GOAL_PCT = 3.0  # the hardening goal: at most 3 % on the tiny-batch loop
 
 
 def instructions(variant: str, batches: int, launcher: str, tmp: str) -> int:

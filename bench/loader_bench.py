@@ -150,7 +150,7 @@ def environment(args) -> dict:
 def tuned_settings(args, cores: int):
     """The settings `--loader tuned` gives a DataLoader(dataset, batch_size, shuffle=True) call:
     from the launcher itself when it has --loader (STALLSCOPE_LOADER_TUNED, as its hooks apply
-    them), else the formula of the issue (workers for the usable cores less the training step's,
+    them), else the rule of thumb (workers for the usable cores less the training step's,
     persistent, prefetch_factor 4)."""
     launcher = os.path.join(args.build, "bin", "stallscope")
     if os.access(launcher, os.X_OK):
@@ -166,7 +166,7 @@ def tuned_settings(args, cores: int):
                          "prefetch_factor": int(doc["prefetch_factor"])}, "stallscope run --loader tuned")
     nw = max(1, cores - 1)
     return ({"num_workers": nw, "persistent_workers": True, "prefetch_factor": 4},
-            "the issue's rule (this build's launcher has no --loader yet)")
+            "the rule of thumb (this build's launcher has no --loader yet)")
 
 
 # ---------------------------------------------------------------------------------------------

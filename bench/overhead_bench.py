@@ -30,7 +30,7 @@ from bench_rows import row as bench_row
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-# The tiny-batch loop's goal for stallscope (the issue "Hardening and cost").
+# The tiny-batch loop's goal for stallscope (the hardening goal).
 TINY_GOAL_US = 2.0
 TINY_GOAL_PCT = 3.0
 
