@@ -156,6 +156,7 @@ Json whatif_json(const WhatIf& w) {
   inputs["compute_cpu_ms"] = in.compute_cpu_ms;
   inputs["fetch_ms"] = in.fetch_ms;
   inputs["fetch_cpu_ms"] = in.fetch_cpu_ms;
+  inputs["fetch_one_thread_cpu_ms"] = in.fetch_one_cpu_ms >= 0 ? Json(in.fetch_one_cpu_ms) : Json(nullptr);
   inputs["recv_cpu_ms"] = in.recv_cpu_ms;
   inputs["put_cpu_ms"] = in.put_cpu_ms;
   inputs["handoff_estimated"] = in.handoff_estimated;

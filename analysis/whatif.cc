@@ -110,6 +110,7 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
       d.cpu_s /= 2;
       d.wait_s /= 2;
       d.share_cpu_s /= 2;
+      if (d.one_cpu_s > 0) d.one_cpu_s /= 2;
     }
     const Predicted p = predict(half, bc.setting, n_rec);
     const double window = in.other_s + p.train_s;

@@ -70,6 +70,12 @@ struct Demand {
   // what the same collate costs in the training process (estimated from the batch's layout, at
   // most the recorded collate): not paid by the training thread fetching for itself.
   double share_cpu_s = 0;
+  // Recorded without workers, where torch's parallel regions ran inside the fetch (dl.parallel_next):
+  // its CPU on one thread, as in a worker (which runs torch on one) or at torch.set_num_threads(1):
+  // the training thread's CPU outside the regions plus the regions' bodies, every thread summed.
+  // Negative: cpu_s (no regions ran, or they were not measured).
+  double one_cpu_s = -1;
+  double on_one_thread() const { return one_cpu_s >= 0 ? one_cpu_s : cpu_s; }
 };
 struct StepDemand {
   double recv_cpu_s = 0;    // receiving the batch in next() (workers only)
@@ -140,6 +146,9 @@ struct WhatIfInputs {
   // Means, for the report (recorded with workers, fetch_cpu_ms holds the put).
   double compute_ms = 0, compute_cpu_ms = 0, fetch_ms = 0, fetch_cpu_ms = 0, recv_cpu_ms = 0, put_cpu_ms = 0,
          others_cpu_ms = 0;
+  // Recorded without workers, where torch's parallel regions ran inside the fetch: the mean of
+  // Demand::one_cpu_s, the fetch's CPU on one thread (-1: none ran or not measured).
+  double fetch_one_cpu_ms = -1;
   // torch's parallel regions in the step (dl.parallel; means per step, -1 when not measured): how
   // long they lasted, and how long their bodies ran, the threads summed.
   double parallel_ms = -1, parallel_body_ms = -1;

@@ -72,20 +72,21 @@ struct ParMark {
   int64_t body_us = 0, wall_us = 0;
 };
 
-// dl.cpu instants by pid (worker processes) and on the training thread; dl.parallel on the latter.
+// dl.cpu instants by pid (worker processes) and on the training thread; dl.parallel and
+// dl.parallel_next (the regions inside a marked call) on the latter.
 struct CpuMarks {
   std::vector<CpuMark> train;
   std::unordered_map<int64_t, std::vector<CpuMark>> by_pid;
-  std::vector<ParMark> par;
+  std::vector<ParMark> par, par_next;
 };
 
 CpuMarks cpu_marks(const Session& s, const DataLoaderModel& m) {
   CpuMarks out;
   for (const InstantRow& in : s.instants) {
     const vocab::Event e = s.event(in.name_id);
-    if (e == vocab::Event::kDlParallel && in.thread_id == m.train_thread_id && in.arg0 && in.arg1 && *in.arg0 >= 0 &&
-        *in.arg1 >= 0) {
-      out.par.push_back({in.ts_ns, *in.arg0, *in.arg1});
+    if ((e == vocab::Event::kDlParallel || e == vocab::Event::kDlParallelNext) && in.thread_id == m.train_thread_id &&
+        in.arg0 && in.arg1 && *in.arg0 >= 0 && *in.arg1 >= 0) {
+      (e == vocab::Event::kDlParallel ? out.par : out.par_next).push_back({in.ts_ns, *in.arg0, *in.arg1});
       continue;
     }
     if (e != vocab::Event::kDlCpu || !in.arg1) continue;
@@ -115,6 +116,8 @@ struct RawStep {
   // torch's parallel regions in the step (dl.parallel): their wall and their bodies' time (-1: not
   // measured; 0: none ran, where the recording measures them).
   double par_wall = -1, par_body = -1;
+  // The same inside the next() call (dl.parallel_next): the fetch's regions without workers.
+  double next_par_wall = -1, next_par_body = -1;
   double prev_wall = 0, prev_others = -1;  // the next() before the step, its other threads' CPU
   bool beside_startup = false;             // a worker of the loader was starting meanwhile
   bool after_fork = false;                 // the first step of an epoch whose workers were forked
@@ -259,12 +262,30 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     st.next_wall = static_cast<double>(c.end_ns - c.start_ns) / kNs;
     const int64_t limit = k + 1 < calls.size() ? calls[k + 1]->start_ns : std::numeric_limits<int64_t>::max();
     st.prev_wall = static_cast<double>(prev.end_ns - prev.start_ns) / kNs;
+    // The regions inside a marked call (dl.parallel_next, written right after its dl.cpu and
+    // dl.parallel; none: 0 where the recording measures them, -1 where it does not).
+    auto regions_in = [&](const CpuMark& mk, int64_t until) {
+      if (marks.par_next.empty()) return ParMark{0, -1, -1};
+      const ParMark* p = mark_after(marks.par_next, mk.ts, until);
+      return p != nullptr ? *p : ParMark{0, 0, 0};
+    };
+    // The other threads' CPU inside a call, less what of the regions' bodies ran beyond the
+    // training thread's part (work, not spinning): beside workers they only spin there.
+    auto others_spin = [](const CpuMark& mk, const ParMark& p) {
+      const int64_t work = p.wall_us >= 0 ? std::max<int64_t>(0, p.body_us - p.wall_us) : 0;
+      return static_cast<double>(std::max<int64_t>(0, mk.others_us - work)) / 1e6;
+    };
     if (const CpuMark* mk = mark_after(marks.train, prev.end_ns, c.start_ns)) {
-      st.prev_others = static_cast<double>(mk->others_us) / 1e6;
+      st.prev_others = others_spin(*mk, regions_in(*mk, c.start_ns));
     }
     if (const CpuMark* mk = mark_after(marks.train, c.end_ns, limit)) {
       st.next_cpu = static_cast<double>(mk->in_us) / 1e6;
-      st.next_others = static_cast<double>(mk->others_us) / 1e6;
+      const ParMark p = regions_in(*mk, limit);
+      st.next_others = others_spin(*mk, p);
+      if (p.wall_us >= 0) {
+        st.next_par_wall = static_cast<double>(p.wall_us) / 1e6;
+        st.next_par_body = static_cast<double>(p.body_us) / 1e6;
+      }
       if (mk->before_us >= 0) {
         st.gap_cpu = static_cast<double>(mk->before_us) / 1e6;
         // dl.parallel follows its dl.cpu when regions ran over the same stretch (the step).
@@ -307,8 +328,14 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
   // hooks/_main.py): a step without a mark takes the marked steps' CPU per second of wall time,
   // the call's and the step's apart.
   double marked_wall = 0, marked_cpu = 0, marked_others = 0, gap_wall = 0, gap_cpu = 0;
-  double par_gap = 0, par_wall = 0, par_body = 0;  // steps whose parallel regions were measured
+  double par_gap = 0, par_wall = 0, par_body = 0;       // steps whose parallel regions were measured
+  double npar_wall = 0, npar_rwall = 0, npar_body = 0;  // calls whose parallel regions were measured
   for (const RawStep& st : raw) {
+    if (st.next_par_wall >= 0) {
+      npar_wall += st.next_wall;
+      npar_rwall += st.next_par_wall;
+      npar_body += st.next_par_body;
+    }
     if (st.par_wall >= 0) {
       par_gap += st.gap;
       par_wall += st.par_wall;
@@ -328,6 +355,10 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
     if (st.next_cpu < 0 && marked_wall > 0) {
       st.next_cpu = st.next_wall * marked_cpu / marked_wall;
       st.next_others = st.next_wall * marked_others / marked_wall;
+    }
+    if (st.next_par_wall < 0 && npar_wall > 0) {
+      st.next_par_wall = st.next_wall * npar_rwall / npar_wall;
+      st.next_par_body = st.next_wall * npar_body / npar_wall;
     }
     if (st.gap_cpu < 0 && gap_wall > 0) st.gap_cpu = st.gap * gap_cpu / gap_wall;
     if (st.par_wall < 0 && par_gap > 0) {
@@ -416,7 +447,8 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
 
   // Fetches: the main thread's next() calls (no workers), else the workers' dl.fetch spans with
   // their dl.cpu marks, less the run-queue delay the worker saw while fetching.
-  std::vector<double> f_ms, fcpu_ms, put_ms, share_ms;
+  std::vector<double> f_ms, fcpu_ms, put_ms, share_ms, one_ms;
+  bool any_regions = false;
   if (n_rec == 0) {
     for (const RawStep& st : raw) {
       Demand d;
@@ -424,10 +456,21 @@ Built build_inputs(const Session& s, const DataLoaderModel& m, const Report& r, 
       d.cpu_s = std::min(cpu, st.next_wall);
       d.wait_s = st.next_wall - d.cpu_s;
       d.put_cpu_s = put_estimate;
+      if (st.next_par_wall > 0) {
+        // On one thread: the part outside the regions, then their bodies (timed by the wall clock,
+        // so at most the CPU of every thread inside the call).
+        const double outside = std::max(0.0, d.cpu_s - std::min(st.next_par_wall, d.cpu_s));
+        d.one_cpu_s = std::min(outside + st.next_par_body,
+                               d.cpu_s + st.next_others + std::max(0.0, st.next_par_body - st.next_par_wall));
+        d.one_cpu_s = std::max(d.one_cpu_s, outside);
+      }
       in.fetches.push_back(d);
       f_ms.push_back(st.next_wall * 1e3);
       fcpu_ms.push_back(d.cpu_s * 1e3);
+      one_ms.push_back(d.on_one_thread() * 1e3);
+      any_regions = any_regions || d.one_cpu_s >= 0;
     }
+    if (any_regions) in.fetch_one_cpu_ms = mean_of(one_ms);
   } else {
     std::unordered_map<int64_t, double> worker_runq;  // pid -> run-queue seconds per busy second
     std::unordered_map<int64_t, double> worker_cpu;   // pid -> cores while alive (fallback)

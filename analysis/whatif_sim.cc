@@ -118,7 +118,9 @@ class Sim {
           }
           if (n_ == 0) {  // the training thread fetches for itself: no put, no shared memory
             const Demand& f = fetch_demand(handed_);
-            set(&consumer_, Phase::kCpu, std::max(0.0, f.cpu_s - f.share_cpu_s));
+            // On fewer intra-op threads than recorded, the fetch's parallel regions run on one.
+            const double cpu = gang_ < rec_gang_ ? f.on_one_thread() : f.cpu_s;
+            set(&consumer_, Phase::kCpu, std::max(0.0, cpu - f.share_cpu_s));
           } else if (!ready_[static_cast<size_t>(handed_)]) {
             consumer_.phase = Phase::kBlocked;
             return;
@@ -209,7 +211,7 @@ class Sim {
       }
       const Demand& d = fetch_demand(wbatch_[w]);
       if (wphase_[w] == 0) {
-        set(&a, Phase::kCpu, d.cpu_s + d.put_cpu_s);
+        set(&a, Phase::kCpu, d.on_one_thread() + d.put_cpu_s);  // a worker runs torch on one thread
       } else if (wphase_[w] == 1) {
         set(&a, Phase::kWait, d.wait_s);
       } else {

@@ -39,10 +39,11 @@ enum class Event : uint8_t {
   kDlPin,      // pin-memory thread
   // DataLoader hooks: worker processes
   kDlWorkerReady,
-  kDlPut,       // also the reference loader's threads, in the training process
-  kDlCpu,       // CPU time around dl.next (training process) and dl.fetch (workers)
-  kDlBatch,     // a batch's tensors and bytes, once per loader (training process, no workers)
-  kDlParallel,  // torch's OpenMP parallel regions in the step before a marked dl.next (training process)
+  kDlPut,           // also the reference loader's threads, in the training process
+  kDlCpu,           // CPU time around dl.next (training process) and dl.fetch (workers)
+  kDlBatch,         // a batch's tensors and bytes, once per loader (training process, no workers)
+  kDlParallel,      // torch's OpenMP parallel regions in the step before a marked dl.next (training process)
+  kDlParallelNext,  // torch's OpenMP parallel regions inside a marked dl.next (training process)
   // reference loader's threads (training process)
   kDlStages,
   kDlCopy,
@@ -123,6 +124,7 @@ inline constexpr EventDef kEvents[] = {
     {Event::kDlCpu, "dl.cpu", Shape::kInstant, {Arg::kMicros, Arg::kMicros, Arg::kMicros}, {Arg::kBatch, Arg::kMicros, Arg::kMicros}},
     {Event::kDlBatch, "dl.batch", Shape::kInstant, {Arg::kLoader, Arg::kCount, Arg::kBytes}, {Arg::kCount, Arg::kBytes, Arg::kNone}},
     {Event::kDlParallel, "dl.parallel", Shape::kInstant, {Arg::kMicros, Arg::kMicros, Arg::kCount}, kNoArgs},
+    {Event::kDlParallelNext, "dl.parallel_next", Shape::kInstant, {Arg::kMicros, Arg::kMicros, Arg::kCount}, kNoArgs},
     {Event::kDlStages, "dl.stages", Shape::kInstant, {Arg::kMicros, Arg::kMicros, Arg::kMicros}, kNoArgs},
     {Event::kDlCopy, "dl.copy", Shape::kSpan, {Arg::kBytes, Arg::kLoader, Arg::kBatch}, kNoArgs},
     {Event::kHooks, "stallscope.hooks", Shape::kInstant, {Arg::kText, Arg::kNone, Arg::kNone}, kNoArgs},

@@ -43,7 +43,8 @@ GpuMarkFn g_gpu_mark = nullptr;  // light GPU mode only (ss_gpu_marks_wanted());
 ParallelTotalsFn g_parallel_totals = nullptr;
 
 // Event ids of the current session (set_ids(), from hooks/_state.refresh_ids()).
-uint32_t g_next = 0, g_fetch = 0, g_collate = 0, g_cpu = 0, g_epoch_end = 0, g_sent = 0, g_recv = 0, g_parallel = 0;
+uint32_t g_next = 0, g_fetch = 0, g_collate = 0, g_cpu = 0, g_epoch_end = 0, g_sent = 0, g_recv = 0, g_parallel = 0,
+         g_parallel_next = 0;
 // dl.cpu sampling (_main._cpu_last, _main._marks): a next() call is marked when the process's CPU
 // time was read at the end of the call before it (armed), and the hooks arm at the end of a call
 // when g_mark_gap_ns have passed since they last armed: every call on loops slower than the gap,
@@ -275,8 +276,9 @@ CpuEnd cpu_end(int64_t c0) {
 }
 
 // _main._cpu_mark: after a dl.next span, dl.cpu when the call was marked (c0 >= 0: its CPU clocks
-// were read at its start, and p0 the parallel-region totals), and dl.parallel when regions ran
-// in the step before it; then arming for the next call when due.
+// were read at its start, and p0 the parallel-region totals), dl.parallel when regions ran in the
+// step before it and dl.parallel_next when they ran inside the call; then arming for the next call
+// when due.
 void cpu_mark(int64_t c0, int64_t t0, const ParTotals& p0, const CpuEnd& e) {
   if (c0 >= 0) {
     const int64_t mine = floor_div(e.t1 - t0, 1000);
@@ -291,6 +293,11 @@ void cpu_mark(int64_t c0, int64_t t0, const ParTotals& p0, const CpuEnd& e) {
         return p0.v[k] > g_par_last.v[k] ? static_cast<int64_t>((p0.v[k] - g_par_last.v[k]) / 1000) : 0;
       };
       g_instant(g_parallel, us(2), i32(us(1)), i32(static_cast<int64_t>(p0.v[0] - g_par_last.v[0])));
+    }
+    // dl.parallel_next: the regions inside the call itself (the fetch without workers).
+    if (p0.ok && e.par.ok && e.par.v[0] > p0.v[0]) {
+      auto us = [&](int k) { return e.par.v[k] > p0.v[k] ? static_cast<int64_t>((e.par.v[k] - p0.v[k]) / 1000) : 0; };
+      g_instant(g_parallel_next, us(2), i32(us(1)), i32(static_cast<int64_t>(e.par.v[0] - p0.v[0])));
     }
   }
   g_armed = e.due;
@@ -720,12 +727,12 @@ PyObject* mod_bind(PyObject* /*m*/, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
-// set_ids(next, fetch, collate, cpu, epoch_end, sent, recv, parallel): the session's event ids (0:
+// set_ids(next, fetch, collate, cpu, epoch_end, sent, recv, parallel, parallel_next): the session's event ids (0:
 // not recording).
 PyObject* mod_set_ids(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
-  constexpr Py_ssize_t kIds = 8;
+  constexpr Py_ssize_t kIds = 9;
   if (n != kIds) {
-    PyErr_SetString(PyExc_TypeError, "set_ids() takes 8 ids");
+    PyErr_SetString(PyExc_TypeError, "set_ids() takes 9 ids");
     return nullptr;
   }
   uint32_t ids[kIds];
@@ -742,6 +749,7 @@ PyObject* mod_set_ids(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
   g_sent = ids[5];
   g_recv = ids[6];
   g_parallel = ids[7];
+  g_parallel_next = ids[8];
   Py_RETURN_NONE;
 }
 
@@ -818,7 +826,7 @@ PyObject* mod_span_call(PyObject* /*m*/, PyObject* const* args, Py_ssize_t n) {
 PyMethodDef g_methods[] = {
     {"bind", mod_bind, METH_O, "bind(library_path or None): resolve libstallscope's functions"},
     {"set_ids", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_set_ids)), METH_FASTCALL,
-     "set_ids(next, fetch, collate, cpu, epoch_end, sent, recv, parallel)"},
+     "set_ids(next, fetch, collate, cpu, epoch_end, sent, recv, parallel, parallel_next)"},
     {"set_mark_gap", mod_set_mark_gap, METH_O, "set_mark_gap(ns): dl.cpu sampling's gap (0: every next() call)"},
     {"next_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mod_next_hook)), METH_FASTCALL,
      "next_hook(orig_next, state_dict): the dl.next wrapper of _BaseDataLoaderIter.__next__"},

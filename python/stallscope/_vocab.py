@@ -33,6 +33,7 @@ DL_PUT = "dl.put"
 # Training process and worker processes
 DL_CPU = "dl.cpu"
 DL_PARALLEL = "dl.parallel"
+DL_PARALLEL_NEXT = "dl.parallel_next"
 
 # Hook health
 STALLSCOPE_HOOKS = "stallscope.hooks"

@@ -183,6 +183,25 @@ TEST(WhatIfSimTest, OneIntraOpThreadTakesTheStepsCpuAndNoSpinning) {
   EXPECT_DOUBLE_EQ(simulate(in, same, 600).step_s, simulate(in, workers(2), 600).step_s);
 }
 
+// A fetch recorded without workers whose parallel regions ran on two threads (Demand::one_cpu_s):
+// a worker runs it on one thread, and so does the training thread at torch.set_num_threads(1); at
+// the recorded threads the training thread fetches as recorded.
+TEST(WhatIfSimTest, AFetchsParallelRegionsRunOnOneThreadInAWorker) {
+  StepDemand step;
+  step.serial_cpu_s = 4 * kS;
+  Demand fetch{10 * kS, 0};
+  fetch.one_cpu_s = 16 * kS;
+  const WhatIfInputs in = inputs(2, 2, step, fetch);
+  EXPECT_NEAR(simulate(in, workers(0), 200).step_s, 14 * kS, 1e-9);  // as recorded
+  EXPECT_NEAR(simulate(in, workers(1), 600).step_s, 16 * kS, 1e-6);  // the worker's one thread
+  LoaderSetting none = workers(0);
+  none.torch_threads = 1;
+  EXPECT_NEAR(simulate(in, none, 200).step_s, 20 * kS, 1e-9);  // 16 + 4, on the training thread
+  // Without the regions measured: the recorded CPU everywhere, as before.
+  const WhatIfInputs plain = inputs(2, 2, step, Demand{10 * kS, 0});
+  EXPECT_NEAR(simulate(plain, workers(1), 600).step_s, 10 * kS, 1e-6);
+}
+
 // A step after a next() longer than the intra-op threads' spin waits to wake them (the inputs'
 // wake_s, on the training thread, in place of the step's own); after a shorter one they still spin
 // and it does not. With one intra-op thread there is none to wake.

@@ -102,3 +102,70 @@ def test_the_what_if_model_reads_them(tmp_path):
     assert any("measured inside the regions" in a for a in w["assumptions"]), w["assumptions"]
     # One thread: the step's serial part and the regions' work, at most the two threads' CPU.
     assert w["threads_gain"] >= w["threads_floor_gain"] - 1e-9, (w["threads_gain"], w["threads_floor_gain"])
+
+
+# A Dataset whose __getitem__ runs torch's parallel regions (matrix products large enough for
+# both intra-op threads), loaded without workers: the fetch's regions are inside next().
+FETCH_PROG = """
+import json, sys
+import torch
+from torch.utils.data import DataLoader, Dataset
+torch.manual_seed(0)
+torch.set_num_threads(int(sys.argv[1]))
+m = torch.randn(192, 192) * 0.05
+class Work(Dataset):
+    def __len__(self):
+        return 256
+    def __getitem__(self, i):
+        a = torch.full((192, 192), float(i % 7) / 7)
+        for _ in range(4):
+            a = torch.tanh(a @ m)
+        return a[0].clone(), i % 10
+model = torch.nn.Linear(192, 10)
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for xb, yb in DataLoader(Work(), batch_size=8):
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(xb), yb)
+    loss.backward()
+    opt.step()
+print("RESULT " + json.dumps({"loss": loss.item(), "w": model.weight.sum().item()}), flush=True)
+"""
+
+
+def whatif_inputs(db):
+    rep = subprocess.run([str(LAUNCHER), "report", "--json", str(db)], capture_output=True, text=True, timeout=120,
+                         env=base_env())
+    assert rep.returncode == 0, rep.stderr
+    w = json.loads(rep.stdout)["whatif"]
+    assert w["available"], w.get("why_not")
+    return w["inputs"]
+
+
+@pytest.mark.timed
+@pytest.mark.parametrize("hooks", ["c", "python"])
+def test_a_fetchs_parallel_regions_give_its_cost_on_one_thread(tmp_path, hooks):
+    """dl.parallel_next: the regions inside next(). A worker runs torch on one thread, so the
+    what-if model prices a fetch recorded on two threads by its part outside the regions and their
+    bodies; that estimate must come near the fetch measured at torch.set_num_threads(1), nearer
+    than the training thread's own CPU on two threads, which the model used before."""
+    prog = tmp_path / "fetch.py"
+    prog.write_text(FETCH_PROG)
+    env = base_env(**EVERY, **({"STALLSCOPE_PY_HOOKS": "1"} if hooks == "python" else {}))
+    two = run_recorded(tmp_path / "two.db", [prog, "2"], env=env)
+    plain = run_plain([prog, "2"])
+    assert two.rc == plain.rc == 0, two.stderr + plain.stderr
+    assert two.result == plain.result
+    rec = Recording(two.db)
+    inside = main_thread_marks(rec, "dl.parallel_next")
+    calls = main_thread_marks(rec, "dl.cpu")
+    # 32 batches of 8 samples, 4 products each: regions in (nearly) every marked call.
+    assert len(inside) >= 25 and len(inside) <= len(calls), (len(inside), len(calls))
+    assert all(m["arg2"] >= 8 and m["arg1"] > 0 and m["arg0"] > 0 for m in inside), inside[:3]
+    one = run_recorded(tmp_path / "one.db", [prog, "1"], env=env)
+    assert one.rc == 0, one.stderr
+    assert main_thread_marks(Recording(one.db), "dl.parallel_next") == []
+    i2, i1 = whatif_inputs(two.db), whatif_inputs(one.db)
+    assert i1["fetch_one_thread_cpu_ms"] is None, i1
+    estimate, measured, before = i2["fetch_one_thread_cpu_ms"], i1["fetch_cpu_ms"], i2["fetch_cpu_ms"]
+    assert abs(estimate / measured - 1) <= 0.3, (estimate, measured, before)
+    assert abs(estimate - measured) < abs(before - measured), (estimate, measured, before)

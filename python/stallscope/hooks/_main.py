@@ -443,7 +443,8 @@ def _cpu_mark(c0, t0, p0, end):
     the step) since the previous next() ended; what the what-if model splits into CPU and waiting
     (docs/events.md). Written only for a marked call (c0 >= 0), from the clocks _cpu_end read, and
     after it dl.parallel when OpenMP regions ran over the same span (p0: their totals at the call's
-    start); then arms for the next call when due."""
+    start) and dl.parallel_next when they ran inside the call (the fetch without workers); then
+    arms for the next call when due."""
     t1, c1, now, due, par = end
     if c0 >= 0:
         last = _cpu_last[0]
@@ -452,6 +453,8 @@ def _cpu_mark(c0, t0, p0, end):
         pl = _par_last[0]
         if last >= 0 and p0 is not None and pl is not None and p0[0] > pl[0]:
             _instant(S._I_PARALLEL, max(0, p0[2] - pl[2]) // 1000, max(0, p0[1] - pl[1]) // 1000, p0[0] - pl[0])
+        if p0 is not None and par is not None and par[0] > p0[0]:
+            _instant(S._I_PARALLEL_NEXT, max(0, par[2] - p0[2]) // 1000, max(0, par[1] - p0[1]) // 1000, par[0] - p0[0])
     _marks[0] = due
     if due:
         _cpu_last[0] = c1

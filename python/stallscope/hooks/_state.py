@@ -44,13 +44,13 @@ MARK_GAP_NS = _mark_gap_ns()
 # then drops the events anyway.
 _I_CONFIG = _I_EPOCH_BEGIN = _I_EPOCH_END = _I_NEXT = _I_SENT = _I_RECV = 0
 _I_WSTART = _I_WSTOP = _I_FETCH = _I_COLLATE = _I_PIN = _I_WREADY = _I_PUT = _I_HOOKS = _I_STEP = _I_CPU = _I_BATCH = 0
-_I_PARALLEL = 0
+_I_PARALLEL = _I_PARALLEL_NEXT = 0
 
 
 def refresh_ids() -> None:
     global _I_CONFIG, _I_EPOCH_BEGIN, _I_EPOCH_END, _I_NEXT, _I_SENT, _I_RECV
     global _I_WSTART, _I_WSTOP, _I_FETCH, _I_COLLATE, _I_PIN, _I_WREADY, _I_PUT, _I_HOOKS, _I_STEP, _I_CPU, _I_BATCH
-    global _I_PARALLEL
+    global _I_PARALLEL, _I_PARALLEL_NEXT
     i = N.intern
     _I_CONFIG, _I_EPOCH_BEGIN, _I_EPOCH_END = i(V.DL_CONFIG), i(V.DL_EPOCH_BEGIN), i(V.DL_EPOCH_END)
     _I_NEXT, _I_SENT, _I_RECV = i(V.DL_NEXT), i(V.DL_SENT), i(V.DL_RECV)
@@ -58,8 +58,10 @@ def refresh_ids() -> None:
     _I_FETCH, _I_COLLATE, _I_PIN = i(V.DL_FETCH), i(V.DL_COLLATE), i(V.DL_PIN)
     _I_WREADY, _I_PUT, _I_HOOKS = i(V.DL_WORKER_READY), i(V.DL_PUT), i(V.STALLSCOPE_HOOKS)
     _I_STEP, _I_CPU, _I_BATCH, _I_PARALLEL = i(V.DL_STEP), i(V.DL_CPU), i(V.DL_BATCH), i(V.DL_PARALLEL)
+    _I_PARALLEL_NEXT = i(V.DL_PARALLEL_NEXT)
     if _fast_module is not None:  # the C hooks read their own copy
-        _fast_module.set_ids(_I_NEXT, _I_FETCH, _I_COLLATE, _I_CPU, _I_EPOCH_END, _I_SENT, _I_RECV, _I_PARALLEL)
+        _fast_module.set_ids(_I_NEXT, _I_FETCH, _I_COLLATE, _I_CPU, _I_EPOCH_END, _I_SENT, _I_RECV, _I_PARALLEL,
+                              _I_PARALLEL_NEXT)
 
 
 # ---------------------------------------------------------------------------------------------
