@@ -97,8 +97,13 @@ struct Trial {
   double elapsed_s = 0;
   int64_t live_steps = 0;
   SteadyFigures fig;
+  // The whole run as the user launches it, where the program ended by itself: samples/s over the
+  // training loader's window (the report's), worker start-ups, every epoch and the first steps
+  // after forking included. 0: the run was stopped (or failed) before its end.
+  double whole_samples_per_s = 0, whole_window_s = 0;
   std::optional<WhatIfCandidate> pred;
   bool ran() const { return fig.measured() && not_applied.empty(); }
+  bool whole() const { return ran() && whole_samples_per_s > 0; }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -422,11 +427,14 @@ void run_trial(const TuneArgs& a, Trial& t, const std::string& loader_args, cons
   t.elapsed_s = since(t0);
   HandedBatches::tidy(t.db);  // the run may have ended while this process was reading it
 
+  double whole_rate = 0, whole_window = 0;  // the report's, kept for a run that ended by itself
   auto session = analysis::load_session(t.db);
   if (session.ok()) {
     const analysis::DataLoaderModel m = analysis::build_dataloader_model(*session);
     const analysis::Report r = analysis::analyze(*session, m);
     t.fig = analysis::steady_figures(m, r, a.warmup, a.steps);
+    whole_rate = r.samples_per_s.value_or(0);
+    whole_window = r.wall_s;
     if (!t.setting && r.whatif.available) {
       t.setting = r.whatif.recorded;
     } else if (const analysis::LoaderStats* l = r.loader(); !t.setting && l) {
@@ -446,6 +454,8 @@ void run_trial(const TuneArgs& a, Trial& t, const std::string& loader_args, cons
     t.status = stop;
   } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
     t.status = "ended";  // the program finished before the step count
+    t.whole_samples_per_s = whole_rate;
+    t.whole_window_s = whole_window;
   } else {
     t.status = "failed";
     t.exit_text = WIFEXITED(wstatus) ? "exit status " + std::to_string(WEXITSTATUS(wstatus))
@@ -480,7 +490,16 @@ Json settings_json(const std::optional<LoaderSetting>& s) {
   return j;
 }
 
-Json trial_json(const Trial& t) {
+// The gains over the baseline: steady (after the warm-up) and of the whole run (null where either
+// run was stopped before its end).
+Json gains_json(const Trial& t, const Trial& base) {
+  Json g = Json::object();
+  g["steady"] = t.ran() && base.ran() ? Json(t.fig.samples_per_s / base.fig.samples_per_s) : Json(nullptr);
+  g["whole_run"] = t.whole() && base.whole() ? Json(t.whole_samples_per_s / base.whole_samples_per_s) : Json(nullptr);
+  return g;
+}
+
+Json trial_json(const Trial& t, const Trial& base) {
   Json j = Json::object();
   j["name"] = t.name;
   j["loader"] = t.loader;
@@ -497,6 +516,9 @@ Json trial_json(const Trial& t) {
   } else {
     j["measured"] = nullptr;
   }
+  j["whole_run"] =
+      t.whole() ? Json{{"samples_per_s", t.whole_samples_per_s}, {"window_s", t.whole_window_s}} : Json(nullptr);
+  j["gain"] = gains_json(t, base);
   if (t.pred) {
     j["predicted"] = {{"samples_per_s", t.pred->samples_per_s}, {"stall", t.pred->stall}};
   } else {
@@ -540,17 +562,18 @@ std::string trial_label(const Trial& t, bool baseline) {
   return s;
 }
 
-void print_table(const Trial& base, const std::vector<Trial>& cands, const Trial* winner, const TuneArgs& a,
-                 double elapsed_s, bool interrupted) {
+void print_table(const Trial& base, const std::vector<Trial>& cands, const Trial* winner, bool by_whole,
+                 const TuneArgs& a, double elapsed_s, bool interrupted) {
   std::vector<const Trial*> all{&base};
   for (const Trial& c : cands) all.push_back(&c);
   size_t w = 7;
   for (const Trial* t : all) w = std::max(w, trial_label(*t, t == &base).size());
-  std::string out = "\n" + pad("setting", w) + "  samples/s  predicted  stall  predicted  status\n";
+  std::string out = "\n" + pad("setting", w) + "  samples/s  predicted  whole run  stall  predicted  status\n";
   for (const Trial* t : all) {
     out += pad(trial_label(*t, t == &base), w) + "  ";
     out += lpad(t->ran() ? analysis::fixed(t->fig.samples_per_s, 1) : "-", 9) + "  ";
     out += lpad(t->pred ? analysis::fixed(t->pred->samples_per_s, 1) : "-", 9) + "  ";
+    out += lpad(t->whole() ? analysis::fixed(t->whole_samples_per_s, 1) : "-", 9) + "  ";
     out += lpad(t->ran() ? analysis::percent(t->fig.stall, 0) : "-", 5) + "  ";
     out += lpad(t->pred ? analysis::percent(t->pred->stall, 0) : "-", 9) + "  ";
     out += t->status;
@@ -558,17 +581,29 @@ void print_table(const Trial& base, const std::vector<Trial>& cands, const Trial
     out += "\n";
   }
   out += "\nsamples/s: measured over the steps after " + std::to_string(a.warmup) +
-         " warm-up steps; predicted: the what-if model of the baseline's recording.\n";
+         " warm-up steps; predicted: the what-if model of the baseline's recording.\n"
+         "whole run: samples/s over the training loader's window of a run that ended by itself (worker\n"
+         "start-ups and every epoch in it).\n";
+  out += by_whole ? "The winner is the fastest over the whole run, as the script runs end to end.\n"
+                  : "The winner is the fastest after the warm-up: not every run ran to its end.\n";
   if (interrupted) out += "Interrupted: the table holds what was measured before Ctrl-C.\n";
   if (winner == &base) {
     out += "Winner: the script's own settings";
     out += base.setting ? " (" + base.setting->arguments() + ")" : "";
-    out += ", " + analysis::fixed(base.fig.samples_per_s, 1) + " samples/s: no setting measured faster; leave them.\n";
+    out += ", " + analysis::fixed(by_whole ? base.whole_samples_per_s : base.fig.samples_per_s, 1) +
+           " samples/s: no setting measured faster; leave them.\n";
   } else if (winner) {
-    const double gain = base.ran() ? winner->fig.samples_per_s / base.fig.samples_per_s : 0;
-    out +=
-        "Winner: " + trial_label(*winner, false) + ", " + analysis::fixed(winner->fig.samples_per_s, 1) + " samples/s";
-    if (gain > 0) out += " (" + analysis::fixed(gain, 2) + "x the script's own settings)";
+    const double rate = by_whole ? winner->whole_samples_per_s : winner->fig.samples_per_s;
+    const double base_rate = by_whole ? base.whole_samples_per_s : base.fig.samples_per_s;
+    const double gain = base.ran() && base_rate > 0 ? rate / base_rate : 0;
+    out += "Winner: " + trial_label(*winner, false) + ", " + analysis::fixed(rate, 1) + " samples/s";
+    if (gain > 0) {
+      out += " (" + analysis::fixed(gain, 2) + "x the script's own settings" + (by_whole ? " over the whole run" : "");
+      if (by_whole && winner->ran() && base.fig.samples_per_s > 0) {
+        out += "; " + analysis::fixed(winner->fig.samples_per_s / base.fig.samples_per_s, 2) + "x after the warm-up";
+      }
+      out += ")";
+    }
     out += ".\n";
     if (winner->loader == vocab::kLoaderReference) {
       out += "Run it with: stallscope run --loader reference --" + shell_words(a.command) + "\n";
@@ -758,10 +793,11 @@ int tune(CLI::App& app, TuneArgs& a) {
   // 3. Measure each; then climb to an unmeasured neighbour of the best, a few times.
   // The fastest of the baseline and the candidates that `keep` accepts (the earliest of equals), or
   // nullptr.
-  auto fastest = [&](const auto& keep) -> Trial* {
+  auto fastest = [&](const auto& keep, bool whole = false) -> Trial* {
     Trial* b = nullptr;
+    auto rate = [whole](const Trial& t) { return whole ? t.whole_samples_per_s : t.fig.samples_per_s; };
     auto consider = [&](Trial& t) {
-      if (keep(t) && (b == nullptr || t.fig.samples_per_s > b->fig.samples_per_s)) b = &t;
+      if (keep(t) && (b == nullptr || rate(t) > rate(*b))) b = &t;
     };
     consider(base);
     for (Trial& c : cands) consider(c);
@@ -813,7 +849,13 @@ int tune(CLI::App& app, TuneArgs& a) {
   }
   kill_strays();
 
-  Trial* winner = best_trial();
+  // Where every run that could win ran to its end, the winner is the fastest over the whole run as
+  // launched (worker start-ups and every epoch in it), not after the warm-up: the figure the user
+  // will see end to end. Else the steady figure, which a run cut at the step count still gives.
+  auto contender = [&](const Trial& t) { return &t == &base || (t.ran() && t.status != "stopped early"); };
+  bool by_whole = base.whole();
+  for (const Trial& c : cands) by_whole = by_whole && (!contender(c) || c.whole());
+  Trial* winner = by_whole ? fastest(contender, true) : best_trial();
   const bool interrupted = g_interrupted != 0;
   const double elapsed = since(start);
   {
@@ -829,9 +871,9 @@ int tune(CLI::App& app, TuneArgs& a) {
                   {"why_not", w.available ? Json(nullptr) : Json(w.why_not)},
                   {"fit_error", w.available ? Json(w.fit_error) : Json(nullptr)},
                   {"confidence", w.available ? Json(w.confidence) : Json(nullptr)}};
-    j["baseline"] = trial_json(base);
+    j["baseline"] = trial_json(base, base);
     j["candidates"] = Json::array();
-    for (const Trial& c : cands) j["candidates"].push_back(trial_json(c));
+    for (const Trial& c : cands) j["candidates"].push_back(trial_json(c, base));
     Json win = Json::object();
     win["name"] = winner->name;
     win["loader"] = winner->loader;
@@ -841,8 +883,11 @@ int tune(CLI::App& app, TuneArgs& a) {
     win["loader_args"] = winner->setting && winner->loader != vocab::kLoaderReference
                              ? Json(analysis::loader_args_text(*winner->setting))
                              : Json(nullptr);
-    win["samples_per_s"] = winner->fig.samples_per_s;
-    win["gain"] = base.fig.samples_per_s > 0 ? winner->fig.samples_per_s / base.fig.samples_per_s : 0;
+    win["basis"] = by_whole ? "whole run" : "steady";
+    win["samples_per_s"] = by_whole ? winner->whole_samples_per_s : winner->fig.samples_per_s;
+    win["gain"] = by_whole ? winner->whole_samples_per_s / base.whole_samples_per_s
+                           : (base.fig.samples_per_s > 0 ? winner->fig.samples_per_s / base.fig.samples_per_s : 0);
+    win["gains"] = gains_json(*winner, base);
     win["is_baseline"] = winner == &base;
     win["recording"] = winner->db;
     j["winner"] = win;
@@ -857,7 +902,7 @@ int tune(CLI::App& app, TuneArgs& a) {
     if (a.as_json) {
       std::fwrite(out.data(), 1, out.size(), stdout);
     } else {
-      print_table(base, cands, winner, a, elapsed, interrupted);
+      print_table(base, cands, winner, by_whole, a, elapsed, interrupted);
     }
   }
   std::fflush(stdout);

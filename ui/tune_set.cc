@@ -40,6 +40,7 @@ TuneRun run_of(const Json& t, const std::string& dir) {
   r.stall = figure(t, "measured", "stall");
   r.predicted_samples_per_s = figure(t, "predicted", "samples_per_s");
   r.predicted_stall = figure(t, "predicted", "stall");
+  r.whole_samples_per_s = figure(t, "whole_run", "samples_per_s");
   r.steps = json::get_int(t, "steps").value_or(0);
   r.recording = json::get_string(t, "recording").value_or("");
   if (!r.recording.empty() && !exists(r.recording)) {

@@ -22,7 +22,8 @@ struct TuneRun {
   std::string status;     // measured, stopped early, ended, failed, not applied, budget, interrupted
   std::optional<double> samples_per_s, stall;  // measured after the warm-up
   std::optional<double> predicted_samples_per_s, predicted_stall;
-  int64_t steps = 0;  // measured steps
+  std::optional<double> whole_samples_per_s;  // over the whole run, where it ended by itself
+  int64_t steps = 0;                          // measured steps
   bool baseline = false, winner = false;
 };
 

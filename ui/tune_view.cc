@@ -21,6 +21,7 @@ std::string status_text(const TuneRun& r) {
   if (r.status == "stopped early" || r.status == "budget" || r.status == "interrupted") {
     s += " (" + std::to_string(r.steps) + " steps)";
   }
+  if (r.whole_samples_per_s) s += ", whole run " + rate(r.whole_samples_per_s) + "/s";
   if (r.winner) s += "  winner";
   return s;
 }

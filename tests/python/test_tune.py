@@ -137,6 +137,10 @@ def test_tune_finds_workers_that_are_really_faster(tmp_path):
     assert not win["is_baseline"]
     assert win["settings"]["num_workers"] >= 2
     assert win["gain"] >= 1.5, win
+    # Cut at the step count, no run reached its end: the winner is the fastest after the warm-up,
+    # and no whole-run figure is claimed.
+    assert win["basis"] == "steady" and base["whole_run"] is None and base["gain"]["whole_run"] is None
+    assert all(c["gain"]["whole_run"] is None for c in doc["candidates"])
     assert win["arguments"].startswith(f"num_workers={win['settings']['num_workers']}")
     # Nothing of the runs is left, and the script is as it was.
     assert marked(mark) == []
@@ -155,6 +159,67 @@ def test_tune_finds_workers_that_are_really_faster(tmp_path):
     pasted = min(timed(*flags)[0] for _ in range(2))
     assert pasted < own / 1.3, (own, pasted)
     assert timed()[1] == timed(*flags)[1]  # the same samples trained on
+
+
+# One epoch of 40 batches whose __getitem__ waits 1 ms a sample, and a DataLoader that sets up each
+# worker for 0.6 s (worker_init_fn: a connection, a large index): workers hide the wait once they
+# run, but the whole epoch is over in about 0.4 s without them.
+SHORT = textwrap.dedent("""
+    import sys, time
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Slow(Dataset):
+        def __len__(self):
+            return 40 * 8
+
+        def __getitem__(self, i):
+            time.sleep(0.001)
+            return torch.full((4,), float(i))
+
+    def setup(_):
+        time.sleep(0.6)
+
+    total = 0.0
+    for x in DataLoader(Slow(), batch_size=8, num_workers=0, worker_init_fn=setup):
+        time.sleep(0.002)
+        total += float(x.sum())
+    print("RESULT", total, flush=True)
+""")
+
+
+@pytest.mark.timed
+def test_tune_chooses_on_the_whole_run_where_every_run_ended(tmp_path):
+    """tune gives every run its gain after the warm-up and over the whole run as launched; where
+    every run that could win ended by itself, the winner is the fastest over the whole run. Here
+    workers win after the warm-up and lose end to end (their set-up outlasts the epoch)."""
+    prog = tmp_path / "short.py"
+    prog.write_text(SHORT)
+    out = tmp_path / "t"
+    p = tune(["--json", "--steps", "100", "--warmup", "5", "--candidates", "3", "-o", out, "--", sys.executable, prog])
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    base = doc["baseline"]
+    assert base["status"] == "ended" and base["whole_run"]["samples_per_s"] > 0, base
+    assert base["gain"] == {"steady": 1.0, "whole_run": 1.0}
+    ended = [c for c in doc["candidates"] if c["status"] == "ended"]
+    assert ended and all(c["whole_run"]["samples_per_s"] > 0 for c in ended), doc["candidates"]
+    # Workers are faster after the warm-up and slower over the whole run.
+    workers = [c for c in ended if c["settings"]["num_workers"] > 0]
+    assert any(c["gain"]["steady"] >= 1.3 for c in workers), [c["gain"] for c in workers]
+    assert all(c["gain"]["whole_run"] < 0.9 for c in workers), [c["gain"] for c in workers]
+    win = doc["winner"]
+    assert win["basis"] == "whole run", win
+    contenders = [base, *[c for c in doc["candidates"] if c["status"] != "stopped early" and c["whole_run"]]]
+    best = max(contenders, key=lambda c: c["whole_run"]["samples_per_s"])
+    assert win["recording"] == best["recording"] and win["settings"]["num_workers"] == 0, (win, best)
+    assert win["gain"] == pytest.approx(best["gain"]["whole_run"]) and win["gains"] == best["gain"]
+    # The table says so.
+    text = tune(["--force", "--steps", "100", "--warmup", "5", "--candidates", "1", "-o", out, "--", sys.executable,
+                 prog])
+    assert text.returncode == 0, text.stderr
+    assert "whole run" in text.stdout.splitlines()[1], text.stdout
+    assert "The winner is the fastest over the whole run" in text.stdout
 
 
 @pytest.mark.timed
