@@ -199,6 +199,8 @@ Action other_action(const Report& r, const Recommendation& rec) {
                     " page faults a step: " + percent(num("kernel_cpu_share"), 0) +
                     " of the process's CPU in the kernel, as freed blocks go back to it.");
     a.why.push_back("Debian and Ubuntu: apt install libtcmalloc-minimal4 (jemalloc or glibc settings: --explain).");
+    a.why.push_back("The gain is a bound (the kernel's share given back); to measure it: stallscope tune --" +
+                    command_of(r));
   } else if (is(rec, vocab::kRecWorkerMemoryGrowth)) {
     const Json& m = e.is_object() && e.contains("start_method") ? e["start_method"] : Json();
     const bool forked = !m.is_string() || m.get<std::string>() == "fork";

@@ -101,6 +101,9 @@ struct Trial {
   // training loader's window (the report's), worker start-ups, every epoch and the first steps
   // after forking included. 0: the run was stopped (or failed) before its end.
   double whole_samples_per_s = 0, whole_window_s = 0;
+  // An allocator preloaded for this run (LD_PRELOAD, before stallscope's own library): the report's
+  // allocator_page_faults advice, measured rather than bounded. Empty: the program's own malloc.
+  std::string preload;
   std::optional<WhatIfCandidate> pred;
   bool ran() const { return fig.measured() && not_applied.empty(); }
   bool whole() const { return ran() && whole_samples_per_s > 0; }
@@ -245,6 +248,11 @@ pid_t start_run(const TuneArgs& a, const Trial& t, const std::string& loader_arg
   dfl.sa_handler = SIG_DFL;
   ::sigaction(SIGINT, &dfl, nullptr);
   ::sigaction(SIGTERM, &dfl, nullptr);
+  if (!t.preload.empty()) {  // the launcher puts its own library before what it finds here
+    const char* old = std::getenv("LD_PRELOAD");
+    const std::string v = t.preload + (old != nullptr && *old != '\0' ? std::string(":") + old : std::string());
+    ::setenv("LD_PRELOAD", v.c_str(), 1);
+  }
   const int in = ::open("/dev/null", O_RDONLY);
   const int out = ::open(t.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (in >= 0) ::dup2(in, 0);
@@ -516,6 +524,7 @@ Json trial_json(const Trial& t, const Trial& base) {
   } else {
     j["measured"] = nullptr;
   }
+  j["preload"] = t.preload.empty() ? Json(nullptr) : Json(t.preload);
   j["whole_run"] =
       t.whole() ? Json{{"samples_per_s", t.whole_samples_per_s}, {"window_s", t.whole_window_s}} : Json(nullptr);
   j["gain"] = gains_json(t, base);
@@ -555,11 +564,34 @@ std::string shell_words(const std::vector<std::string>& words) {
   return out;
 }
 
+std::string base_name_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 std::string trial_label(const Trial& t, bool baseline) {
   if (t.loader == vocab::kLoaderReference) return "--loader reference";
   std::string s = t.setting ? analysis::loader_args_text(*t.setting) : t.name;
+  if (!t.preload.empty()) s += " + " + base_name_of(t.preload);
   if (baseline) s += " (the script's)";
   return s;
+}
+
+// The allocators a run can preload where the report advises keeping freed memory in the process
+// (allocator_page_faults): tcmalloc and jemalloc, each where its library is installed.
+std::vector<std::string> installed_allocators() {
+  std::vector<std::string> out;
+  for (const char* name : {"libtcmalloc_minimal.so.4", "libjemalloc.so.2"}) {
+    for (const char* dir :
+         {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"}) {
+      const std::string p = std::string(dir) + "/" + name;
+      if (::access(p.c_str(), R_OK) == 0) {
+        out.push_back(p);
+        break;
+      }
+    }
+  }
+  return out;
 }
 
 void print_table(const Trial& base, const std::vector<Trial>& cands, const Trial* winner, bool by_whole,
@@ -608,13 +640,23 @@ void print_table(const Trial& base, const std::vector<Trial>& cands, const Trial
     if (winner->loader == vocab::kLoaderReference) {
       out += "Run it with: stallscope run --loader reference --" + shell_words(a.command) + "\n";
     } else if (winner->setting) {
-      out += "Paste into the DataLoader(...) call: " + winner->setting->arguments() + "\n";
+      const bool same_loader = !winner->preload.empty() && base.setting && *base.setting == *winner->setting;
+      if (same_loader) {
+        out += "Keep the DataLoader as it is.\n";
+      } else {
+        out += "Paste into the DataLoader(...) call: " + winner->setting->arguments() + "\n";
+      }
       if (winner->setting->torch_threads > 0) {
         out += "And before the training loop: torch.set_num_threads(" + std::to_string(winner->setting->torch_threads) +
                ") (torch's intra-op threads; a step's floating-point sums may then round differently)\n";
       }
-      out += "Or try it unedited: stallscope run --loader-args \"" + analysis::loader_args_text(*winner->setting) +
-             "\" --" + shell_words(a.command) + "\n";
+      if (!winner->preload.empty()) {
+        out += "And preload the allocator: LD_PRELOAD=" + winner->preload + " before the program\n";
+      }
+      out += std::string("Or try it unedited: ") +
+             (winner->preload.empty() ? "" : "LD_PRELOAD=" + winner->preload + " ") + "stallscope run" +
+             (same_loader ? "" : " --loader-args \"" + analysis::loader_args_text(*winner->setting) + "\"") + " --" +
+             shell_words(a.command) + "\n";
     }
   } else {
     out += "No setting was measured.\n";
@@ -847,6 +889,37 @@ int tune(CLI::App& app, TuneArgs& a) {
       for (const LoaderSetting& s : one) add(s);
     }
   }
+  // Last, where the baseline's report advises keeping freed memory in the process: the fastest
+  // setting measured, with each installed allocator preloaded (the report's figure is a bound).
+  const bool allocator_advised =
+      std::any_of(base_report->recommendations.begin(), base_report->recommendations.end(),
+                  [](const analysis::Recommendation& r) { return r.id == vocab::kRecAllocatorPageFaults; });
+  if (allocator_advised && !a.sweep) {
+    const Trial* best = best_trial();
+    std::vector<Trial> extra;
+    for (const std::string& lib : installed_allocators()) {
+      if (best->loader == vocab::kLoaderReference || !best->setting) break;
+      Trial t;
+      t.loader = best == &base ? vocab::kLoaderTorch : vocab::kLoaderTuned;
+      t.setting = best->setting;
+      t.preload = lib;
+      t.name = (best == &base ? std::string("baseline") : analysis::loader_args_text(*best->setting)) + " + " +
+               base_name_of(lib);
+      // No prediction: the what-if model does not model the allocator.
+      const std::string f = file_name(static_cast<int>(cands.size() + extra.size()) + 1, t.name);
+      t.db = a.dir + "/" + f + ".db";
+      t.log = a.dir + "/" + f + ".log";
+      extra.push_back(std::move(t));
+    }
+    for (Trial& t : extra) {
+      if (g_interrupted || Clock::now() >= lim.deadline) break;
+      cands.push_back(std::move(t));
+      Trial& c = cands.back();
+      const std::string counter = "[" + std::to_string(cands.size()) + "/" + std::to_string(cands.size()) + "]";
+      const bool own = c.loader == vocab::kLoaderTorch;  // the script's settings: no --loader-args
+      run_trial(a, c, own ? "" : analysis::loader_args_text(*c.setting), lim, pr, counter);
+    }
+  }
   kill_strays();
 
   // Where every run that could win ran to its end, the winner is the fastest over the whole run as
@@ -883,6 +956,7 @@ int tune(CLI::App& app, TuneArgs& a) {
     win["loader_args"] = winner->setting && winner->loader != vocab::kLoaderReference
                              ? Json(analysis::loader_args_text(*winner->setting))
                              : Json(nullptr);
+    win["preload"] = winner->preload.empty() ? Json(nullptr) : Json(winner->preload);
     win["basis"] = by_whole ? "whole run" : "steady";
     win["samples_per_s"] = by_whole ? winner->whole_samples_per_s : winner->fig.samples_per_s;
     win["gain"] = by_whole ? winner->whole_samples_per_s / base.whole_samples_per_s

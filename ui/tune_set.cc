@@ -23,8 +23,10 @@ std::string base_name(const std::string& p) {
 
 std::string settings_text(const Json& t) {
   if (json::get_string(t, "loader").value_or("") == "reference") return "reference loader";
-  if (auto a = json::get_string(t, "arguments")) return *a;
-  return "the script's settings";
+  const std::optional<std::string> preload = json::get_string(t, "preload");  // an allocator preloaded
+  const std::string with = preload ? " + " + base_name(*preload) : "";
+  if (auto a = json::get_string(t, "arguments")) return *a + with;
+  return "the script's settings" + with;
 }
 
 std::optional<double> figure(const Json& t, const char* what, const char* key) {

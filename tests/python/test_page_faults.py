@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -77,6 +78,7 @@ def test_a_step_that_faults_in_fresh_pages_is_told_to_keep_them_and_following_th
     assert "tcmalloc" in got[0]["action"] and "LD_PRELOAD=" in got[0]["message"]
     assert ev["expected_speedup_bound"] == pytest.approx(1 / (1 - ev["kernel_cpu_share"]), rel=1e-6)
     assert "page faults" in text and "in the kernel" in text
+    assert "The gain is a bound" in text and "to measure it: stallscope tune --" in text
 
     # Following the advice: the same loop with tcmalloc preloaded. stallscope's own preload is added
     # beside it, so the run is still recorded.
@@ -87,6 +89,35 @@ def test_a_step_that_faults_in_fresh_pages_is_told_to_keep_them_and_following_th
     assert proc2["minor_faults_per_step"] < 0.1 * proc["minor_faults_per_step"], (proc, proc2)
     assert proc2["sys_cpu"] / proc2["cpu_util"] < 0.5 * proc["sys_cpu"] / proc["cpu_util"], (proc, proc2)
     assert not advice(rep2), advice(rep2)
+
+
+def test_tune_measures_the_allocator_it_is_advised(tmp_path):
+    """Where the baseline's report advises keeping freed memory in the process, tune runs the
+    fastest setting again with each installed allocator preloaded, and the run is what it says:
+    the allocator took the step's faults away."""
+    assert os.path.exists(TCMALLOC), f"{TCMALLOC} missing: run scripts/setup.sh"
+    prog = tmp_path / "wide_step.py"
+    prog.write_text(PROG)
+    out = tmp_path / "t"
+    p = subprocess.run([str(LAUNCHER), "tune", "--json", "--steps", "30", "--warmup", "5", "--candidates", "1", "-o",
+                        str(out), "--", sys.executable, str(prog), "0"], capture_output=True, text=True, timeout=600,
+                       env=base_env())
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    base = doc["baseline"]
+    assert base["preload"] is None
+    alloc = [c for c in doc["candidates"] if c["preload"] == TCMALLOC]
+    assert len(alloc) == 1, [(c["name"], c["preload"]) for c in doc["candidates"]]
+    a = alloc[0]
+    assert a["status"] == "measured" and a["measured"]["samples_per_s"] > 0, a
+    assert a["name"].endswith("+ libtcmalloc_minimal.so.4")
+    faults = [json.loads(subprocess.run([str(LAUNCHER), "report", "--json", r], capture_output=True, text=True,
+                                        check=True, env=base_env()).stdout)["training_process"]["minor_faults_per_step"]
+              for r in (base["recording"], a["recording"])]
+    assert faults[1] < 0.1 * faults[0], faults
+    # Every other run kept the program's own malloc, and the winner says which it is.
+    assert all(c["preload"] is None for c in doc["candidates"] if c is not a)
+    assert "preload" in doc["winner"]
 
 
 # Big batches from a worker and a light step: the training process faults in each batch's 80 MiB
