@@ -17,7 +17,9 @@ struct Report;
 struct Action {
   std::string line;  // one line, as the user types it
   // What the figure is: "model" (the what-if model's prediction), "bound" (the most a removed share
-  // of the window can give), "memory" (memory saved, not speed), "same" (as fast, fewer processes).
+  // of the window can give), "estimate" (the allocator's: the kernel's share given back, which a
+  // preloaded allocator has beaten), "memory" (memory saved, not speed), "same" (as fast, fewer
+  // processes).
   std::string basis;
   double speedup = 1;  // predicted (model) or the bound; 1 for memory and same
   // The model's prediction is marked uncertain (a rough fit, workers beside torch's intra-op

@@ -539,10 +539,11 @@ void allocator_page_faults(const Report& r, std::vector<Recommendation>* out) {
                 "`LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 stallscope run ...` (Debian and "
                 "Ubuntu: libtcmalloc-minimal4). jemalloc 5 returns blocks over 8 MiB at once unless "
                 "MALLOC_CONF=dirty_decay_ms:-1; with glibc's malloc alone, MALLOC_MMAP_THRESHOLD_=33554432 "
-                "MALLOC_TRIM_THRESHOLD_=4294967296 keep blocks of up to 32 MiB. Expected: up to " +
+                "MALLOC_TRIM_THRESHOLD_=4294967296 keep blocks of up to 32 MiB. Expected: about " +
                 speedup(rec.expected_speedup) +
-                ", the kernel's share taken out of the training process's CPU (a bound: part of that kernel time "
-                "may be other system calls).";
+                ", the kernel's share taken out of the training process's CPU: an estimate, not a bound (a warm "
+                "block also spares the step the cache misses of fresh pages, and part of the kernel time may be "
+                "other system calls); `stallscope tune` measures it with the allocator preloaded.";
   rec.evidence = Json::object();
   rec.evidence["kernel_cpu_share"] = share;
   rec.evidence["kernel_cpu_ms_per_step"] = kernel_ms;

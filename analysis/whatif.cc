@@ -151,6 +151,15 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
         std::to_string(gang) +
         " threads' waiting for each other is recorded as CPU too; `stallscope tune` measures one thread");
   }
+  if (in.fetch_one_cpu_ms >= 0) {
+    w.assumptions.push_back("a worker runs torch on one thread, so it runs the fetch's own parallel regions on one: " +
+                            duration_ms(in.fetch_one_cpu_ms) +
+                            " of CPU a batch (its part outside the regions and their work, measured "
+                            "inside them), against the " +
+                            duration_ms(in.fetch_cpu_ms) + " the training thread spent on " +
+                            std::to_string(in.torch_threads) +
+                            "; so does the training thread at torch.set_num_threads(1)");
+  }
   if (in.spin_window_s > 0 && in.torch_threads > 1) {
     w.assumptions.push_back(
         "torch's intra-op threads spin " + duration_ms(in.spin_window_s * 1e3) +

@@ -11,7 +11,7 @@ the others.
 
 Where the report advises preloading tcmalloc (allocator_page_faults: the step faults in fresh
 pages every step), that advice is followed first: the loop as written and with tcmalloc run in
-interleaved pairs (the gain against the report's bound), and the loop is recorded again with
+interleaved pairs (the gain against the report's estimate), and the loop is recorded again with
 tcmalloc; the DataLoader advice comes from that recording and every run after it has tcmalloc.
 
 The verdict compares medians, and the sweep's best is the highest of many noisy medians (a lucky
@@ -184,7 +184,7 @@ def allocator_first(stallscope: str, name: str, flags: list[str], rep: dict, tmp
     """The allocator advice comes before the DataLoader's: it changes the step the DataLoader advice
     is modelled on. Where the report gives it, runs the loop as written and with tcmalloc preloaded
     in `reps` interleaved pairs at the recorded setting, prints the measured gain beside the report's
-    bound, and records the loop again with tcmalloc for the DataLoader advice. Returns (the
+    estimate, and records the loop again with tcmalloc for the DataLoader advice. Returns (the
     environment the rest runs in, the report to take the DataLoader advice from, the figures)."""
     adv = [r for r in rep["recommendations"] if r["id"] == "allocator_page_faults"]
     if not adv:
@@ -201,7 +201,9 @@ def allocator_first(stallscope: str, name: str, flags: list[str], rep: dict, tmp
     fig = {"faults_per_step": ev["minor_faults_per_step"], "kernel_share": ev["kernel_cpu_share"],
            "bound": ev["expected_speedup_bound"], "as_written": statistics.median(plain),
            "tcmalloc": statistics.median(tc), "gain": gain,
-           "held": gain >= 0.97 and gain <= ev["expected_speedup_bound"] * 1.03}  # not slower, not above the bound
+           # Not slower. The report's figure is an estimate (the kernel's share given back), not a bound:
+           # its error is printed beside the measured gain.
+           "held": gain >= 0.97}
     rep2 = record(stallscope, flags, os.path.join(tmp, f"{name}-tcmalloc.db"), env)
     return env, rep2, fig
 
@@ -352,7 +354,8 @@ def main() -> int:
             print(f"  allocator advice (allocator_page_faults: {alloc['faults_per_step']:,.0f} page faults a step, "
                   f"{100 * alloc['kernel_share']:.0f}% of the process's CPU in the kernel): tcmalloc preloaded "
                   f"{alloc['as_written']:.1f} -> {alloc['tcmalloc']:.1f} samples/s ({alloc['gain']:.2f}x; the report's "
-                  f"bound {alloc['bound']:.2f}x): {'held' if alloc['held'] else 'DID NOT HOLD'}. "
+                  f"estimate {alloc['bound']:.2f}x, {100 * (alloc['bound'] / alloc['gain'] - 1):+.0f}%): "
+                  f"{'held' if alloc['held'] else 'DID NOT HOLD'}. "
                   "Below, the loop runs with tcmalloc, recorded again")
             held &= alloc["held"]
             held_all &= alloc["held"]

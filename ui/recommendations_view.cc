@@ -52,8 +52,9 @@ void draw_recommendations(Frame& f, const ImVec2& pos, const ImVec2& size) {
     ImGui::TextColored(ImColor(sev), "%zu.", k + 1);
     ImGui::SameLine();
     ImGui::TextWrapped("%s", act.line.c_str());
-    ImGui::TextColored(ImColor(act.basis == "model" || act.basis == "bound" ? kGood : kTextDim), "%s",
-                       act.gain_text.c_str());
+    ImGui::TextColored(
+        ImColor(act.basis == "model" || act.basis == "bound" || act.basis == "estimate" ? kGood : kTextDim), "%s",
+        act.gain_text.c_str());
     const bool open = ImGui::TreeNodeEx("why and evidence", ImGuiTreeNodeFlags_SpanAvailWidth);
     if (f.dump) {
       const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();

@@ -78,7 +78,9 @@ def test_a_step_that_faults_in_fresh_pages_is_told_to_keep_them_and_following_th
     assert "tcmalloc" in got[0]["action"] and "LD_PRELOAD=" in got[0]["message"]
     assert ev["expected_speedup_bound"] == pytest.approx(1 / (1 - ev["kernel_cpu_share"]), rel=1e-6)
     assert "page faults" in text and "in the kernel" in text
-    assert "The gain is a bound" in text and "to measure it: stallscope tune --" in text
+    # The figure is the kernel's share given back: an estimate (tcmalloc has beaten it), measured by tune.
+    assert "(an estimate: tune measures it)" in text and "to measure it: stallscope tune --" in text
+    assert "a bound" not in text
 
     # Following the advice: the same loop with tcmalloc preloaded. stallscope's own preload is added
     # beside it, so the run is still recorded.
@@ -99,7 +101,9 @@ def test_tune_measures_the_allocator_it_is_advised(tmp_path):
     prog = tmp_path / "wide_step.py"
     prog.write_text(PROG)
     out = tmp_path / "t"
-    p = subprocess.run([str(LAUNCHER), "tune", "--json", "--steps", "30", "--warmup", "5", "--candidates", "1", "-o",
+    # Every run goes to its end (80 steps), as in the test above: the allocator's own first faults
+    # (its heap, once) are then spread over the same steps.
+    p = subprocess.run([str(LAUNCHER), "tune", "--json", "--steps", "100", "--warmup", "5", "--candidates", "1", "-o",
                         str(out), "--", sys.executable, str(prog), "0"], capture_output=True, text=True, timeout=600,
                        env=base_env())
     assert p.returncode == 0, p.stderr
@@ -109,7 +113,7 @@ def test_tune_measures_the_allocator_it_is_advised(tmp_path):
     alloc = [c for c in doc["candidates"] if c["preload"] == TCMALLOC]
     assert len(alloc) == 1, [(c["name"], c["preload"]) for c in doc["candidates"]]
     a = alloc[0]
-    assert a["status"] == "measured" and a["measured"]["samples_per_s"] > 0, a
+    assert a["status"] == "ended" and a["measured"]["samples_per_s"] > 0 and a["whole_run"], a
     assert a["name"].endswith("+ libtcmalloc_minimal.so.4")
     faults = [json.loads(subprocess.run([str(LAUNCHER), "report", "--json", r], capture_output=True, text=True,
                                         check=True, env=base_env()).stdout)["training_process"]["minor_faults_per_step"]
