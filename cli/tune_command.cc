@@ -890,7 +890,7 @@ int tune(CLI::App& app, TuneArgs& a) {
     }
   }
   // Last, where the baseline's report advises keeping freed memory in the process: the fastest
-  // setting measured, with each installed allocator preloaded (the report's figure is a bound).
+  // setting measured, with each installed allocator preloaded (the report's figure is an estimate).
   const bool allocator_advised =
       std::any_of(base_report->recommendations.begin(), base_report->recommendations.end(),
                   [](const analysis::Recommendation& r) { return r.id == vocab::kRecAllocatorPageFaults; });
@@ -1046,9 +1046,12 @@ const Command kTuneCommand = {
     "intra-op thread when the baseline ran more), each for the warm-up plus N steps, applied\n"
     "with 'run --loader-args' so the script is never edited. Each run is stopped after its steps\n"
     "(or earlier when it can no longer come within 5 % of the best so far, or when the budget is\n"
-    "spent; --sweep runs every setting in full). Prints, per setting, measured and predicted\n"
-    "samples/s and stall, then the winner and the DataLoader arguments to paste (and\n"
-    "torch.set_num_threads(1) for a one-thread winner). One recording per setting is kept in DIR for\n"
+    "spent; --sweep runs every setting in full). Where the report advises a preloaded allocator,\n"
+    "the fastest setting runs once more with each installed one (tcmalloc, jemalloc). Prints, per\n"
+    "setting, measured and predicted samples/s and stall, and samples/s over the whole run where\n"
+    "it ended by itself; then the winner (on the whole run where every run that could win ended,\n"
+    "else after the warm-up) and the DataLoader arguments to paste (torch.set_num_threads(1) for a\n"
+    "one-thread winner, LD_PRELOAD for an allocator). One recording per setting is kept in DIR for\n"
     "'compare' and the dashboard ('stallscope ui DIR' shows them as a set). docs/tune.md.",
     "Exit status: 0 with a result, 1 when PROGRAM cannot be run or records no DataLoader loop,\n"
     "2 on usage errors, 130 after Ctrl-C (what was measured so far is printed).\n"
