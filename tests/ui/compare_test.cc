@@ -67,11 +67,11 @@ class CompareViewTest : public ::testing::Test {
   }
   // The origin (the training window's start: the first DataLoader.__iter__) of each run, and where
   // a step (its hand-off) sits from it.
-  static double origin(const testing::SimTruth& t) { return static_cast<double>(t.first_epoch_begin_ns); }
+  static double origin(const testing::RecordingTruth& t) { return static_cast<double>(t.first_epoch_begin_ns); }
 
   testing::TempDir dir_;
   testing::SimOptions a_opt_, b_opt_;
-  testing::SimTruth a_truth_, b_truth_;
+  testing::RecordingTruth a_truth_, b_truth_;
   std::shared_ptr<const Snapshot> a_, b_;
 };
 

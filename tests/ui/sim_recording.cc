@@ -114,7 +114,7 @@ class Sim {
 
   // Writes the buffered rows in drain order, committing every commit_rows rows with a flush row.
   // With `horizon`, only the rows a drainer would have written by then; the others stay buffered.
-  void flush_buffer(SimTruth* truth, int64_t horizon = INT64_MAX) {
+  void flush_buffer(RecordingTruth* truth, int64_t horizon = INT64_MAX) {
     std::stable_sort(buf_.begin(), buf_.end(), [](const Ev& a, const Ev& b) { return a.key < b.key; });
     const auto until =
         std::upper_bound(buf_.begin(), buf_.end(), horizon, [](int64_t h, const Ev& e) { return h < e.key; });
@@ -219,15 +219,15 @@ double busy_fraction(const std::vector<std::pair<int64_t, int64_t>>& busy, int64
 
 }  // namespace
 
-const SimBatch* SimTruth::find(int epoch, int batch) const {
+const SimBatch* RecordingTruth::find(int epoch, int batch) const {
   for (const SimBatch& b : batches) {
     if (b.epoch == epoch && b.batch == batch) return &b;
   }
   return nullptr;
 }
 
-SimTruth write_sim_recording(const std::string& path, const SimOptions& o) {
-  SimTruth truth;
+RecordingTruth write_sim_recording(const std::string& path, const SimOptions& o) {
+  RecordingTruth truth;
   Sim sim(path, o);
   Writer& w = sim.w();
   check(w.set_meta("format", "stallscope.session"), "meta");
@@ -482,7 +482,7 @@ void write_rank(const std::string& path, const JobSimOptions& o, int rank, const
   so.commit_rows = o.commit_rows;
   so.batch_size = o.batch_size;
   so.pin = false;
-  SimTruth truth;
+  RecordingTruth truth;
   Sim sim(path, so);
   Writer& w = sim.w();
   const int local = rank % std::max(1, o.ranks / std::max(1, o.nodes));

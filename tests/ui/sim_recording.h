@@ -52,7 +52,10 @@ struct SimBatch {
           handed = 0;
 };
 
-struct SimTruth {
+// What write_sim_recording wrote. Not the analysis fixture's SimTruth (tests/analysis/fixture.h):
+// both are linked into analysis_tests, and one name for two layouts breaks the one-definition rule
+// (AddressSanitizer caught the destructor of one run on the other).
+struct RecordingTruth {
   std::vector<SimBatch> batches;  // every batch, epoch by epoch
   std::vector<int64_t> worker_pids;
   int64_t end_ns = 0;
@@ -69,7 +72,7 @@ struct SimTruth {
 SimOptions hour_of_training(int64_t events);
 
 // Writes the recording at `path` (which must not exist). Aborts the test on a write error.
-SimTruth write_sim_recording(const std::string& path, const SimOptions& o);
+RecordingTruth write_sim_recording(const std::string& path, const SimOptions& o);
 
 // A data-parallel job (bench/ui_bench --job, the job view's tests): `ranks` ranks on `nodes` nodes
 // (node-00, node-01, ...; ranks numbered node by node), each with its own recording as `stallscope

@@ -52,7 +52,7 @@ class ViewsTest : public ::testing::Test {
   }
   testing::TempDir dir_;
   testing::SimOptions opt_;
-  testing::SimTruth truth_;
+  testing::RecordingTruth truth_;
   std::shared_ptr<const Snapshot> snap_;
 };
 
