@@ -181,7 +181,7 @@ SimOptions busy_run() {
 TEST(PerfettoExportTest, ATraceFollowsTheFormatsRulesAndHoldsEveryRow) {
   TempDir dir;
   const std::string db = dir.file("run.db"), out = dir.file("run.json");
-  const SimTruth truth = write_sim_recording(db, busy_run());
+  const RecordingTruth truth = write_sim_recording(db, busy_run());
   const exporting::ExportCounts n = export_to(db, out, false);
 
   auto doc = json::parse(read_file(out));
@@ -319,7 +319,7 @@ TEST(PerfettoExportTest, ARangeHoldsTheRowsOfTheRangeAndTheWholeExportsFlowsTher
   SimOptions o = busy_run();
   o.epochs = 4;
   o.commit_rows = 300;  // drains of a few tens of ms: the flush index finds the range's spans
-  const SimTruth truth = write_sim_recording(db, o);
+  const RecordingTruth truth = write_sim_recording(db, o);
   const int64_t a = truth.end_ns * 2 / 5, b = truth.end_ns * 3 / 5;
   exporting::ExportOptions range;
   range.range = std::make_pair(a, b);
