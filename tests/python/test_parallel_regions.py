@@ -41,16 +41,23 @@ def main_thread_marks(rec, name):
     return [m for m in rec.instants(name) if m["thread"] == "MainThread"]
 
 
-@pytest.mark.timed
-@pytest.mark.parametrize("hooks", ["c", "python"])
-def test_a_two_thread_step_records_its_parallel_regions(tmp_path, hooks):
-    prog = tmp_path / "mlp.py"
-    prog.write_text(PROG)
+def recorded_as_plain(tmp_path, source, db, hooks):
+    """Runs `source` (with argument 2: two intra-op threads) recorded, dl.cpu on every call, with
+    the C or the Python hooks, and plain; both succeed with the same result. The recorded run."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(source)
     env = base_env(**EVERY, **({"STALLSCOPE_PY_HOOKS": "1"} if hooks == "python" else {}))
-    r = run_recorded(tmp_path / "run.db", [prog, "2"], env=env)
+    r = run_recorded(tmp_path / db, [prog, "2"], env=env)
     plain = run_plain([prog, "2"])
     assert r.rc == plain.rc == 0, r.stderr + plain.stderr
     assert r.result == plain.result  # the regions run as libgomp runs them: the same sums, bit for bit
+    return r, prog, env
+
+
+@pytest.mark.timed
+@pytest.mark.parametrize("hooks", ["c", "python"])
+def test_a_two_thread_step_records_its_parallel_regions(tmp_path, hooks):
+    r, _, _ = recorded_as_plain(tmp_path, PROG, "run.db", hooks)
     rec = Recording(r.db)
     par = main_thread_marks(rec, "dl.parallel")
     cpu = [m for m in main_thread_marks(rec, "dl.cpu") if m["arg2"] >= 0]
@@ -150,13 +157,7 @@ def test_a_fetchs_parallel_regions_give_its_cost_on_one_thread(tmp_path, hooks):
     share). How near it comes to the fetch measured at torch.set_num_threads(1) depends on how much
     of the bodies' time was work: +13 % to +59 % over six runs of this loop, within 15 % on the
     Lightning loop (docs/decisions.md, "A fetch's own parallel regions"); not asserted here."""
-    prog = tmp_path / "fetch.py"
-    prog.write_text(FETCH_PROG)
-    env = base_env(**EVERY, **({"STALLSCOPE_PY_HOOKS": "1"} if hooks == "python" else {}))
-    two = run_recorded(tmp_path / "two.db", [prog, "2"], env=env)
-    plain = run_plain([prog, "2"])
-    assert two.rc == plain.rc == 0, two.stderr + plain.stderr
-    assert two.result == plain.result
+    two, prog, env = recorded_as_plain(tmp_path, FETCH_PROG, "two.db", hooks)
     rec = Recording(two.db)
     inside = main_thread_marks(rec, "dl.parallel_next")
     calls = main_thread_marks(rec, "dl.cpu")
