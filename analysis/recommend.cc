@@ -166,7 +166,7 @@ LoaderAdvice loader_advice(const WhatIf& w) {
 
 bool model_settings(const Report& r, const WhatIf& w, std::vector<Recommendation>* out) {
   const LoaderAdvice a = loader_advice(w);
-  if (a.to == nullptr || a.gain < w.min_gain) return false;
+  if (a.to == nullptr || a.gain < w.min_gain || (!a.with_one_thread && !w.loader_advised)) return false;
   const WhatIfCandidate& rec = w.candidates.front();
   const WhatIfCandidate& best = *a.to;
   const LoaderSetting& from = w.recorded;

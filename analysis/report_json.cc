@@ -120,6 +120,7 @@ Json whatif_json(const WhatIf& w) {
   x["best_samples_per_s"] = w.best ? Json(w.candidates[*w.best].samples_per_s) : Json();
   x["best_gain"] = w.best_gain;
   x["min_gain"] = w.min_gain;
+  x["loader_advised"] = w.loader_advised;
   x["bound"] = w.bound;
   x["bound_text"] = w.bound_text;
   Json cands = Json::array();
@@ -148,6 +149,18 @@ Json whatif_json(const WhatIf& w) {
   x["threads_floor_gain"] = w.threads_floor_gain;
   x["threads_basis"] = w.threads_basis.empty() ? Json() : Json(w.threads_basis);
   x["best_beside_busy_workers"] = w.best_beside_busy_workers;
+  auto with_threads = [](const WhatIfCandidate& c) {
+    Json y = setting_json(c.setting);
+    y["torch_threads"] = c.setting.torch_threads > 0 ? Json(c.setting.torch_threads) : Json();
+    y["samples_per_s"] = c.samples_per_s;
+    y["uncertain"] = c.uncertain;
+    return y;
+  };
+  x["advised"] = with_threads(w.advised);
+  Json same = Json::array();
+  for (const WhatIfCandidate& c : w.about_the_same) same.push_back(with_threads(c));
+  x["about_the_same"] = std::move(same);
+  x["about_the_same_within"] = w.about_the_same_within;
   const WhatIfInputs& in = w.inputs;
   Json inputs = Json::object();
   inputs["usable_cores"] = in.usable_cores;

@@ -132,7 +132,7 @@ std::string whatif_lines(const Report& r) {
               100, "    ") +
          "\n";
   }
-  const bool advised = w.best && !w.candidates[*w.best].recorded && w.best_gain >= w.min_gain;
+  const bool advised = w.loader_advised;
   // Beside workers that keep more threads runnable than there are cores, the DataLoader setting is
   // advised with torch on one thread, not alone (recommend.cc, docs/report.md).
   const bool together = loader_with_one_thread(w);
@@ -149,10 +149,16 @@ std::string whatif_lines(const Report& r) {
               100, "    ") +
          "\n";
   } else {
+    const bool held_back = !advised && w.best && !w.candidates[*w.best].recorded && w.best_gain >= w.min_gain;
     o += wrap(advised ? "  advised: " + w.candidates[*w.best].setting.arguments() + ", predicted " +
                             fixed(w.best_gain, 2) + "x"
-                      : "  no setting is predicted to gain " + percent(w.min_gain - 1, 0) +
-                            " or more (the least gain worth a change: 5% plus the model's fit error)",
+              : held_back ? "  not advised: the best, " + w.candidates[*w.best].setting.arguments() + " (" +
+                                fixed(w.best_gain, 2) +
+                                "x), is uncertain beside busy workers, and at the low end of its range it does "
+                                "not gain " +
+                                percent(w.min_gain - 1, 0) + " (the least gain worth a change)"
+                          : "  no setting is predicted to gain " + percent(w.min_gain - 1, 0) +
+                                " or more (the least gain worth a change: 5% plus the model's fit error)",
               100, "    ") +
          "\n";
   }
@@ -161,6 +167,24 @@ std::string whatif_lines(const Report& r) {
     o += wrap("  with torch.set_num_threads(1): " + t.setting.arguments() + ", predicted " + fixed(t.samples_per_s, 1) +
                   " samples/s (" + fixed(w.threads_gain, 2) +
                   "x the advised setting alone; the step's CPU all on one thread)",
+              100, "    ") +
+         "\n";
+  }
+  if (!w.about_the_same.empty()) {
+    constexpr size_t kListed = 4;
+    std::string list;
+    for (size_t i = 0; i < w.about_the_same.size() && i < kListed; ++i) {
+      const WhatIfCandidate& c = w.about_the_same[i];
+      list += (i ? "; " : "") + c.setting.arguments() +
+              (c.setting.torch_threads == 1 ? " with torch.set_num_threads(1)" : std::string()) + " (" +
+              fixed(c.samples_per_s, 1) + ")";
+    }
+    if (w.about_the_same.size() > kListed) {
+      list += "; " + std::to_string(w.about_the_same.size() - kListed) + " more (--json)";
+    }
+    o += wrap("  about the same as the " + std::string(w.advised.recorded ? "recorded setting" : "advice") +
+                  " (within " + percent(w.about_the_same_within, 0) +
+                  ", what the model cannot tell apart: 5% plus its fit error): " + list,
               100, "    ") +
          "\n";
   }

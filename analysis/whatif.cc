@@ -24,6 +24,35 @@ bool loader_with_one_thread(const WhatIf& w) {
   return w.available && w.best && w.threads_best && w.best_beside_busy_workers;
 }
 
+namespace {
+
+// WhatIf::advised and about_the_same (whatif.h). A one-thread candidate stands for its setting with
+// torch on one thread; a DataLoader candidate for its setting on the recorded threads.
+void about_the_same(WhatIf* out) {
+  WhatIf& w = *out;
+  if (w.threads_best) {
+    w.advised = w.thread_candidates[*w.threads_best];
+  } else if (w.loader_advised) {
+    w.advised = w.candidates[*w.best];
+  } else {
+    w.advised = w.candidates.front();
+  }
+  w.about_the_same_within = w.min_gain - 1;
+  const double a = w.advised.samples_per_s;
+  if (a <= 0) return;
+  for (const auto* list : {&w.candidates, &w.thread_candidates}) {
+    for (const WhatIfCandidate& c : *list) {
+      if (c.setting == w.advised.setting) continue;
+      if (std::abs(c.samples_per_s / a - 1) <= w.about_the_same_within) w.about_the_same.push_back(c);
+    }
+  }
+  std::stable_sort(
+      w.about_the_same.begin(), w.about_the_same.end(),
+      [](const WhatIfCandidate& x, const WhatIfCandidate& y) { return x.samples_per_s > y.samples_per_s; });
+}
+
+}  // namespace
+
 WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   WhatIf w;
   const LoaderStats* l = r.loader();
@@ -56,6 +85,7 @@ WhatIf what_if(const Session& s, const DataLoaderModel& m, const Report& r) {
   const int64_t gang = std::clamp<int64_t>(in.torch_threads, 1, in.usable_cores);
   const bool gang_beside_busy_workers = w.best_beside_busy_workers;
   w.available = true;
+  about_the_same(&w);
 
   // What bounds the loop at the advised setting: together with one intra-op thread, the one-thread
   // candidate's, whose step is its part outside torch's parallel regions and their work on one

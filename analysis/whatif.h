@@ -168,7 +168,11 @@ struct WhatIf {
   // The gain of changing one argument alone to its advised value (1 when it is not changed):
   // what each recommendation is worth by itself.
   double gain_num_workers = 1, gain_prefetch_factor = 1, gain_persistent_workers = 1;
-  double min_gain = 1;     // the gain below which no setting is advised
+  double min_gain = 1;  // the gain below which no setting is advised
+  // The best DataLoader setting is advised (alone, on the recorded threads): it is not the recorded
+  // one and its gain reaches min_gain; where its figure is uncertain (beside busy workers), at the
+  // low end of that figure's range too (kBesideBusyLow in whatif_candidate.cc).
+  bool loader_advised = false;
   std::string bound;       // what bounds the loop at the best setting: "cpu", "compute", "fetch", "start-up"
   std::string bound_text;  // one sentence
   std::string confidence;  // "high", "medium", "low"
@@ -194,6 +198,15 @@ struct WhatIf {
   // WhatIfCandidate::uncertain). Where threads_best is advised too, the DataLoader advice is
   // threads_best's setting, together with one thread (recommend.cc, docs/report.md).
   bool best_beside_busy_workers = false;
+  // What the report's speed advice leads to: the one-thread candidate where torch on one thread is
+  // advised (threads_best), else the best DataLoader setting where it is advised (loader_advised),
+  // else the recorded setting (kept). And the settings tried that the model cannot tell from it: those
+  // predicted within about_the_same_within (min_gain - 1: 5 % of noise plus the model's fit
+  // error) of its figure, on either side, the fastest first. Two recordings of one loop may advise
+  // different settings from this set; the bench counts such advice as stable (docs/report.md).
+  WhatIfCandidate advised;
+  std::vector<WhatIfCandidate> about_the_same;
+  double about_the_same_within = 0;
   // The same loop if fetching a batch took half the time (CPU and waiting), at the advised
   // setting: what "make __getitem__ cheaper" is worth.
   double cheaper_fetch_samples_per_s = 0;

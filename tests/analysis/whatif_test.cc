@@ -268,14 +268,19 @@ const WhatIfCandidate* candidate(const WhatIf& w, int64_t n, int64_t pf, bool pe
   return nullptr;
 }
 
-// num_workers=0, fetch 30 ms of waiting, step 70 ms on one core: the recorded setting is
-// predicted as measured, and one worker hides the fetch: 100 ms -> 70 ms per step.
-TEST_F(WhatIfTest, PredictsTheRecordedRunAndOneWorker) {
+// num_workers=0, 2 epochs, fetch 30 ms of waiting (the fixture's), step 70 ms on one core.
+SimConfig waiting_fetch() {
   SimConfig c;
   c.epochs = 2;
   c.fetch_cpu = 0.0;
   c.compute_cpu = 1.0;
-  const Report r = run(c, 2);
+  return c;
+}
+
+// waiting_fetch(): the recorded setting is predicted as measured, and one worker hides the fetch:
+// 100 ms -> 70 ms per step.
+TEST_F(WhatIfTest, PredictsTheRecordedRunAndOneWorker) {
+  const Report r = run(waiting_fetch(), 2);
   const WhatIf& w = r.whatif;
   ASSERT_TRUE(w.available) << w.why_not;
   EXPECT_EQ(w.inputs.usable_cores, 2);
@@ -293,6 +298,44 @@ TEST_F(WhatIfTest, PredictsTheRecordedRunAndOneWorker) {
   ASSERT_TRUE(w.best.has_value());
   EXPECT_EQ(w.candidates[*w.best].setting.num_workers, 1);  // the fewest workers that reach the best
   EXPECT_EQ(w.bound, "compute");
+}
+
+// What the model cannot tell from its advice is listed: every candidate within min_gain - 1 of the
+// advised setting's figure (one worker and more, at any prefetch: each hides the 30-ms wait), and
+// none outside it (no workers, 1.43x slower). Advised nothing, the recorded setting is the anchor.
+TEST_F(WhatIfTest, SettingsWithinTheModelsNoiseOfTheAdviceAreAboutTheSame) {
+  SimConfig c = waiting_fetch();
+  const Report r = run(c, 2);
+  const WhatIf& w = r.whatif;
+  ASSERT_TRUE(w.available) << w.why_not;
+  ASSERT_TRUE(w.best.has_value());
+  EXPECT_TRUE(w.advised.setting == w.candidates[*w.best].setting);
+  EXPECT_NEAR(w.about_the_same_within, w.min_gain - 1, 1e-12);
+  ASSERT_FALSE(w.about_the_same.empty());
+  size_t inside = 0;
+  for (const WhatIfCandidate& c2 : w.candidates) {
+    if (c2.setting == w.advised.setting) continue;
+    const bool near = std::abs(c2.samples_per_s / w.advised.samples_per_s - 1) <= w.about_the_same_within;
+    inside += near ? 1 : 0;
+    bool listed = false;
+    for (const WhatIfCandidate& a : w.about_the_same) listed |= a.setting == c2.setting;
+    EXPECT_EQ(listed, near) << c2.setting.arguments();
+  }
+  EXPECT_EQ(inside, w.about_the_same.size());
+  for (size_t i = 1; i < w.about_the_same.size(); ++i) {
+    EXPECT_GE(w.about_the_same[i - 1].samples_per_s, w.about_the_same[i].samples_per_s);
+  }
+  for (const WhatIfCandidate& a : w.about_the_same) EXPECT_GT(a.setting.num_workers, 0);
+  const std::string text = render_text(r);
+  EXPECT_NE(text.find("about the same as the advice (within"), std::string::npos) << text;
+
+  // A step that waits for nothing (the fetch 1 ms): nothing is advised, and the settings about as
+  // fast as the recorded one follow it.
+  c.fetch_ns = [](int, int) { return 1 * kMs; };
+  const Report kept = run(c, 2);
+  ASSERT_TRUE(kept.whatif.available);
+  EXPECT_TRUE(kept.whatif.advised.recorded);
+  EXPECT_NE(render_text(kept).find("about the same as the recorded setting"), std::string::npos);
 }
 
 // Two workers whose second starts 300 ms after the first each epoch (spawned workers import torch
