@@ -167,6 +167,12 @@ def loader_advice(rep: dict, base: dict) -> dict:
     return from_model(w["best"])
 
 
+def about_same(rep: dict) -> set:
+    """The keys of the settings a report cannot tell from its advice (whatif.about_the_same)."""
+    w = rep["whatif"]
+    return {key(from_model(c)) for c in w.get("about_the_same", [])} if w.get("available") else set()
+
+
 def advised_setting(rep: dict, base: dict) -> dict:
     """The setting all the report's speed recommendations lead to: the DataLoader advice, or torch
     on one thread at a worker count's best setting (limit_torch_threads)."""
@@ -388,11 +394,15 @@ def main() -> int:
         rep_again = record(stallscope, flags + setting_flags(base), os.path.join(tmp, f"{name}-again.db"), env)
         again_advised = advised_setting(rep_again, base) if rep_again["whatif"].get("available") else dict(base)
         same = key(again_advised) == key(advised)
+        # Or a range that covers both: the second advice among the settings the first report cannot
+        # tell from its advice, or the first among the second's.
+        in_range = not same and (key(again_advised) in about_same(rep) or key(advised) in about_same(rep_again))
         close = None
         if not same and key(again_advised) in med:
             noise = max((max(measured[k]) - min(measured[k])) / med[k] for k in (key(advised), key(again_advised)))
             close = abs(med[key(again_advised)] / med[key(advised)] - 1) <= noise
-        verdict = ("" if same else " (not in the sweep)" if close is None else
+        verdict = ("" if same else " (about the same as the first, by both reports' ranges)" if in_range else
+                   " (not in the sweep)" if close is None else
                    " (measured within the noise of the first advice)" if close else " (measured apart from the first)")
         print(f"  recorded again: advice {'the same' if same else describe(again_advised)}{verdict}")
         results[name] = {"advised": describe(advised), "original": describe(base), "held": held, "rows": rows,
@@ -400,7 +410,8 @@ def main() -> int:
                          "fit_error": w["fit_error"], "confidence": w["confidence"],
                          "loader_advised": describe(loader_advice(rep, base)),
                          "threads_gain": w.get("threads_gain"), "min_gain": w.get("min_gain"), "allocator": alloc,
-                         "set": set_of[name], "advised_again": describe(again_advised), "stable": same or bool(close)}
+                         "set": set_of[name], "advised_again": describe(again_advised),
+                         "stable": same or in_range or bool(close)}
     if all_errors:
         errs = sorted(all_errors)
         med_err, max_err = statistics.median(errs), errs[-1]
