@@ -31,6 +31,9 @@ LIBRARY = BUILD / "lib" / "libstallscope.so"
 PYTHON_DIR = REPO / "python"
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 LOADER_PROG = PROGRAMS / "loader_prog.py"
+# The report's recommendations about speed that name a DataLoader setting or torch's threads.
+SPEED_ADVICE = {"increase_num_workers", "reduce_num_workers", "increase_prefetch_factor", "enable_persistent_workers",
+                "limit_torch_threads"}
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 # The reference loader's native module of this build, or None when it is not built.
 LOADER_MODULE = next((BUILD / "lib" / ("_stallscope_loader" + s) for s in importlib.machinery.EXTENSION_SUFFIXES

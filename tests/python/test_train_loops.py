@@ -20,7 +20,7 @@ import textwrap
 
 import pytest
 
-from conftest import LAUNCHER, PROGRAMS, Recording, base_env, run_recorded
+from conftest import LAUNCHER, PROGRAMS, SPEED_ADVICE, Recording, base_env, run_recorded
 
 pytestmark = [pytest.mark.torch, pytest.mark.timed]  # every test here measures time (conftest.py)
 
@@ -189,9 +189,6 @@ def test_plain_loop_validation_first(tmp_path):
         "notes"]
     assert os.path.basename(str(db)) in rep["source"]
 
-
-SPEED_ADVICE = {"increase_num_workers", "reduce_num_workers", "increase_prefetch_factor", "enable_persistent_workers",
-                "limit_torch_threads"}
 
 
 def lightning_rate(db, prog, loader_args=None):
