@@ -4,8 +4,8 @@
 # real PyTorch training under stallscope; the reference loader against torchvision in the
 # environment scripts/venv_torchvision.sh makes, which is made in the background during the build;
 # those not marked `timed` beside the wheel, the roots and the sanitizer and fuzzing builds, then
-# the timed ones alone);
-# then every C++ test again under AddressSanitizer+UndefinedBehaviorSanitizer, and the collector's
+# the timed ones alone); and, in the same chain as those builds, every C++ test again under
+# AddressSanitizer+UndefinedBehaviorSanitizer, and the collector's
 # rings, the drainer, the recorder, the dashboard's reader/analysis threads and the reference loader
 # (all its tests: its threads, pool and copy watcher) under ThreadSanitizer, and the readers of
 # outside bytes under libFuzzer for 20 s each (scripts/fuzz.sh; their corpora replay under CTest in
@@ -85,23 +85,42 @@ fi
 #   Debian's sources, cached in ~/.cache/stallscope/wheel);
 # - a user's node: fresh minimal Debian 12 and 13 roots in which an ordinary user installs it and
 #   records real training (tests/node/run.sh);
-# - the sanitizer and fuzzing builds, run further below.
+# - the sanitizer and fuzzing builds, then their tests and the fuzzing (sanitizer_tests).
 # The Python tests leave about a core idle (they wait on their children, sleep and read), and these
-# are about half an hour of compiling on two cores. The tests marked `timed` then run alone, on an
-# idle machine, with test_pip_install.py (marked `wheel`: it installs this wheel, built from this
-# tree through pyproject.toml, rather than building the tree once more).
+# are about half an hour of compiling on two cores: the chain ends after the Python tests, so the
+# sanitizers' tests and the fuzzing mostly run after them, at the chain's end, rather than after
+# the timed tests. The tests marked `timed` then run alone, on an idle machine, with
+# test_pip_install.py (marked `wheel`: it installs this wheel, built from this tree through
+# pyproject.toml, rather than building the tree once more).
+# The sanitizer builds keep line tables only (-g1): their reports name files and lines, and the
+# compiling is shorter than with full debug information.
 sanitizer_builds() {
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=address,undefined \
-        -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
+        -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1 -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
   # Only what CTest runs (target ctest_programs): not the loader's Python module and the programs
   # that only the Python tests use.
   cmake --build build-asan --target ctest_programs
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTALLSCOPE_SANITIZE=thread \
-        -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
+        -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1 -DSTALLSCOPE_BUILD_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
   # unit_thread_tests and ui_thread_tests: the test files below, in programs of their own (not the
   # whole unit_tests and ui_tests, whose other tests need the command-line tool and the dashboard).
   cmake --build build-tsan --target unit_thread_tests ui_thread_tests loader_tests
   scripts/fuzz.sh --build-only
+}
+# The sanitizers' tests and the fuzzing, once their builds are made: in the same chain (the compiling
+# takes longer than the untimed Python tests, so these mostly run after them, on an idle machine).
+sanitizer_tests() {
+  stage "C++ tests under ASan+UBSan"
+  # The preloaded, instrumented libstallscope.so comes before the ASan runtime in the load order.
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 ctest --output-on-failure -j2 -LE gpu)
+  stage "collector tests under TSan"
+  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/unit_thread_tests --gtest_filter='RingTest.*:IngestTest.*:RecorderTest.*:GpuLightTest.*')
+  stage "dashboard reader and analysis threads under TSan"
+  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/ui_thread_tests --gtest_filter='LiveTest.*:SimTest.ALargeFirstRead*:LongRecordingTest.*')
+  stage "reference loader threads under TSan"
+  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/loader_tests)
+  stage "fuzzing (libFuzzer with ASan+UBSan, 20 s a target; docs/robustness.md)"
+  scripts/fuzz.sh 20
 }
 dashboard_only() {
   cmake -S . -B build-dash -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTALLSCOPE_WERROR=ON -DSTALLSCOPE_DASHBOARD_ONLY=ON \
@@ -123,6 +142,7 @@ beside() {
   if [ "$SANITIZERS" = 1 ]; then
     stage "the sanitizer and fuzzing builds"
     sanitizer_builds
+    sanitizer_tests
   fi
   stage "done"
 }
@@ -141,10 +161,11 @@ PYTEST=(env STALLSCOPE_BUILD="$ROOT/build" "$PY" -m pytest -q)
 stage "Python tests not marked timed or wheel, beside the builds (nice 19; build/beside.log)"
 # The 25 slowest tests of each part are listed at its end: where CI's time goes.
 "${PYTEST[@]}" --durations=25 -m "not timed and not wheel" tests/python
-stage "the dashboard alone, the wheel, the roots and the sanitizer builds' end (their log: build/beside.log)"
+stage "the dashboard alone, the wheel, the roots, the sanitizers and the fuzzing: their end (their log: build/beside.log)"
 if ! wait "$BESIDE_PID"; then
-  tail -n 80 build/beside.log >&2
-  echo "test.sh: the dashboard-only build, the wheel, the roots' test or a sanitizer build failed (the end of build/beside.log is above)" >&2
+  # From the stage that failed on (a failing CTest prints each failure's output, then its list).
+  awk '/^== /{buf=""} {buf=buf $0 "\n"} END{printf "%s", buf}' build/beside.log | tail -n 400 >&2
+  echo "test.sh: the dashboard-only build, the wheel, the roots' test, a sanitizer build or test, or the fuzzing failed (its stage's log is above; all of it: build/beside.log)" >&2
   exit 1
 fi
 trap - EXIT
@@ -153,19 +174,4 @@ WHEEL=$(ls -t build-dist/stallscope-*.whl | head -1)
 stage "Python tests marked timed or wheel, alone"
 STALLSCOPE_TEST_WHEEL="$ROOT/$WHEEL" "${PYTEST[@]}" --durations=25 -m "timed or wheel" tests/python
 
-if [ "$SANITIZERS" = 1 ]; then
-  stage "C++ tests under ASan+UBSan"
-  # The preloaded, instrumented libstallscope.so comes before the ASan runtime in the load order.
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 ctest --output-on-failure -j2 -LE gpu)
-
-  stage "collector tests under TSan"
-  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/unit_thread_tests --gtest_filter='RingTest.*:IngestTest.*:RecorderTest.*:GpuLightTest.*')
-  stage "dashboard reader and analysis threads under TSan"
-  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/ui_thread_tests --gtest_filter='LiveTest.*:SimTest.ALargeFirstRead*:LongRecordingTest.*')
-  stage "reference loader threads under TSan"
-  (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./bin/loader_tests)
-
-  stage "fuzzing (libFuzzer with ASan+UBSan, 20 s a target; docs/robustness.md)"
-  scripts/fuzz.sh 20
-fi
 stage "all tests passed"
