@@ -190,7 +190,6 @@ def test_plain_loop_validation_first(tmp_path):
     assert os.path.basename(str(db)) in rep["source"]
 
 
-
 def lightning_rate(db, prog, loader_args=None):
     """One recorded run of `prog`: its samples/s by Lightning's own clock (a callback's)."""
     cmd = [str(LAUNCHER), "run", "-q", "-o", str(db)]
