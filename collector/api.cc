@@ -39,6 +39,21 @@ void ss_span_end(void) { emit(EventKind::kSpanEnd, 0, 0, 0, 0, 0); }
 
 void ss_span_end_args(int64_t a0, int32_t a1, int32_t a2) { emit(EventKind::kSpanEnd, 0, a0, a1, a2, kFlagArgs); }
 
+void ss_span_empty(uint32_t name, int64_t a0, int32_t a1, int32_t a2) {
+  Event begin{};
+  begin.ticks = now_ticks();
+  begin.a0 = a0;
+  begin.a1 = a1;
+  begin.a2 = a2;
+  begin.name = name;
+  begin.kind = EventKind::kSpanBegin;
+  begin.flags = kFlagArgs;
+  Event end{};
+  end.ticks = begin.ticks;
+  end.kind = EventKind::kSpanEnd;
+  emit_pair(begin, end);
+}
+
 void ss_instant(uint32_t name, int64_t a0, int32_t a1, int32_t a2) {
   emit(EventKind::kInstant, name, a0, a1, a2, kFlagArgs);
 }

@@ -30,9 +30,11 @@ bool Events::bind(const std::string& library_path) {
   SpanBeginArgs begin = nullptr;
   const bool ok = sym(span_end_, "ss_span_end") && sym(span_end_args_, "ss_span_end_args") &&
                   sym(instant_, "ss_instant") && sym(intern_, "ss_intern") && sym(thread_name_, "ss_thread_name") &&
-                  sym(is_recording_, "ss_is_recording") && sym(begin, "ss_span_begin_args");
+                  sym(is_recording_, "ss_is_recording") && sym(span_empty_, "ss_span_empty") &&
+                  sym(begin, "ss_span_begin_args");
   if (!ok) {
     span_end_ = nullptr;
+    span_empty_ = nullptr;
     span_end_args_ = nullptr;
     instant_ = nullptr;
     intern_ = nullptr;
@@ -83,8 +85,7 @@ void Events::stages(int64_t read_us, int64_t decode_us, int64_t augment_us) cons
 
 void Events::collate(int64_t loader, int64_t batch, int64_t samples) const {
   if (const uint32_t id = collate_.load(std::memory_order_acquire)) {
-    span_begin_args_(id, loader, clamp32(batch), clamp32(samples));
-    span_end_();
+    span_empty_(id, loader, clamp32(batch), clamp32(samples));
   }
 }
 

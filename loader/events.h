@@ -32,8 +32,8 @@ class Events {
   void fetch_end() const;
   // dl.stages: where the fetch of B went, in microseconds: reading, decoding, augmenting.
   void stages(int64_t read_us, int64_t decode_us, int64_t augment_us) const;
-  // dl.collate, empty (begun and ended at once), inside the dl.fetch span: how many samples B holds (the last batch of
-  // an epoch may be short). The samples were written in place: there is no collate step.
+  // dl.collate, empty (ss_span_empty: begun and ended with one timestamp), inside the dl.fetch span: how many samples B
+  // holds (the last batch of an epoch may be short). The samples were written in place: there is no collate step.
   void collate(int64_t loader, int64_t batch, int64_t samples) const;
   void put(int64_t loader, int64_t batch, int32_t worker) const;        // dl.put: B assembled
   bool copy_begin(int64_t loader, int64_t batch, int64_t bytes) const;  // dl.copy span (H2D), as fetch
@@ -43,6 +43,7 @@ class Events {
  private:
   using SpanBeginArgs = void (*)(uint32_t, int64_t, int32_t, int32_t);
   using SpanEnd = void (*)();
+  using SpanEmpty = void (*)(uint32_t, int64_t, int32_t, int32_t);
   using SpanEndArgs = void (*)(int64_t, int32_t, int32_t);
   using Instant = void (*)(uint32_t, int64_t, int32_t, int32_t);
   using Intern = uint32_t (*)(const char*);
@@ -50,6 +51,7 @@ class Events {
   using IsRecording = int (*)();
   SpanBeginArgs span_begin_args_ = nullptr;
   SpanEnd span_end_ = nullptr;
+  SpanEmpty span_empty_ = nullptr;
   SpanEndArgs span_end_args_ = nullptr;
   Instant instant_ = nullptr;
   Intern intern_ = nullptr;

@@ -35,6 +35,9 @@ STALLSCOPE_API void ss_span_begin_args(uint32_t name, int64_t arg0, int32_t arg1
 STALLSCOPE_API void ss_span_end(void);
 /* Closes the innermost span and sets its arguments (they replace the begin's). */
 STALLSCOPE_API void ss_span_end_args(int64_t arg0, int32_t arg1, int32_t arg2);
+/* A span of no length, inside the innermost open one: its begin and end carry one timestamp, so a
+   thread preempted between two calls cannot lengthen it (a count the span stands for, not a time). */
+STALLSCOPE_API void ss_span_empty(uint32_t name, int64_t arg0, int32_t arg1, int32_t arg2);
 
 STALLSCOPE_API void ss_instant(uint32_t name, int64_t arg0, int32_t arg1, int32_t arg2);
 /* Records `value` on counter `track` (from ss_counter_track) for this process. */

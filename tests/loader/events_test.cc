@@ -49,6 +49,10 @@ STANDIN void ss_span_begin_args(uint32_t name, int64_t a0, int32_t a1, int32_t a
   add(Call{{}, "begin", g_names.at(name), a0, a1, a2});
 }
 STANDIN void ss_span_end() { add(Call{{}, "end", "", 0, 0, 0}); }
+STANDIN void ss_span_empty(uint32_t name, int64_t a0, int32_t a1, int32_t a2) {
+  add(Call{{}, "begin", g_names.at(name), a0, a1, a2});
+  add(Call{{}, "end", "", 0, 0, 0});
+}
 STANDIN void ss_span_end_args(int64_t a0, int32_t a1, int32_t a2) { add(Call{{}, "end", "", a0, a1, a2}); }
 STANDIN void ss_instant(uint32_t name, int64_t a0, int32_t a1, int32_t a2) {
   add(Call{{}, "instant", g_names.at(name), a0, a1, a2});

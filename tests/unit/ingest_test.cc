@@ -54,6 +54,31 @@ class IngestTest : public ::testing::Test {
   std::unique_ptr<Ingest> ingest_;
 };
 
+TEST_F(IngestTest, AnEmptySpanHasNoLengthAndNestsInTheOpenOne) {
+  const uint32_t fetch = ss_intern("dl.fetch"), collate = ss_intern("dl.collate");
+  ss_span_begin(fetch);
+  ss_span_empty(collate, 7, 3, 512);
+  ss_span_end();
+  ASSERT_TRUE(ingest_->drain(true).ok());
+  auto r = read();
+  ASSERT_TRUE(r);
+  auto spans = r->all_spans();
+  ASSERT_TRUE(spans.ok());
+  ASSERT_EQ(spans->size(), 2u);
+  const SpanRow& f = (*spans)[0];
+  const SpanRow& c = (*spans)[1];
+  EXPECT_EQ(f.name_id, fetch);
+  EXPECT_EQ(c.name_id, collate);
+  EXPECT_EQ(c.depth, 1);
+  EXPECT_EQ(c.arg0, 7);
+  EXPECT_EQ(c.arg1, 3);
+  EXPECT_EQ(c.arg2, 512);
+  ASSERT_TRUE(c.dur_ns.has_value());
+  EXPECT_EQ(*c.dur_ns, 0) << "one timestamp for both ends";
+  EXPECT_GE(c.start_ns, f.start_ns);
+  EXPECT_LE(c.start_ns, f.start_ns + *f.dur_ns);
+}
+
 TEST_F(IngestTest, EveryEventKindBecomesRows) {
   const uint32_t outer = ss_intern("outer"), inner = ss_intern("inner"), mark = ss_intern("mark");
   ss_thread_name("trainer");
