@@ -505,7 +505,10 @@ Result<JobView> job_view(const std::vector<std::string>& paths, int max_periods)
     }
   }
 
-  // Each period's shares, the most any rank waited for its data, and what the others waited for it.
+  // Each period's shares, the most any rank waited for its data (seconds), and what the others waited
+  // for it: in lockstep, that rank's wait less their own. In seconds as summed, not shares of each
+  // rank's time in the period: a summary bucket's wait goes whole to the period holding its middle, so
+  // a share of a period a rank spent little of can exceed 1, and capping it lost the slow rank's wait.
   std::vector<double> most(n, 0);
   for (size_t i = 0; i < ranks.size(); ++i) {
     JobRank& k = ranks[i].out;
@@ -517,7 +520,7 @@ Result<JobView> job_view(const std::vector<std::string>& paths, int max_periods)
       if (acc[i].fetches[p] > 0) k.fetch_ms[p] = acc[i].fetch[p] * 1e3 / static_cast<double>(acc[i].fetches[p]);
       if (acc[i].time[p] <= 0) continue;
       k.stall[p] = std::clamp(acc[i].data[p] / acc[i].time[p], 0.0, 1.0);
-      most[p] = std::max(most[p], k.stall[p]);
+      most[p] = std::max(most[p], acc[i].data[p]);
       k.data_s += acc[i].data[p];
       k.collective_s += acc[i].coll[p];
     }
@@ -537,8 +540,8 @@ Result<JobView> job_view(const std::vector<std::string>& paths, int max_periods)
     JobRank& k = ranks[i].out;
     double worst = -1;
     for (size_t p = 0; p < n; ++p) {
+      k.behind_s += std::max(0.0, most[p] - acc[i].data[p]);
       if (k.stall[p] < 0) continue;
-      k.behind_s += (most[p] - k.stall[p]) * acc[i].time[p];
       if (full(i, p) && k.stall[p] > worst) {
         worst = k.stall[p];
         k.worst_period = static_cast<int>(p);
